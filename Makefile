@@ -1,0 +1,40 @@
+# pylmq: `make run` starts a node, `make test` installs what the tests need and runs them.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+EXTRAS ?= test
+STAMP  := $(VENV)/.installed-$(EXTRAS)
+PYTEST_ARGS ?=
+
+.PHONY: run test lint check pytest deps erlang clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
+	touch $@
+
+deps: $(STAMP)
+
+# Interop tests need a real Erlang/OTP; install Debian's when it is missing.
+erlang:
+	@command -v erl >/dev/null 2>&1 || { \
+	  echo "erl not found: installing erlang-nox"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq erlang-nox erlang-dev; }
+
+run: $(STAMP)
+	$(BIN)/python -m pylmq
+
+lint: $(STAMP)
+	$(BIN)/ruff check pylmq tests bench
+	$(BIN)/mypy pylmq
+
+# pytest exits 5 when it collected no test at all: that is a failure here, never a pass.
+pytest: $(STAMP) erlang
+	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+test: lint pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,302 @@
+"""The queue manager: queues created on use, regex matching, pull-any, delete.
+
+This is the one entry point the protocol adapters (HTTP, MessagePack-RPC, the Erlang
+distribution services) call. It holds a :class:`~pylmq.core.queue.Queue` per queue name, keeps
+effective properties up to date, and tracks pull-any waiters so that a queue created while they
+wait is considered too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from pylmq.core.clock import Clock, SystemClock
+from pylmq.core.message import Item, parse_uuid
+from pylmq.core.props import (
+    DefaultList,
+    Props,
+    RawProps,
+    compile_regex,
+    effective_props,
+    merge_props,
+)
+from pylmq.core.queue import Delivery, Queue, QueueObserver, Waiter
+from pylmq.core.table import AccumResult
+from pylmq.errors import InvalidQueueName, MessageNotFound, QueueNotFound
+from pylmq.store.base import Store
+
+__all__ = ["RESERVED_NAMES", "QueueManager", "validate_name"]
+
+log = logging.getLogger("pylmq.manager")
+
+# Names of LMQ's own Mnesia tables: a queue of that name would overwrite cluster metadata.
+RESERVED_NAMES = frozenset({"__lmq_info__", "__lmq_queue_info__", "schema"})
+MAX_NAME_LENGTH = 255  # a queue name is an Erlang atom in the cluster
+
+
+def validate_name(name: Any) -> str:
+    if isinstance(name, bytes):
+        try:
+            name = name.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InvalidQueueName("queue name is not valid UTF-8") from e
+    if not isinstance(name, str) or not name:
+        raise InvalidQueueName(f"a non-empty queue name is required, got {name!r}")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidQueueName(f"queue name longer than {MAX_NAME_LENGTH} characters")
+    if name in RESERVED_NAMES:
+        raise InvalidQueueName(f"{name!r} is reserved for LMQ's own tables")
+    if "\x00" in name:
+        raise InvalidQueueName("queue name contains NUL")
+    return name
+
+
+def _uuid(id_: str | bytes) -> bytes:
+    u = parse_uuid(id_)
+    if u is None:
+        raise MessageNotFound(f"{id_!r} is not a message id")
+    return u
+
+
+class QueueManager:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock | None = None,
+        observer: QueueObserver | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.observer = observer
+        self._queues: dict[str, Queue] = {}
+        self._any_waiters: dict[Waiter, re.Pattern[str]] = {}
+        self._closed = False
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Attach to an opened store: a Queue for every queue it holds."""
+        for name in self.store.queue_names():
+            self._attach(name)
+        for q in self._queues.values():
+            q.notify()
+
+    async def close(self) -> None:
+        self._closed = True
+        for w in list(self._any_waiters):
+            w.finish(None)
+        for q in list(self._queues.values()):
+            for w in await q.close():
+                w.finish(None)
+
+    # -- queues ------------------------------------------------------------------------------------
+
+    def _props_for(self, name: str) -> Props:
+        return effective_props(name, self.store.queue_props(name), self.store.default_props())
+
+    def _attach(self, name: str) -> Queue:
+        q = self._queues.get(name)
+        if q is None:
+            q = Queue(name, self.store, self._props_for(name), self.observer)
+            self._queues[name] = q
+            for w, pattern in self._any_waiters.items():
+                if w.live and pattern.search(name):
+                    q.add_waiter(w)
+        return q
+
+    def get(self, name: str) -> Queue | None:
+        return self._queues.get(name)
+
+    def queue_names(self) -> list[str]:
+        return sorted(self._queues)
+
+    async def ensure(self, name: str) -> Queue:
+        """The queue named so, created (in the store too) on first use."""
+        q = self._queues.get(name)
+        if q is not None:
+            return q
+        name = validate_name(name)
+        await self.store.create(name)
+        return self._attach(name)
+
+    def match(self, regex: str | bytes) -> list[Queue]:
+        pattern = compile_regex(regex)
+        return [self._queues[n] for n in sorted(self._queues) if pattern.search(n)]
+
+    async def delete(self, name: str) -> None:
+        q = self._queues.pop(name, None)
+        existed = await self.store.delete(name)
+        if q is None and not existed:
+            raise QueueNotFound(f"no queue named {name!r}")
+        if q is not None:
+            await self._close_queue(q)
+        await self.store.barrier()
+
+    async def _close_queue(self, q: Queue) -> None:
+        for w in await q.close():
+            if w not in self._any_waiters:
+                w.finish(None)
+
+    def _require(self, name: str) -> Queue:
+        q = self._queues.get(name)
+        if q is None:
+            raise QueueNotFound(f"no queue named {name!r}")
+        return q
+
+    # -- messages ----------------------------------------------------------------------------------
+
+    async def push(self, name: str, item: Item) -> AccumResult:
+        return await (await self.ensure(name)).push(item)
+
+    async def push_all(self, regex: str | bytes, item: Item) -> dict[str, AccumResult]:
+        """Fan-out to every EXISTING queue whose name matches (as LMQ)."""
+        out: dict[str, AccumResult] = {}
+        for q in self.match(regex):
+            out[q.name] = await q.push(item)
+        return out
+
+    async def pull(self, name: str, timeout: float | None) -> Delivery | None:
+        """Wait up to ``timeout`` seconds (None: forever, 0: answer at once)."""
+        return await self._pull([await self.ensure(name)], timeout, None)
+
+    async def pull_any(self, regex: str | bytes, timeout: float | None) -> Delivery | None:
+        """From any matching queue, including queues created while waiting."""
+        pattern = compile_regex(regex)
+        queues = [self._queues[n] for n in sorted(self._queues) if pattern.search(n)]
+        return await self._pull(queues, timeout, pattern)
+
+    async def _pull(
+        self, queues: list[Queue], timeout: float | None, pattern: re.Pattern[str] | None
+    ) -> Delivery | None:
+        for q in queues:
+            if not q.has_waiters():
+                d = await q.try_take()
+                if d is not None:
+                    return await self._confirm(d)
+        if timeout is not None and timeout <= 0:
+            return None
+        loop = asyncio.get_running_loop()
+        waiter = Waiter(loop.create_future())
+        if pattern is not None:
+            self._any_waiters[waiter] = pattern
+        for q in queues:
+            q.add_waiter(waiter)
+        timer = loop.call_later(timeout, waiter.finish, None) if timeout is not None else None
+        try:
+            delivery = await waiter.future
+        except asyncio.CancelledError:
+            # The client went away. A message already taken for it goes back, retry intact.
+            fut = waiter.future
+            if fut.done() and not fut.cancelled() and (d := fut.result()) is not None:
+                await self._put_back(d)
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+            self._any_waiters.pop(waiter, None)
+            waiter.finish(None)
+        if delivery is None:
+            return None
+        return await self._confirm(delivery)
+
+    async def _confirm(self, d: Delivery) -> Delivery:
+        """Make the delivery durable before the client sees it; put it back if the client left."""
+        try:
+            await self.store.barrier()
+        except asyncio.CancelledError:
+            await self._put_back(d)
+            raise
+        return d
+
+    async def _put_back(self, d: Delivery) -> None:
+        try:
+            q = self._queues.get(d.queue)
+            if q is not None:
+                await q.put_back(d.message.uuid)
+            else:
+                await self.store.put_back(d.queue, d.message.uuid)
+        except Exception:
+            log.exception("could not put back message %s of %s", d.message.uuid.hex(), d.queue)
+
+    async def put_back(self, name: str, id_: str | bytes) -> None:
+        """Server-side put back, for an adapter whose client vanished after a pull returned."""
+        q = self._require(name)
+        await q.put_back(_uuid(id_))
+
+    async def ack(self, name: str, id_: str | bytes) -> None:
+        await self._require(name).ack(_uuid(id_))
+
+    async def nack(self, name: str, id_: str | bytes) -> None:
+        await self._require(name).nack(_uuid(id_))
+
+    async def ext(self, name: str, id_: str | bytes) -> None:
+        await self._require(name).ext(_uuid(id_))
+
+    # -- properties ------------------------------------------------------------------------------
+
+    async def get_props(self, name: str) -> Props:
+        """Effective properties (the queue is created on use, as in LMQ)."""
+        return (await self.ensure(name)).props
+
+    def raw_props(self, name: str) -> RawProps | None:
+        return self.store.queue_props(name)
+
+    async def update_props(self, name: str, props: RawProps | None, *, merge: bool = True) -> Props:
+        """Merge ``props`` into the queue's own properties; ``None`` resets them."""
+        q = await self.ensure(name)
+        own = self.store.queue_props(name) or {}
+        new = {} if props is None else (merge_props(own, props) if merge else dict(props))
+        await self.store.set_queue_props(name, new)
+        await self.store.barrier()
+        q.props = self._props_for(name)
+        q.notify()
+        return q.props
+
+    def default_props(self) -> DefaultList:
+        return self.store.default_props()
+
+    async def set_default_props(self, defaults: DefaultList) -> None:
+        await self.store.set_default_props(defaults)
+        await self.store.barrier()
+        self.refresh_props()
+
+    def refresh_props(self, names: Iterable[str] | None = None) -> None:
+        for n in names if names is not None else list(self._queues):
+            q = self._queues.get(n)
+            if q is not None:
+                q.props = self._props_for(n)
+                q.notify()
+
+    # -- events from outside (another node of the cluster) -----------------------------------------
+
+    def on_remote_new_message(self, name: str) -> None:
+        q = self._queues.get(name)
+        if q is not None:
+            q.notify()
+
+    def on_remote_queue_created(self, name: str) -> None:
+        if name not in RESERVED_NAMES:
+            self._attach(name).notify()
+
+    async def on_remote_queue_deleted(self, name: str) -> None:
+        q = self._queues.pop(name, None)
+        if q is not None:
+            await self._close_queue(q)
+
+    # -- status -------------------------------------------------------------------------------------
+
+    def status(self) -> list[dict[str, Any]]:
+        """Per queue, in name order: name, size, memory (bytes) and effective props."""
+        return [
+            {
+                "name": n,
+                "size": self.store.size(n),
+                "memory": self.store.memory(n),
+                "props": self._queues[n].props,
+            }
+            for n in sorted(self._queues)
+        ]

@@ -1,0 +1,146 @@
+"""The message record of LMQ-FACTS section 1, and its ids.
+
+A record is ``(id, state, type, retry, content)`` where ``id = (ts, uuid)``: ``ts`` is a float of
+Unix seconds (the time the record becomes deliverable) and ``uuid`` 16 random bytes (v4). The
+queue is ordered by id, so the first record decides delivery.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import uuid as _uuid
+from dataclasses import dataclass
+
+__all__ = [
+    "DEFAULT_CONTENT_TYPE",
+    "Content",
+    "Item",
+    "Message",
+    "MessageId",
+    "MessageType",
+    "Metadata",
+    "Retry",
+    "State",
+    "content_type_of",
+    "make_item",
+    "new_uuid",
+    "parse_uuid",
+    "uuid_text",
+]
+
+DEFAULT_CONTENT_TYPE = b"application/octet-stream"
+
+Metadata = tuple[tuple[bytes, bytes], ...]
+"""Headers stored with a body, e.g. ``((b"content-type", b"text/plain"),)``."""
+
+Item = tuple[Metadata, bytes]
+"""One pushed thing: its metadata and its body."""
+
+Content = Item | list[Item]
+"""A normal message holds one item; a compound message a list of them."""
+
+Retry = int | None
+"""Deliveries still allowed; ``None`` is LMQ's ``infinity``."""
+
+MessageId = tuple[float, bytes]
+
+
+class State(enum.Enum):
+    AVAILABLE = "available"
+    PROCESSING = "processing"
+    ACCUM = "accum"
+
+
+class MessageType(enum.Enum):
+    NORMAL = "normal"
+    COMPOUND = "compound"
+
+
+@dataclass(slots=True, eq=True)
+class Message:
+    id: MessageId
+    state: State
+    type: MessageType
+    retry: Retry
+    content: Content
+
+    @property
+    def ts(self) -> float:
+        return self.id[0]
+
+    @property
+    def uuid(self) -> bytes:
+        return self.id[1]
+
+    def items(self) -> list[Item]:
+        """The content as a list of items, whatever the type."""
+        if self.type is MessageType.COMPOUND:
+            assert isinstance(self.content, list)
+            return self.content
+        assert isinstance(self.content, tuple)
+        return [self.content]
+
+    def nbytes(self) -> int:
+        """Approximate payload size (bodies and metadata), for `status` and `/stats`."""
+        return sum(len(body) + sum(len(k) + len(v) for k, v in md) for md, body in self.items())
+
+
+# Random v4 uuids, drawn in blocks: one urandom call per 256 ids instead of one each.
+_BLOCK = 256
+_pool: list[bytes] = []
+
+
+def new_uuid() -> bytes:
+    if not _pool:
+        raw = os.urandom(16 * _BLOCK)
+        for i in range(0, len(raw), 16):
+            b = bytearray(raw[i : i + 16])
+            b[6] = (b[6] & 0x0F) | 0x40
+            b[8] = (b[8] & 0x3F) | 0x80
+            _pool.append(bytes(b))
+    return _pool.pop()
+
+
+def uuid_text(u: bytes) -> str:
+    """The id as LMQ prints it: canonical lower-case UUID text."""
+    h = u.hex()
+    return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def parse_uuid(text: str | bytes) -> bytes | None:
+    """Parse UUID text (as sent back in ack/nack/ext); ``None`` when it is not one."""
+    if isinstance(text, bytes):
+        if len(text) == 16:
+            return text
+        try:
+            text = text.decode("ascii")
+        except UnicodeDecodeError:
+            return None
+    try:
+        return _uuid.UUID(text).bytes
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
+_md_cache: dict[bytes, Metadata] = {}
+
+
+def make_item(body: bytes, content_type: bytes | str | None = None) -> Item:
+    """An item with a content-type header; identical metadata tuples are shared."""
+    if content_type is None:
+        return ((), body)
+    ct = content_type.encode("latin-1") if isinstance(content_type, str) else content_type
+    md = _md_cache.get(ct)
+    if md is None:
+        md = ((b"content-type", ct),)
+        if len(_md_cache) < 1024:
+            _md_cache[ct] = md
+    return (md, body)
+
+
+def content_type_of(item: Item) -> bytes:
+    for k, v in item[0]:
+        if k.lower() == b"content-type":
+            return v
+    return DEFAULT_CONTENT_TYPE

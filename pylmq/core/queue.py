@@ -1,0 +1,205 @@
+"""One queue: its pull waiters (served in arrival order) and its wake-up timer.
+
+Like LMQ's ``lmq_queue`` process, a :class:`Queue` owns the clients waiting on it. Messages
+themselves live in the store; the queue asks the store to dequeue when there is a waiter and
+the store's first record is deliverable, and sleeps until the first record's deadline
+otherwise. Wake-ups also come from outside (:meth:`Queue.notify`): a push on this node, or a
+``new_message`` event from another node of the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Protocol
+
+from pylmq.core.message import Item, Message
+from pylmq.core.props import Props
+from pylmq.core.table import AccumResult
+from pylmq.errors import MessageNotFound
+from pylmq.store.base import Store
+
+__all__ = ["Delivery", "Queue", "QueueObserver", "Waiter"]
+
+log = logging.getLogger("pylmq.queue")
+
+
+@dataclass(slots=True, frozen=True)
+class Delivery:
+    """A message handed to a client: the queue it came from and the processing record."""
+
+    queue: str
+    message: Message
+
+
+class QueueObserver(Protocol):
+    """Receives the events that metrics and cluster broadcast care about."""
+
+    def on_push(self, queue: str) -> None: ...
+
+    def on_pull(self, queue: str, retention: float) -> None: ...
+
+
+class Waiter:
+    """A client waiting for a message; one waiter may wait on several queues (pull-any)."""
+
+    __slots__ = ("future", "queues")
+
+    def __init__(self, future: asyncio.Future[Delivery | None]) -> None:
+        self.future = future
+        self.queues: list[Queue] = []
+
+    @property
+    def live(self) -> bool:
+        return not self.future.done()
+
+    def finish(self, result: Delivery | None) -> None:
+        if not self.future.done():
+            self.future.set_result(result)
+        for q in self.queues:
+            q._waiters.pop(self, None)
+        self.queues.clear()
+
+
+class Queue:
+    def __init__(
+        self,
+        name: str,
+        store: Store,
+        props: Props,
+        observer: QueueObserver | None = None,
+    ) -> None:
+        self.name = name
+        self.store = store
+        self.props = props
+        self.observer = observer
+        # dict as an ordered set: arrival order, O(1) removal of a waiter that gave up.
+        self._waiters: dict[Waiter, None] = {}
+        self._serving: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    # -- client operations ------------------------------------------------------------------
+
+    async def push(self, item: Item) -> AccumResult:
+        result = await self.store.enqueue(self.name, item, self.props.retry, self.props.accum)
+        await self.store.barrier()
+        if self.observer is not None:
+            self.observer.on_push(self.name)
+        self.notify()
+        return result
+
+    async def try_take(self) -> Delivery | None:
+        """Dequeue at once if a record is deliverable (no waiting; used by pull and pull-any)."""
+        got = await self.store.dequeue(self.name, self.props.timeout)
+        if got is None:
+            return None
+        msg, retention = got
+        if self.observer is not None:
+            self.observer.on_pull(self.name, retention)
+        return Delivery(self.name, msg)
+
+    def has_waiters(self) -> bool:
+        return any(w.live for w in self._waiters)
+
+    def add_waiter(self, waiter: Waiter) -> None:
+        self._waiters[waiter] = None
+        waiter.queues.append(self)
+        self.notify()
+
+    async def ack(self, uuid: bytes) -> None:
+        await self._settle(await self.store.done(self.name, uuid))
+
+    async def nack(self, uuid: bytes) -> None:
+        await self._settle(await self.store.release(self.name, uuid))
+        self.notify()
+
+    async def ext(self, uuid: bytes) -> None:
+        # timeout is read at each ext: a property change applies to messages in flight.
+        await self._settle(await self.store.retain(self.name, uuid, self.props.timeout))
+        self.notify()
+
+    async def put_back(self, uuid: bytes) -> bool:
+        ok = await self.store.put_back(self.name, uuid)
+        await self.store.barrier()
+        self.notify()
+        return ok
+
+    async def _settle(self, ok: bool) -> None:
+        if not ok:
+            raise MessageNotFound("no message in processing with that id (unknown, expired or redelivered)")
+        await self.store.barrier()
+
+    # -- serving waiters ------------------------------------------------------------------------
+
+    def notify(self) -> None:
+        """Something may have become deliverable: serve waiters if there are any."""
+        if self._closed or self._serving is not None or not self._waiters:
+            return
+        self._serving = asyncio.get_running_loop().create_task(self._serve(), name=f"serve:{self.name}")
+
+    def _first_live(self) -> Waiter | None:
+        while self._waiters:
+            w = next(iter(self._waiters))
+            if w.live:
+                return w
+            del self._waiters[w]
+        return None
+
+    async def _serve(self) -> None:
+        try:
+            while not self._closed:
+                waiter = self._first_live()
+                if waiter is None:
+                    return
+                wait = self.store.waittime(self.name)
+                if wait is None:
+                    return
+                if wait > 0:
+                    self._arm_timer(wait)
+                    return
+                delivery = await self.try_take()
+                if delivery is None:
+                    continue
+                waiter = self._first_live()
+                if waiter is None:
+                    # Every waiter left while the store worked: the message goes back unharmed.
+                    await self.store.put_back(self.name, delivery.message.uuid)
+                    return
+                waiter.finish(delivery)
+        except Exception:
+            log.exception("serving waiters of queue %s failed", self.name)
+        finally:
+            self._serving = None
+
+    def _arm_timer(self, delay: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        # A little slack so the record's deadline has surely passed when we look again.
+        self._timer = loop.call_later(delay + 0.0005, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.notify()
+
+    async def close(self) -> list[Waiter]:
+        """Stop serving and detach the waiters; returns those left waiting on no queue at all
+        (the manager ends them, unless they are pull-any waiters that may see new queues)."""
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        orphans: list[Waiter] = []
+        for w in list(self._waiters):
+            if self in w.queues:
+                w.queues.remove(self)
+            if not w.queues and w.live:
+                orphans.append(w)
+        self._waiters.clear()
+        if self._serving is not None:
+            self._serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._serving
+        return orphans

@@ -1,0 +1,101 @@
+"""One exception tree for all of pylmq.
+
+Every error a user can cause derives from :class:`LMQError`. Each class carries the short
+``reason`` that the HTTP API returns as JSON (``{"error": reason, "detail": ...}``) and the
+MessagePack-RPC API returns in its error slot, and the HTTP status it maps to, so that the
+mapping lives here and nowhere else.
+"""
+
+from __future__ import annotations
+
+
+class LMQError(Exception):
+    """Base of every pylmq error."""
+
+    reason: str = "error"
+    http_status: int = 500
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(detail or self.reason)
+        self.detail = detail or self.reason
+
+    def to_json(self) -> dict[str, str]:
+        return {"error": self.reason, "detail": self.detail}
+
+
+class BadRequest(LMQError):
+    """The request is malformed: bad JSON, wrong types, unknown keys, bad parameters."""
+
+    reason = "bad_request"
+    http_status = 400
+
+
+class InvalidProps(BadRequest):
+    reason = "invalid_props"
+
+
+class InvalidRegex(BadRequest):
+    reason = "invalid_regex"
+
+
+class InvalidQueueName(BadRequest):
+    reason = "invalid_queue_name"
+
+
+class NotFound(LMQError):
+    reason = "not_found"
+    http_status = 404
+
+
+class QueueNotFound(NotFound):
+    reason = "queue_not_found"
+
+
+class MessageNotFound(NotFound):
+    """Unknown, expired or already redelivered message id."""
+
+    reason = "not_found"
+
+
+class StoreError(LMQError):
+    """The store cannot carry out an operation (I/O failure, corrupt data, peer gone)."""
+
+    reason = "store_error"
+    http_status = 503
+
+
+class ShuttingDown(StoreError):
+    reason = "shutting_down"
+
+
+class ConfigError(LMQError):
+    """A configuration file or flag is invalid (names the file, line and column)."""
+
+    reason = "config_error"
+    http_status = 500
+
+
+class DistError(LMQError):
+    """Erlang distribution failed: EPMD, handshake, connection or remote call."""
+
+    reason = "dist_error"
+    http_status = 502
+
+
+class HandshakeError(DistError):
+    reason = "handshake_failed"
+
+
+class CookieMismatch(HandshakeError):
+    reason = "bad_cookie"
+
+
+class NodeDown(DistError):
+    reason = "noconnection"
+
+
+class ClusterError(LMQError):
+    """Joining, leaving or serving a mixed Erlang/Python cluster failed."""
+
+    reason = "cluster_error"
+    http_status = 503

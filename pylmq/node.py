@@ -1,0 +1,148 @@
+"""A pylmq node: one store, one queue manager, the HTTP and MessagePack-RPC servers.
+
+This is the assembly point that the entry point (`python -m pylmq`), the release scripts and the
+tests use. Each server is owned here: started in :meth:`LMQNode.start`, stopped in
+:meth:`LMQNode.stop` (in-flight requests finish, waiting pulls end, the store is flushed).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiohttp import web
+
+from pylmq.core.clock import Clock, SystemClock
+from pylmq.core.manager import QueueManager
+from pylmq.core.queue import QueueObserver
+from pylmq.errors import ConfigError
+from pylmq.store.base import Store
+
+__all__ = ["LMQNode", "NodeOptions", "make_store", "parse_hostport"]
+
+log = logging.getLogger("pylmq.node")
+
+STORE_KINDS = ("memory", "durable")
+FSYNC_POLICIES = ("always", "interval", "none")
+
+
+def parse_hostport(text: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` or ``PORT``; IPv6 hosts in brackets (``[::1]:9980``)."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = default_host, text
+    host = host.strip("[]") or default_host
+    try:
+        p = int(port)
+    except ValueError:
+        raise ConfigError(f"bad address {text!r}: port must be a number") from None
+    if not 0 <= p <= 65535:
+        raise ConfigError(f"bad address {text!r}: port out of range")
+    return host, p
+
+
+@dataclass
+class NodeOptions:
+    http: tuple[str, int] | None = ("0.0.0.0", 9980)
+    rpc: tuple[str, int] | None = ("0.0.0.0", 18800)
+    store: str = "durable"
+    data_dir: Path = field(default_factory=lambda: Path("data"))
+    fsync: str = "always"
+    shutdown_timeout: float = 10.0
+
+
+def make_store(opts: NodeOptions, clock: Clock) -> Store:
+    if opts.store == "memory":
+        from pylmq.store.memory import MemoryStore
+
+        return MemoryStore(clock)
+    if opts.store == "durable":
+        if opts.fsync not in FSYNC_POLICIES:
+            raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, got {opts.fsync!r}")
+        from pylmq.store.durable import DurableStore
+
+        return DurableStore(opts.data_dir, fsync=opts.fsync, clock=clock)
+    raise ConfigError(f"store must be one of {', '.join(STORE_KINDS)}, got {opts.store!r}")
+
+
+class LMQNode:
+    def __init__(
+        self,
+        opts: NodeOptions | None = None,
+        *,
+        clock: Clock | None = None,
+        store: Store | None = None,
+        observer: QueueObserver | None = None,
+    ) -> None:
+        self.opts = opts or NodeOptions()
+        self.clock = clock or SystemClock()
+        self.store = store or make_store(self.opts, self.clock)
+        self.manager = QueueManager(self.store, self.clock, observer)
+        self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+        self._rpc: object | None = None
+        self.http_address: tuple[str, int] | None = None
+        self.rpc_address: tuple[str, int] | None = None
+
+    async def start(self) -> None:
+        await self.store.open()
+        await self.manager.start()
+        try:
+            if self.opts.http is not None:
+                await self._start_http(*self.opts.http)
+            if self.opts.rpc is not None:
+                await self._start_rpc(*self.opts.rpc)
+        except BaseException:
+            await self.stop()
+            raise
+        log.info(
+            "pylmq node started: store=%s http=%s rpc=%s",
+            self.store.kind,
+            self.http_address,
+            self.rpc_address,
+        )
+
+    async def _start_http(self, host: str, port: int) -> None:
+        from pylmq.api.http import create_app
+
+        app = create_app(self.manager)
+        # handler_cancellation: a long-poll whose client disconnects is cancelled, so the
+        # message it may have taken is put back (LMQ does the same with a monitor).
+        self._runner = web.AppRunner(
+            app, handler_cancellation=True, shutdown_timeout=self.opts.shutdown_timeout, access_log=None
+        )
+        await self._runner.setup()
+        self._site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        try:
+            await self._site.start()
+        except OSError as e:
+            raise ConfigError(f"cannot listen for HTTP on {host}:{port}: {e.strerror or e}") from e
+        server = self._site._server
+        assert server is not None
+        sock = server.sockets[0]  # type: ignore[attr-defined]
+        self.http_address = sock.getsockname()[:2]
+
+    async def _start_rpc(self, host: str, port: int) -> None:
+        from pylmq.api.rpc import RpcServer
+
+        rpc = RpcServer(self.manager)
+        try:
+            self.rpc_address = await rpc.start(host, port)
+        except OSError as e:
+            raise ConfigError(f"cannot listen for MessagePack-RPC on {host}:{port}: {e.strerror or e}") from e
+        self._rpc = rpc
+
+    async def stop(self) -> None:
+        """Graceful: stop accepting, let in-flight requests finish, end waits, flush the store."""
+        from pylmq.api.rpc import RpcServer
+
+        if isinstance(self._rpc, RpcServer):
+            await self._rpc.close()
+        self._rpc = None
+        await self.manager.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await self.store.close()
+        log.info("pylmq node stopped")

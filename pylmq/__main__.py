@@ -59,11 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvloop
 
-        uvloop.install()
+        loop_factory = uvloop.new_event_loop
     except ImportError:
-        pass
+        loop_factory = None
     try:
-        asyncio.run(run(opts))
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(run(opts))
     except LMQError as e:
         print(f"pylmq: {e.detail}", file=sys.stderr)
         return 1

@@ -99,3 +99,18 @@ class ClusterError(LMQError):
 
     reason = "cluster_error"
     http_status = 503
+
+
+
+class Unreachable(LMQError):
+    """No node answered: every address refused the connection, or it broke or went silent."""
+
+    reason = "unreachable"
+    http_status = 503
+
+
+class ProtocolError(LMQError):
+    """A node's answer could not be understood (not LMQ's HTTP or MessagePack-RPC contract)."""
+
+    reason = "protocol_error"
+    http_status = 502

@@ -8,6 +8,7 @@ mapping lives here and nowhere else.
 
 from __future__ import annotations
 
+
 class LMQError(Exception):
     """Base of every pylmq error."""
 
@@ -21,32 +22,40 @@ class LMQError(Exception):
     def to_json(self) -> dict[str, str]:
         return {"error": self.reason, "detail": self.detail}
 
+
 class BadRequest(LMQError):
     """The request is malformed: bad JSON, wrong types, unknown keys, bad parameters."""
 
     reason = "bad_request"
     http_status = 400
 
+
 class InvalidProps(BadRequest):
     reason = "invalid_props"
+
 
 class InvalidRegex(BadRequest):
     reason = "invalid_regex"
 
+
 class InvalidQueueName(BadRequest):
     reason = "invalid_queue_name"
+
 
 class NotFound(LMQError):
     reason = "not_found"
     http_status = 404
 
+
 class QueueNotFound(NotFound):
     reason = "queue_not_found"
+
 
 class MessageNotFound(NotFound):
     """Unknown, expired or already redelivered message id."""
 
     reason = "not_found"
+
 
 class StoreError(LMQError):
     """The store cannot carry out an operation (I/O failure, corrupt data, peer gone)."""
@@ -54,8 +63,10 @@ class StoreError(LMQError):
     reason = "store_error"
     http_status = 503
 
+
 class ShuttingDown(StoreError):
     reason = "shutting_down"
+
 
 class ConfigError(LMQError):
     """A configuration file or flag is invalid (names the file, line and column)."""
@@ -63,20 +74,25 @@ class ConfigError(LMQError):
     reason = "config_error"
     http_status = 500
 
+
 class DistError(LMQError):
     """Erlang distribution failed: EPMD, handshake, connection or remote call."""
 
     reason = "dist_error"
     http_status = 502
 
+
 class HandshakeError(DistError):
     reason = "handshake_failed"
+
 
 class CookieMismatch(HandshakeError):
     reason = "bad_cookie"
 
+
 class NodeDown(DistError):
     reason = "noconnection"
+
 
 class ClusterError(LMQError):
     """Joining, leaving or serving a mixed Erlang/Python cluster failed."""
@@ -84,11 +100,13 @@ class ClusterError(LMQError):
     reason = "cluster_error"
     http_status = 503
 
+
 class Unreachable(LMQError):
     """No node answered: every address refused the connection, or it broke or went silent."""
 
     reason = "unreachable"
     http_status = 503
+
 
 class ProtocolError(LMQError):
     """A node's answer could not be understood (not LMQ's HTTP or MessagePack-RPC contract)."""

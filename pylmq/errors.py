@@ -42,6 +42,21 @@ class InvalidQueueName(BadRequest):
     reason = "invalid_queue_name"
 
 
+class BadMessage(BadRequest):
+    """A MessagePack-RPC frame that is not a valid message (not msgpack, wrong shape)."""
+
+    reason = "bad_message"
+
+
+class MessageTooLarge(BadRequest):
+    reason = "too_large"
+    http_status = 413
+
+
+class UnknownMethod(BadRequest):
+    reason = "unknown_method"
+
+
 class NotFound(LMQError):
     reason = "not_found"
     http_status = 404
@@ -73,6 +88,19 @@ class ConfigError(LMQError):
 
     reason = "config_error"
     http_status = 500
+
+
+class ConfigSyntaxError(ConfigError):
+    """A configuration file does not parse; carries the file name, line and column (1-based)."""
+
+    reason = "config_syntax_error"
+
+    def __init__(self, filename: str, line: int, column: int, message: str) -> None:
+        super().__init__(f"{filename}:{line}:{column}: {message}")
+        self.filename = filename
+        self.line = line
+        self.column = column
+        self.message = message
 
 
 class DistError(LMQError):

@@ -1,0 +1,282 @@
+"""One typed :class:`Settings` object from ``etc/vm.args``, ``etc/app.config`` and flags.
+
+Precedence, lowest first: built-in defaults (LMQ's), ``~/.erlang.cookie`` (cookie only, as
+Erlang reads it when no ``-setcookie`` is given), ``app.config``, ``-App Key Value`` application
+settings in vm.args (Erlang lets the command line override config files), the rest of
+vm.args, and last the ``overrides`` mapping (command-line flags; ``None`` values mean "not
+given").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from pylmq.config.lager import LagerConfig, lager_from_terms
+from pylmq.config.terms import Atom, Term, parse_terms
+from pylmq.config.vmargs import NameMode, VmArgs, parse_vm_args
+from pylmq.errors import ConfigError
+
+__all__ = ["FsyncPolicy", "Settings", "StoreKind", "load_settings", "read_cookie_file"]
+
+StoreKind = Literal["memory", "durable"]
+FsyncPolicy = Literal["always", "interval", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    http_host: str = "0.0.0.0"
+    http_port: int = 9980
+    rpc_host: str = "0.0.0.0"
+    rpc_port: int = 18800
+    # None: not a distributed node (no -name/-sname), as erl without those flags.
+    node_name: str | None = None
+    name_mode: NameMode = "long"
+    cookie: str | None = None
+    hidden: bool = True  # pylmq always connects as a hidden node; -hidden is accepted
+    net_ticktime: int = 60  # seconds; kernel's default, -kernel net_ticktime N in vm.args
+    stats_interval: int = 20000  # ms between size/memory gauges; 0 disables them
+    statsd_host: str = "localhost"
+    statsd_port: int = 8125
+    join: str | None = None  # node to join at start ({lmq, [{join, Node}]})
+    lager: LagerConfig = field(default_factory=LagerConfig)
+    log_dir: Path | None = None  # when set, every log file goes here (by its file name)
+    store: StoreKind = "durable"
+    data_dir: Path = Path("data")
+    fsync: FsyncPolicy = "always"
+    fsync_interval: int = 1000  # ms, for fsync=interval
+    vm_env: Mapping[str, str] = field(default_factory=dict)  # -env VAR VALUE from vm.args
+    # Things read but without effect in pylmq (Erlang VM flags, InfluxDB, ...): for the log.
+    notices: tuple[str, ...] = ()
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+_SCALAR_TYPES: dict[str, type] = {
+    "http_host": str, "http_port": int, "rpc_host": str, "rpc_port": int, "node_name": str,
+    "cookie": str, "hidden": bool, "net_ticktime": int, "stats_interval": int, "statsd_host": str,
+    "statsd_port": int, "join": str, "log_dir": Path, "data_dir": Path, "fsync_interval": int,
+}  # fmt: skip
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "name_mode": get_args(NameMode),
+    "store": get_args(StoreKind),
+    "fsync": get_args(FsyncPolicy),
+}
+_PORTS = ("http_port", "rpc_port", "statsd_port")
+# Override keys that are not Settings fields.
+_EXTRA_OVERRIDES = ("cookie_file",)
+
+
+def read_cookie_file(path: Path) -> str | None:
+    """The cookie in ``path`` (``~/.erlang.cookie``), or None when there is no such file.
+
+    Like Erlang, refuse a cookie file that others may read."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read cookie file: {e}") from e
+    if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigError(f"{path}: cookie file must be accessible by owner only (chmod 400)")
+    cookie = path.read_text(encoding="latin-1").strip()
+    return cookie or None
+
+
+def _coerce(key: str, value: Any, where: str, from_text: bool = False) -> Any:
+    """Check (and for command-line text, convert) one setting's value."""
+    if key in _CHOICES:
+        text = value.name if isinstance(value, Atom) else value
+        if text not in _CHOICES[key]:
+            raise ConfigError(f"{where}: {key} must be one of {', '.join(_CHOICES[key])}, got {value!r}")
+        return text
+    typ = _SCALAR_TYPES.get(key)
+    if typ is None:
+        return value
+    if typ is int:
+        if from_text and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: {key} must be an integer, got {value!r}")
+        if key in _PORTS and not 0 <= value <= 65535:
+            raise ConfigError(f"{where}: {key} must be a port number 0..65535, got {value}")
+        return value
+    if typ is bool:
+        if from_text and isinstance(value, str) and value in ("true", "false"):
+            value = value == "true"
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: {key} must be true or false, got {value!r}")
+        return value
+    if isinstance(value, Atom):
+        value = value.name
+    elif isinstance(value, bytes):
+        value = value.decode("utf-8")
+    if isinstance(value, Path) and typ is Path:
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: {key} must be text, got {value!r}")
+    return Path(value) if typ is Path else value
+
+
+def _proplist(term: Term, where: str) -> dict[str, Term]:
+    if not isinstance(term, list):
+        raise ConfigError(f"{where}: expected a list of {{Key, Value}}, got {term!r}")
+    out: dict[str, Term] = {}
+    for item in term:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], Atom)):
+            raise ConfigError(f"{where}: expected {{Key, Value}} with an atom key, got {item!r}")
+        out[item[0].name] = item[1]
+    return out
+
+
+def _ip_text(value: Term, where: str) -> str:
+    if isinstance(value, str):
+        return value
+    parts = [p for p in value if isinstance(p, int) and not isinstance(p, bool)] if isinstance(value, tuple) else []
+    if isinstance(value, tuple) and len(parts) == len(value) == 4 and all(0 <= p <= 255 for p in parts):
+        return ".".join(str(p) for p in parts)
+    if isinstance(value, tuple) and len(parts) == len(value) == 8 and all(0 <= p <= 0xFFFF for p in parts):
+        return ":".join(f"{p:x}" for p in parts)
+    raise ConfigError(f"{where}: expected an IP address string or tuple, got {value!r}")
+
+
+def _apply_app(app: str, props: dict[str, Term], acc: dict[str, Any], notices: list[str], where: str) -> None:
+    """Map one application's settings into ``acc`` (Settings field -> value)."""
+    for key, value in props.items():
+        kw = f"{where}.{key}"
+        if app == "lmq":
+            if key == "port":
+                acc["rpc_port"] = _coerce("rpc_port", value, kw)
+            elif key == "http":
+                if not (isinstance(value, tuple) and len(value) == 2):
+                    raise ConfigError(f"{kw}: expected {{Ip, Port}}, got {value!r}")
+                acc["http_host"] = _ip_text(value[0], kw)
+                acc["http_port"] = _coerce("http_port", value[1], kw)
+            elif key == "stats_interval":
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise ConfigError(f"{kw}: expected an integer (ms), got {value!r}")
+                # LMQ starts the stats timer only for a positive integer.
+                acc["stats_interval"] = max(value, 0)
+            elif key == "join":
+                acc["join"] = _coerce("join", value, kw)
+            else:
+                notices.append(f"{kw}: not used by pylmq; ignored")
+        elif app == "statsderl":
+            if key == "hostname":
+                acc["statsd_host"] = _coerce("statsd_host", value, kw)
+            elif key == "port":
+                acc["statsd_port"] = _coerce("statsd_port", value, kw)
+            else:
+                notices.append(f"{kw}: not used by pylmq; ignored")
+        elif app == "pylmq":
+            if key in ("store", "data_dir", "fsync", "fsync_interval", "rpc_host", "log_dir"):
+                acc[key] = _coerce(key, value, kw)
+            else:
+                raise ConfigError(f"{kw}: unknown pylmq setting (known: store, data_dir, fsync, "
+                                  "fsync_interval, rpc_host, log_dir)")  # fmt: skip
+
+
+def _read_app_config(path: Path, acc: dict[str, Any], notices: list[str], depth: int = 0) -> None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e}") from e
+    terms = parse_terms(text, str(path))
+    if len(terms) != 1 or not isinstance(terms[0], list):
+        raise ConfigError(f"{path}: expected one term, a list of {{Application, [{{Key, Value}}]}}")
+    for entry in terms[0]:
+        if isinstance(entry, str):
+            # sys.config may name further config files to merge (".config" may be left off).
+            if depth >= 8:
+                raise ConfigError(f"{path}: included config files nested too deep")
+            nested = Path(entry if entry.endswith(".config") else entry + ".config")
+            _read_app_config(nested, acc, notices, depth + 1)
+            continue
+        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], Atom)):
+            raise ConfigError(f"{path}: expected {{Application, [{{Key, Value}}]}}, got {entry!r}")
+        app = entry[0].name
+        where = f"{path}: {app}"
+        if app == "lager":
+            acc["lager"] = lager_from_terms(entry[1], where)
+        elif app in ("lmq", "statsderl", "pylmq"):
+            _apply_app(app, _proplist(entry[1], where), acc, notices, where)
+        elif app != "sasl":
+            notices.append(f"{where}: application not used by pylmq; ignored")
+
+
+def _apply_vm_args(vm: VmArgs, source: str, acc: dict[str, Any], notices: list[str]) -> None:
+    notices.extend(vm.notices)
+    for (app, key), text in vm.app_env.items():
+        where = f"{source}: -{app} {key}"
+        if app == "kernel" and key == "net_ticktime":
+            acc["net_ticktime"] = _coerce("net_ticktime", text, where, from_text=True)
+        elif app in ("lmq", "statsderl", "pylmq"):
+            try:
+                (value,) = parse_terms(text + ".", where)
+            except ValueError:
+                raise ConfigError(f"{where}: expected one Erlang term, got {text!r}") from None
+            _apply_app(app, {key: value}, acc, notices, f"{source}: {app}")
+        else:
+            notices.append(f"{where}: application setting not used by pylmq; ignored")
+    if vm.name is not None:
+        acc["node_name"] = vm.name
+        acc["name_mode"] = vm.name_mode
+    if vm.cookie is not None:
+        acc["cookie"] = vm.cookie
+    if vm.env:
+        acc["vm_env"] = dict(vm.env)
+
+
+def _full_node_name(name: str, mode: NameMode) -> str:
+    """``name@host``; a bare name gets this host's name, as erl does."""
+    alive, _, host = name.partition("@")
+    if not alive:
+        raise ConfigError(f"node name {name!r} has no name before '@'")
+    if not host:
+        host = socket.getfqdn() if mode == "long" else socket.gethostname().split(".")[0]
+    if mode == "short" and "." in host:
+        raise ConfigError(f"short node name {name!r} cannot have a dotted host; use -name for long names")
+    return f"{alive}@{host}"
+
+
+def load_settings(
+    vm_args_path: Path | None,
+    app_config_path: Path | None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build :class:`Settings`; see the module docstring for precedence.
+
+    ``overrides`` keys are :class:`Settings` field names (plus ``cookie_file``, the cookie file
+    to read instead of ``~/.erlang.cookie``); values may be text as given on a command line.
+    """
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    unknown = set(overrides) - set(_FIELDS) - set(_EXTRA_OVERRIDES) - {"notices"}
+    if unknown:
+        raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
+    acc: dict[str, Any] = {}
+    notices: list[str] = []
+
+    cookie_file = Path(overrides.get("cookie_file", Path.home() / ".erlang.cookie"))
+    if app_config_path is not None:
+        _read_app_config(app_config_path, acc, notices)
+    if vm_args_path is not None:
+        try:
+            text = vm_args_path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"{vm_args_path}: cannot read: {e}") from e
+        vm = parse_vm_args(text, str(vm_args_path), include=lambda p: Path(p).read_text(encoding="utf-8"))
+        _apply_vm_args(vm, str(vm_args_path), acc, notices)
+    for key, value in overrides.items():
+        if key in _FIELDS and key != "notices":
+            acc[key] = value if key == "lager" else _coerce(key, value, "command line", from_text=True)
+
+    if acc.get("node_name") is not None:
+        acc["node_name"] = _full_node_name(acc["node_name"], acc.get("name_mode", "long"))
+        if acc.get("cookie") is None:
+            # Erlang only needs the cookie file once it is distributed.
+            acc["cookie"] = read_cookie_file(cookie_file)
+    return Settings(**acc, notices=tuple(notices))

@@ -1,0 +1,157 @@
+"""Settings: files mapped into one typed object, and who overrides whom."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pylmq.config import LagerConfig, LogHandler, Settings, load_settings
+from pylmq.errors import ConfigError, ConfigSyntaxError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_without_files(no_cookie_file: Path) -> None:
+    s = load_settings(None, None, {"cookie_file": no_cookie_file})
+    assert (s.http_host, s.http_port, s.rpc_host, s.rpc_port) == ("0.0.0.0", 9980, "0.0.0.0", 18800)
+    assert (s.stats_interval, s.statsd_host, s.statsd_port) == (20000, "localhost", 8125)
+    assert (s.store, s.data_dir, s.fsync) == ("durable", Path("data"), "always")
+    assert s.node_name is None and s.cookie is None
+    assert s.lager == LagerConfig()
+
+
+def test_lmq_shipped_files(lmq_files: tuple[Path, Path], no_cookie_file: Path) -> None:
+    vm_args, app_config = lmq_files
+    s = load_settings(vm_args, app_config, {"cookie_file": no_cookie_file})
+    assert (s.node_name, s.name_mode, s.cookie) == ("lmq@127.0.0.1", "long", "lmq")
+    assert (s.rpc_port, s.stats_interval, s.statsd_host, s.statsd_port) == (18800, 20000, "localhost", 8125)
+    assert s.lager.handlers == (
+        LogHandler("./log/error.log", "error", size=0, date="$D0", count=14),
+        LogHandler("./log/console.log", "info", size=0, date="$D0", count=14),
+    )
+    assert (s.lager.crash_log, s.lager.crash_log_count, s.lager.crash_log_date) == ("./log/crash.log", 14, "$D0")
+    assert any("influxdb" in n for n in s.notices), f"InfluxDB is not supported: expected a notice, got {s.notices}"
+
+
+def test_repo_etc_defaults(no_cookie_file: Path) -> None:
+    s = load_settings(REPO / "etc" / "vm.args", REPO / "etc" / "app.config", {"cookie_file": no_cookie_file})
+    assert s == Settings(node_name="lmq@127.0.0.1", cookie="lmq", lager=s.lager)
+    assert s.lager == LagerConfig()
+
+
+def test_http_listener_and_join(tmp_path: Path, no_cookie_file: Path) -> None:
+    app = write(tmp_path / "app.config", "[{lmq, [{http, {{127,0,0,1}, 8080}}, {join, 'lmq@10.0.0.2'}]}].\n")
+    s = load_settings(None, app, {"cookie_file": no_cookie_file})
+    assert (s.http_host, s.http_port, s.join) == ("127.0.0.1", 8080, "lmq@10.0.0.2")
+
+
+def test_pylmq_section(tmp_path: Path) -> None:
+    app = write(tmp_path / "app.config", '[{pylmq, [{store, memory}, {data_dir, "/var/lmq"}, {fsync, none}]}].')
+    s = load_settings(None, app, {})
+    assert (s.store, s.data_dir, s.fsync) == ("memory", Path("/var/lmq"), "none")
+
+
+def test_stats_interval_zero_or_negative_disables_gauges(tmp_path: Path) -> None:
+    app = write(tmp_path / "app.config", "[{lmq, [{stats_interval, -1}]}].")
+    assert load_settings(None, app, {}).stats_interval == 0
+
+
+def test_flags_override_files(lmq_files: tuple[Path, Path], no_cookie_file: Path) -> None:
+    vm_args, app_config = lmq_files
+    s = load_settings(
+        vm_args,
+        app_config,
+        {"cookie_file": no_cookie_file, "rpc_port": "18801", "http_port": 9981, "cookie": "flag",
+         "node_name": "py@127.0.0.1", "store": "memory", "stats_interval": None},
+    )  # fmt: skip
+    assert (s.rpc_port, s.http_port, s.cookie, s.node_name, s.store) == (18801, 9981, "flag", "py@127.0.0.1", "memory")
+    assert s.stats_interval == 20000, "a None override means the flag was not given"
+
+
+def test_vm_args_app_settings_override_app_config(tmp_path: Path) -> None:
+    app = write(tmp_path / "app.config", "[{lmq, [{port, 18800}]}].")
+    vm = write(tmp_path / "vm.args", "-lmq port 18802\n-kernel net_ticktime 20\n")
+    s = load_settings(vm, app, {})
+    assert (s.rpc_port, s.net_ticktime) == (18802, 20)
+
+
+def test_cookie_from_erlang_cookie_file_when_vm_args_has_none(tmp_path: Path) -> None:
+    cookie = write(tmp_path / ".erlang.cookie", "SECRETCOOKIE\n")
+    os.chmod(cookie, 0o400)
+    vm = write(tmp_path / "vm.args", "-name py@127.0.0.1\n")
+    assert load_settings(vm, None, {"cookie_file": cookie}).cookie == "SECRETCOOKIE"
+    vm_with = write(tmp_path / "vm2.args", "-name py@127.0.0.1\n-setcookie fromargs\n")
+    assert load_settings(vm_with, None, {"cookie_file": cookie}).cookie == "fromargs"
+
+
+def test_cookie_file_readable_by_others_is_refused(tmp_path: Path) -> None:
+    cookie = write(tmp_path / ".erlang.cookie", "SECRETCOOKIE")
+    os.chmod(cookie, 0o644)
+    vm = write(tmp_path / "vm.args", "-name py@127.0.0.1\n")
+    with pytest.raises(ConfigError, match="accessible by owner only"):
+        load_settings(vm, None, {"cookie_file": cookie})
+
+
+def test_short_name_gets_host_and_refuses_dotted_host(tmp_path: Path) -> None:
+    s = load_settings(write(tmp_path / "a.args", "-sname lmq\n-setcookie c\n"), None, {})
+    assert s.node_name is not None and s.node_name.startswith("lmq@") and s.name_mode == "short"
+    with pytest.raises(ConfigError, match=r"short node name 'lmq@a\.b' cannot have a dotted host"):
+        load_settings(write(tmp_path / "b.args", "-sname lmq@a.b\n-setcookie c\n"), None, {})
+
+
+def test_malformed_app_config_reports_file_line_column(tmp_path: Path) -> None:
+    app = write(tmp_path / "app.config", "[\n  {lmq, [\n    {port, 18800}\n    {stats_interval, 5000}\n  ]}\n].\n")
+    with pytest.raises(ConfigSyntaxError) as info:
+        load_settings(None, app, {})
+    assert str(info.value) == f"{app}:4:5: expected ',', '|' or ']' in a list, found '{{'"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[{lmq, [{http, 9980}]}].", r"lmq.http: expected \{Ip, Port\}, got 9980"),
+        ("[{lmq, [{port, \"18800\"}]}].", r"lmq.port: rpc_port must be an integer, got '18800'"),
+        ("[{lmq, [{port, 70000}]}].", r"lmq.port: rpc_port must be a port number 0..65535, got 70000"),
+        ("[{pylmq, [{store, disk}]}].", r"pylmq.store: store must be one of memory, durable, got Atom"),
+        ("[{pylmq, [{stor, memory}]}].", r"pylmq.stor: unknown pylmq setting"),
+        ("[{lager, [{handlers, [{lager_file_backend, [{file, \"x.log\"}, {level, loud}]}]}]}].",
+         r"level: unknown lager level 'loud'"),
+        ("[{lager, [{handlers, [{lager_file_backend, [{file, \"x.log\"}, {date, \"$X1\"}]}]}]}].",
+         r"date: invalid rotation date spec '\$X1'"),
+        ("{lmq, []}.", r"expected one term, a list of"),
+    ],
+)  # fmt: skip
+def test_bad_values_get_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
+    app = write(tmp_path / "app.config", text)
+    with pytest.raises(ConfigError, match=message):
+        load_settings(None, app, {})
+
+
+def test_unknown_override_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="unknown settings: htp_port"):
+        load_settings(None, None, {"htp_port": 1})
+
+
+def test_lager_handler_forms(tmp_path: Path) -> None:
+    app = write(
+        tmp_path / "app.config",
+        """[{lager, [{handlers, [
+              {lager_console_backend, notice},
+              {lager_file_backend, [{file, "a.log"}, {level, debug}, {size, 1048576}, {count, 3}]},
+              {lager_file_backend, [{"b.log", warning, 0, "$W0D23", 2}]}
+           ]}, {crash_log, undefined}]}].""",
+    )
+    lager = load_settings(None, app, {}).lager
+    assert lager.console_level == "notice"
+    assert lager.handlers == (
+        LogHandler("a.log", "debug", size=1048576, date="$D0", count=3),
+        LogHandler("b.log", "warning", size=0, date="$W0D23", count=2),
+    )
+    assert lager.crash_log is None

@@ -6,7 +6,7 @@ EXTRAS ?= test
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint check pytest deps erlang clean
+.PHONY: run test lint check pytest deps erlang interop clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,15 @@ erlang:
 	  echo "erl not found: installing erlang-nox"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq erlang-nox erlang-dev; }
 
+# The Erlang test peer of the interop tests (interop/README.md).
+INTEROP_BEAMS := $(patsubst interop/src/%.erl,interop/ebin/%.beam,$(wildcard interop/src/*.erl))
+
+interop: $(INTEROP_BEAMS)
+
+interop/ebin/%.beam: interop/src/%.erl $(wildcard interop/include/*.hrl) | erlang
+	@mkdir -p interop/ebin
+	erlc -Wall +warnings_as_errors -I interop/include -o interop/ebin $<
+
 run: $(STAMP)
 	$(BIN)/python -m pylmq
 
@@ -30,7 +39,7 @@ lint: $(STAMP)
 	$(BIN)/mypy pylmq
 
 # pytest exits 5 when it collected no test at all: that is a failure here, never a pass.
-pytest: $(STAMP) erlang
+pytest: $(STAMP) erlang interop
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 

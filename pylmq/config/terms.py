@@ -7,7 +7,8 @@ integers (with ``16#ff`` radix, ``$c`` characters and ``1_000`` separators), flo
 Python shapes: atoms are :class:`Atom` (never equal to a ``str``), except ``true``/``false``
 which become ``bool``; strings are ``str`` (Erlang reads them as lists of characters, but a
 config file means text); binaries are ``bytes``; lists ``list``; tuples ``tuple``; maps
-``dict``; an improper list is an :class:`ImproperList`.
+``dict``; an improper list is an :class:`ImproperList`. :class:`Atom` and :class:`ImproperList`
+are those of :mod:`pylmq.dist.terms`, so config and distribution share one atom type.
 
 Syntax errors raise :class:`~pylmq.errors.ConfigSyntaxError` naming file, line and column.
 """
@@ -17,27 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from pylmq.dist.terms import Atom, ImproperList
 from pylmq.errors import ConfigSyntaxError
 
 __all__ = ["Atom", "ImproperList", "Term", "parse_terms"]
-
-
-@dataclass(frozen=True, slots=True)
-class Atom:
-    """An Erlang atom. Distinct from ``str`` so that ``error`` (atom) and ``"error"`` differ."""
-
-    name: str
-
-    def __str__(self) -> str:
-        return self.name
-
-
-@dataclass(frozen=True, slots=True)
-class ImproperList:
-    """``[a, b | c]`` where ``c`` is not a list."""
-
-    items: tuple[Term, ...]
-    tail: Term
 
 
 Term: TypeAlias = (
@@ -347,7 +331,7 @@ class _Parser:
                 if isinstance(tail, list):
                     return items + tail
                 if isinstance(tail, ImproperList):
-                    return ImproperList((*items, *tail.items), tail.tail)
+                    return ImproperList((*items, *tail.elements), tail.tail)
                 return ImproperList(tuple(items), tail)
             if tok.kind != ",":
                 raise self.error(tok, f"expected ',', '|' or ']' in a list, found {_describe(tok)}")

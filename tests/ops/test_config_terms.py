@@ -121,7 +121,7 @@ def _to_erlang(term: Term) -> str:
     if isinstance(term, tuple):
         return "{" + ",".join(_to_erlang(t) for t in term) + "}"
     if isinstance(term, ImproperList):
-        return "[" + ",".join(_to_erlang(t) for t in term.items) + "|" + _to_erlang(term.tail) + "]"
+        return "[" + ",".join(_to_erlang(t) for t in term.elements) + "|" + _to_erlang(term.tail) + "]"
     return "#{" + ",".join(f"{_to_erlang(k)} => {_to_erlang(v)}" for k, v in term.items()) + "}"
 
 

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.message import Item, parse_uuid
@@ -27,7 +27,10 @@ from pylmq.core.props import (
 from pylmq.core.queue import Delivery, Queue, QueueObserver, Waiter
 from pylmq.core.table import AccumResult
 from pylmq.errors import InvalidQueueName, MessageNotFound, QueueNotFound
-from pylmq.store.base import Store
+
+if TYPE_CHECKING:
+    # Only for types: pylmq.store imports pylmq.core, so a runtime import here is circular.
+    from pylmq.store.base import Store
 
 __all__ = ["RESERVED_NAMES", "QueueManager", "validate_name"]
 

@@ -13,13 +13,16 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pylmq.core.message import Item, Message
 from pylmq.core.props import Props
 from pylmq.core.table import AccumResult
 from pylmq.errors import MessageNotFound
-from pylmq.store.base import Store
+
+if TYPE_CHECKING:
+    # Only for types: pylmq.store imports pylmq.core, so a runtime import here is circular.
+    from pylmq.store.base import Store
 
 __all__ = ["Delivery", "Queue", "QueueObserver", "Waiter"]
 

@@ -93,6 +93,17 @@ class QueueTable:
         """All records in id order (for snapshots, status and tests; O(n log n))."""
         return sorted(self._by_uuid.values(), key=lambda m: m.id)
 
+    def snapshot(self) -> list[Message]:
+        """All records in no order, as a list another thread may read while this table goes on
+        changing (the durable store's compaction). Records are replaced, never changed in place,
+        except the item list of the open accumulation record, which is therefore copied. O(n)."""
+        acc = self._accum
+        if acc is None or self._by_uuid.get(acc.id[1]) is not acc or not isinstance(acc.content, list):
+            return list(self._by_uuid.values())
+        by_uuid = dict(self._by_uuid)
+        by_uuid[acc.id[1]] = Message(acc.id, acc.state, acc.type, acc.retry, list(acc.content))
+        return list(by_uuid.values())
+
     # -- raw mutations (no journal): used by the operations below and by recovery ----------------
 
     def _insert(self, msg: Message) -> None:

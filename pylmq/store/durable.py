@@ -1,0 +1,540 @@
+"""The durable store, pylmq's default: in-process tables plus an append-only journal.
+
+The tables are the same :class:`~pylmq.core.table.QueueTable` as the memory store's (one
+implementation of LMQ's rules); this store adds a journal that receives every mutation as a
+framed record (:mod:`pylmq.store.journal`) in a memory buffer. One flusher task writes the
+buffer as a group and, by policy, syncs it in a worker thread while new mutations gather for the
+next group. :meth:`DurableStore.barrier` waits for the group that holds every mutation made
+before it, so concurrent requests share one write and one fsync:
+
+- ``always``: a group counts once written and ``fdatasync``-ed;
+- ``interval``: once written (in the OS page cache: survives a crash of the process); synced
+  about every ``fsync_interval`` seconds;
+- ``none``: once written; synced only on close and around compaction.
+
+Files in the data directory: ``LOCK`` (held with ``flock`` while open, so two nodes never share
+a directory) and ``journal-NNNNNNNN.log``, the current segment. Compaction freezes the live
+state (O(n) references, on the loop), writes it as a new segment in a thread, appends the
+records that came meanwhile, syncs, renames it into place and drops the old segment; the
+highest-numbered segment always holds the whole state. Recovery replays that segment and cuts a
+torn tail (saved aside as ``journal-NNNNNNNN.log.torn``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import re
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from pylmq.core.clock import Clock
+from pylmq.core.message import Item, Message
+from pylmq.core.props import DefaultList, RawProps
+from pylmq.core.table import QueueTable
+from pylmq.errors import ShuttingDown, StoreError
+from pylmq.store.journal import (
+    MAGIC,
+    AppendRecord,
+    DefaultsRecord,
+    DeleteRecord,
+    DropRecord,
+    Encoder,
+    JournalFormatError,
+    JournalReader,
+    MoveRecord,
+    PutRecord,
+    QueueRecord,
+    Record,
+)
+from pylmq.store.local import LocalStore
+
+__all__ = ["FSYNC_POLICIES", "DurableStats", "DurableStore"]
+
+log = logging.getLogger("pylmq.store.durable")
+
+FSYNC_POLICIES = ("always", "interval", "none")
+_SEGMENT = re.compile(r"^journal-(\d{8})\.log$")
+_CHUNK = 1 << 20
+_fdatasync = getattr(os, "fdatasync", os.fsync)
+
+
+def _segment_name(seq: int) -> str:
+    return f"journal-{seq:08d}.log"
+
+
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(slots=True)
+class DurableStats:
+    """Counters for status, bench and tests."""
+
+    segment: int = 0
+    segment_bytes: int = 0
+    groups: int = 0
+    syncs: int = 0
+    compactions: int = 0
+    last_compaction_seconds: float = 0.0
+    recovered_records: int = 0
+    torn_bytes: int = 0
+
+
+class _Log:
+    """The :class:`~pylmq.core.table.Journal` the tables write to: frames into the buffer."""
+
+    __slots__ = ("buf", "carry", "enc", "failed", "fut", "wake")
+
+    def __init__(self) -> None:
+        self.enc = Encoder()
+        self.buf = bytearray()
+        # Frames since a compaction froze the state: they go into the new segment as well.
+        self.carry: list[bytes] | None = None
+        self.fut: asyncio.Future[None] | None = None
+        self.wake: asyncio.Event | None = None
+        self.failed = False
+
+    def add(self, frame: bytes) -> None:
+        if self.failed:
+            return
+        self.buf += frame
+        if self.carry is not None:
+            self.carry.append(frame)
+        if self.wake is not None:
+            self.wake.set()
+
+    def put(self, queue: str, msg: Message) -> None:
+        self.add(self.enc.put(queue, msg))
+
+    def move(self, queue: str, old_uuid: bytes, msg: Message) -> None:
+        self.add(self.enc.move(queue, old_uuid, msg))
+
+    def append(self, queue: str, uuid: bytes, item: Item) -> None:
+        self.add(self.enc.append(queue, uuid, item))
+
+    def delete(self, queue: str, uuid: bytes) -> None:
+        self.add(self.enc.delete(queue, uuid))
+
+
+_Frozen = list[tuple[str, RawProps, list[Message]]]
+
+
+class DurableStore(LocalStore):
+    kind = "durable"
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        *,
+        fsync: str = "always",
+        clock: Clock | None = None,
+        fsync_interval: float = 1.0,
+        compact_min_bytes: int = 64 << 20,
+        compact_ratio: float = 2.0,
+    ) -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ValueError(f"fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
+        self._log = _Log()
+        super().__init__(clock, self._log)
+        self.data_dir = Path(data_dir)
+        self.fsync = fsync
+        self.fsync_interval = fsync_interval
+        self.compact_min_bytes = compact_min_bytes
+        self.compact_ratio = compact_ratio
+        self.stats = DurableStats()
+        self._lock_fd = -1
+        self._fd = -1
+        self._seq = 0
+        self._next_check = compact_min_bytes
+        self._io: ThreadPoolExecutor | None = None
+        self._snap_io: ThreadPoolExecutor | None = None
+        self._flusher: asyncio.Task[None] | None = None
+        self._inflight: asyncio.Future[None] | None = None
+        self._compaction: asyncio.Future[tuple[int, int]] | None = None
+        self._compaction_started = 0.0
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._closed = False
+        self._error: BaseException | None = None
+        self._unsynced = False
+        self._last_sync = 0.0
+        self._sync_timer: asyncio.TimerHandle | None = None
+        self._sync_requested = False
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._lock()
+        except OSError as e:
+            raise StoreError(f"cannot open data directory {self.data_dir}: {e.strerror or e}") from e
+        self._io = ThreadPoolExecutor(1, thread_name_prefix="pylmq-journal")
+        self._snap_io = ThreadPoolExecutor(1, thread_name_prefix="pylmq-compact")
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._io, self._recover)
+        except JournalFormatError as e:
+            self._release()
+            raise StoreError(f"cannot recover {self.data_dir}: {e}") from e
+        except OSError as e:
+            self._release()
+            raise StoreError(f"cannot recover {self.data_dir}: {e.strerror or e}") from e
+        self._log.wake = self._wake
+        self._last_sync = time.monotonic()
+        self._flusher = loop.create_task(self._run(), name="pylmq-journal-flusher")
+
+    def _lock(self) -> None:
+        fd = os.open(self.data_dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreError(f"data directory {self.data_dir} is in use by another pylmq node") from None
+        self._lock_fd = fd
+
+    def _release(self) -> None:
+        for ex in (self._io, self._snap_io):
+            if ex is not None:
+                ex.shutdown(wait=True)
+        self._io = self._snap_io = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # closing the descriptor drops the flock
+            self._lock_fd = -1
+
+    async def close(self) -> None:
+        """Write and sync everything (whatever the policy), finish a running compaction."""
+        if self._flusher is None:
+            self._release()
+            return
+        self._closing = True
+        self._wake.set()
+        await self._flusher
+        self._flusher = None
+        self._closed = True
+        if self._sync_timer is not None:
+            self._sync_timer.cancel()
+        if self._compaction is not None:
+            # Left over by a failure: the snapshot is useless without its carry.
+            with contextlib.suppress(BaseException):
+                fd, _ = await self._compaction
+                os.close(fd)
+                (self.data_dir / (_segment_name(self._seq + 1) + ".tmp")).unlink(missing_ok=True)
+            self._compaction = None
+        try:
+            if self._error is None and self._fd >= 0:
+                await asyncio.get_running_loop().run_in_executor(self._io, _fdatasync, self._fd)
+        finally:
+            self._release()
+        if self._error is not None:
+            raise StoreError(f"journal of {self.data_dir} failed: {self._error}")
+
+    async def barrier(self) -> None:
+        if self._closed:
+            raise ShuttingDown(f"the store at {self.data_dir} is closed")
+        if self._error is not None:
+            raise StoreError(f"journal of {self.data_dir} failed: {self._error}")
+        lg = self._log
+        if lg.buf:
+            if lg.fut is None:
+                lg.fut = asyncio.get_running_loop().create_future()
+            fut = lg.fut
+        elif self._inflight is not None:
+            fut = self._inflight
+        else:
+            return
+        # Shared by every request of the group: one client going away must not cancel it.
+        await asyncio.shield(fut)
+
+    # -- metadata hooks --------------------------------------------------------------------------
+
+    def _on_queue(self, name: str, props: RawProps | None) -> None:
+        lg = self._log
+        lg.add(lg.enc.drop(name) if props is None else lg.enc.queue(name, props))
+
+    def _on_defaults(self, defaults: DefaultList) -> None:
+        self._log.add(self._log.enc.defaults(defaults))
+
+    # -- recovery (runs in the journal thread before anything else touches the store) ------------
+
+    def _recover(self) -> None:
+        d = self.data_dir
+        for tmp in d.glob("journal-*.log.tmp"):
+            tmp.unlink()
+        seqs = sorted(int(m.group(1)) for p in d.iterdir() if (m := _SEGMENT.match(p.name)))
+        if not seqs:
+            self._seq = 1
+            self._fd = self._create_segment(1)
+            self.stats.segment, self.stats.segment_bytes = 1, len(MAGIC)
+            return
+        self._seq = seq = seqs[-1]
+        path = d / _segment_name(seq)
+        reader = JournalReader()
+        count = 0
+        with open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                for rec in reader.feed(chunk):
+                    self._apply(rec)
+                    count += 1
+        size = path.stat().st_size
+        if reader.offset < len(MAGIC):
+            raise JournalFormatError(f"{path} is shorter than its signature")
+        if reader.offset < size:
+            self._cut_tail(path, reader.offset, size)
+        for old in seqs[:-1]:
+            (d / _segment_name(old)).unlink()
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        self.stats.segment, self.stats.segment_bytes = seq, reader.offset
+        self.stats.recovered_records = count
+        log.info("recovered %d records from %s (%d queues)", count, path, len(self.tables))
+
+    def _cut_tail(self, path: Path, keep: int, size: int) -> None:
+        """A torn write (crash mid-write): keep every whole record, save the rest aside."""
+        torn = path.with_name(path.name + ".torn")
+        with open(path, "r+b") as f:
+            f.seek(keep)
+            tail = f.read()
+            torn.write_bytes(tail)
+            f.truncate(keep)
+            f.flush()
+            os.fsync(f.fileno())
+        self.stats.torn_bytes = size - keep
+        log.warning("%s: cut a torn tail of %d bytes at offset %d (saved as %s)", path, size - keep, keep, torn)
+
+    def _create_segment(self, seq: int) -> int:
+        final = self.data_dir / _segment_name(seq)
+        tmp = final.with_name(final.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        _write_all(fd, MAGIC)
+        os.fsync(fd)
+        os.rename(tmp, final)
+        _fsync_dir(self.data_dir)
+        return fd
+
+    def _table_for_replay(self, name: str) -> QueueTable:
+        table = self.tables.get(name)
+        if table is None:
+            table = self.tables[name] = QueueTable(name, self._log)
+            self.props.setdefault(name, {})
+        return table
+
+    def _apply(self, rec: Record) -> None:
+        match rec:
+            case PutRecord(queue, msg):
+                self._table_for_replay(queue).restore(msg)
+            case MoveRecord(queue, old_uuid, ts, uuid, state, retry):
+                table = self.tables.get(queue)
+                old = None if table is None else table.get(old_uuid)
+                if table is not None and old is not None:
+                    table.restore_move(old_uuid, Message((ts, uuid), state, old.type, retry, old.content))
+            case DeleteRecord(queue, uuid):
+                table = self.tables.get(queue)
+                if table is not None:
+                    table.restore_delete(uuid)
+            case AppendRecord(queue, uuid, item):
+                table = self.tables.get(queue)
+                if table is not None:
+                    table.restore_append(uuid, item)
+            case QueueRecord(queue, props):
+                self._table_for_replay(queue)
+                self.props[queue] = props
+            case DropRecord(queue):
+                self.tables.pop(queue, None)
+                self.props.pop(queue, None)
+            case DefaultsRecord(defaults):
+                self.defaults = defaults
+
+    # -- the flusher: group commit ---------------------------------------------------------------
+
+    def _sync_due(self) -> bool:
+        return self._unsynced and (self._sync_requested or time.monotonic() - self._last_sync >= self.fsync_interval)
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                compaction = self._compaction
+                if self._log.buf or (compaction is not None and compaction.done()) or self._sync_due():
+                    await self._flush_once()
+                    self._maybe_compact()
+                elif self._closing:
+                    if compaction is None:
+                        return
+                    await asyncio.wait([compaction])
+                else:
+                    self._wake.clear()
+                    await self._wake.wait()
+        except Exception as e:
+            self._fail(e)
+
+    async def _flush_once(self) -> None:
+        loop = asyncio.get_running_loop()
+        lg = self._log
+        data, fut = lg.buf, lg.fut or loop.create_future()
+        lg.buf, lg.fut = bytearray(), None
+        self._inflight = fut
+        compaction = self._compaction
+        if compaction is not None and compaction.done():
+            await self._switch(compaction, data)
+        elif data:
+            sync = self.fsync == "always" or (self.fsync == "interval" and self._sync_due())
+            await loop.run_in_executor(self._io, self._write, self._fd, data, sync)
+            self.stats.segment_bytes += len(data)
+            self._after_write(sync)
+        else:
+            await loop.run_in_executor(self._io, _fdatasync, self._fd)
+            self._after_write(True)
+        self.stats.groups += 1
+        self._inflight = None
+        fut.set_result(None)
+
+    @staticmethod
+    def _write(fd: int, data: bytearray, sync: bool) -> None:
+        _write_all(fd, data)
+        if sync:
+            _fdatasync(fd)
+
+    def _after_write(self, synced: bool) -> None:
+        if synced:
+            self.stats.syncs += 1
+            self._unsynced = self._sync_requested = False
+            self._last_sync = time.monotonic()
+        elif self.fsync == "interval":
+            self._unsynced = True
+            if self._sync_timer is None:
+                delay = max(0.0, self.fsync_interval - (time.monotonic() - self._last_sync))
+                self._sync_timer = asyncio.get_running_loop().call_later(delay, self._on_sync_timer)
+
+    def _on_sync_timer(self) -> None:
+        self._sync_timer = None
+        self._sync_requested = True
+        self._wake.set()
+
+    def _fail(self, e: BaseException) -> None:
+        """An I/O error: nothing more is written (a later record after a partly written group
+        would be cut off at recovery anyway); every barrier from now on raises."""
+        log.error("journal of %s failed; the store refuses further commits: %r", self.data_dir, e)
+        self._error = e
+        self._log.failed = True
+        err = StoreError(f"journal of {self.data_dir} failed: {e}")
+        for fut in (self._inflight, self._log.fut):
+            if fut is not None and not fut.done():
+                fut.set_exception(err)
+                fut.exception()  # retrieved: a group nobody waits for must not log a warning
+        self._inflight = self._log.fut = None
+        self._log.buf = bytearray()
+        self._log.carry = None
+
+    # -- compaction --------------------------------------------------------------------------------
+
+    def _maybe_compact(self) -> None:
+        if self._compaction is not None or self._closing or self._error is not None:
+            return
+        seg = self.stats.segment_bytes
+        if seg < self._next_check:
+            return
+        live = sum(t.bytes for t in self.tables.values())
+        if seg <= self.compact_ratio * live:
+            self._next_check = seg + max(self.compact_min_bytes // 4, 1)
+            return
+        self.start_compaction()
+
+    def start_compaction(self) -> None:
+        """Freeze the live state now and write it as the next segment in a thread."""
+        if self._compaction is not None or self._snap_io is None:
+            return
+        frozen: _Frozen = [(n, dict(self.props.get(n, {})), t.snapshot()) for n, t in self.tables.items()]
+        defaults = [(r, dict(p)) for r, p in self.defaults]
+        self._log.carry = []
+        self._compaction_started = time.monotonic()
+        seq = self._seq + 1
+        fut = asyncio.get_running_loop().run_in_executor(self._snap_io, self._write_snapshot, seq, frozen, defaults)
+        fut.add_done_callback(lambda _: self._wake.set())
+        self._compaction = fut
+
+    def _write_snapshot(self, seq: int, frozen: _Frozen, defaults: DefaultList) -> tuple[int, int]:
+        tmp = self.data_dir / (_segment_name(seq) + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        try:
+            size = 0
+            chunk = bytearray(MAGIC)
+            for frame in Encoder().state(frozen, defaults):
+                chunk += frame
+                if len(chunk) >= _CHUNK:
+                    _write_all(fd, chunk)
+                    size += len(chunk)
+                    chunk = bytearray()
+            _write_all(fd, chunk)
+            size += len(chunk)
+            _fdatasync(fd)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        return fd, size
+
+    async def _switch(self, compaction: asyncio.Future[tuple[int, int]], group: bytearray) -> None:
+        """The snapshot is written: add the records made since the freeze, sync, rename it into
+        place. Until the rename the old segment is the state; after it, the new one."""
+        self._compaction = None
+        carry, self._log.carry = self._log.carry or [], None
+        loop = asyncio.get_running_loop()
+        try:
+            fd, snap_size = compaction.result()
+        except Exception as e:
+            log.error("compaction of %s failed, keeping the current segment: %r", self.data_dir, e)
+            self._next_check = self.stats.segment_bytes + self.compact_min_bytes
+            if group:
+                await loop.run_in_executor(self._io, self._write, self._fd, group, self.fsync == "always")
+                self.stats.segment_bytes += len(group)
+                self._after_write(self.fsync == "always")
+            return
+        # The group taken with this flush holds only frames already in the snapshot (made
+        # before the freeze) or in the carry, so the new segment needs nothing else.
+        seq = self._seq + 1
+        tail = b"".join(carry)
+        await loop.run_in_executor(self._io, self._install, seq, fd, tail, self._fd)
+        self._fd, self._seq = fd, seq
+        size = snap_size + len(tail)
+        st = self.stats
+        st.segment, st.segment_bytes, st.compactions = seq, size, st.compactions + 1
+        st.last_compaction_seconds = time.monotonic() - self._compaction_started
+        self._after_write(True)
+        self._next_check = max(self.compact_min_bytes, int(self.compact_ratio * snap_size))
+        log.info("compacted %s: segment %d, %d bytes, %.3f s", self.data_dir, seq, size, st.last_compaction_seconds)
+
+    def _install(self, seq: int, fd: int, tail: bytes, old_fd: int) -> None:
+        final = self.data_dir / _segment_name(seq)
+        _write_all(fd, tail)
+        _fdatasync(fd)
+        os.rename(final.with_name(final.name + ".tmp"), final)
+        _fsync_dir(self.data_dir)
+        # Off the loop: dropping a big file can take a while on some file systems.
+        os.close(old_fd)
+        with contextlib.suppress(FileNotFoundError):
+            (self.data_dir / _segment_name(seq - 1)).unlink()
+
+    # -- for tests and tools --------------------------------------------------------------------------
+
+    def segment_paths(self) -> Iterable[Path]:
+        return sorted(p for p in self.data_dir.iterdir() if p.name.startswith("journal-"))

@@ -1,0 +1,253 @@
+"""The durable store's record format, without I/O (encode to bytes, decode from bytes).
+
+A journal segment file is ``MAGIC`` followed by frames. A frame is::
+
+    u32 length | u32 crc32 | u8 kind | payload (msgpack array)
+
+little-endian; ``length`` counts ``kind`` and ``payload``; ``crc32`` covers the same bytes. A
+crash in the middle of a write leaves a frame that is short or fails its checksum: the reader
+stops there and reports where the last whole frame ended, so the store can cut the torn tail
+and keep everything before it. A frame whose checksum holds but whose content cannot be read is
+not a torn write; the reader raises :class:`JournalFormatError` rather than drop data.
+
+Records mirror :class:`~pylmq.core.table.Journal` (``put``, ``move``, ``append``, ``delete``)
+plus the queue metadata (``queue`` create/props, ``drop``, ``defaults``). A segment written by
+compaction starts with the live state as ``queue``, ``defaults`` and ``put`` records, so one
+segment alone always holds the whole state.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+import msgpack
+
+from pylmq.core.message import Item, Message, MessageType, Metadata, State
+from pylmq.core.props import DefaultList, RawProps
+
+__all__ = [
+    "MAGIC",
+    "AppendRecord",
+    "DefaultsRecord",
+    "DeleteRecord",
+    "DropRecord",
+    "Encoder",
+    "JournalFormatError",
+    "JournalReader",
+    "MoveRecord",
+    "PutRecord",
+    "QueueRecord",
+    "Record",
+]
+
+MAGIC = b"PYLMQJ\x00\x01"
+"""File signature and format version 1."""
+
+HEADER = struct.Struct("<IIB")
+MAX_FRAME = 1 << 31
+
+K_QUEUE, K_DROP, K_DEFAULTS, K_PUT, K_MOVE, K_APPEND, K_DELETE = 1, 2, 3, 4, 5, 6, 7
+
+_STATE_CODE = {State.AVAILABLE: 0, State.PROCESSING: 1, State.ACCUM: 2}
+_CODE_STATE = {v: k for k, v in _STATE_CODE.items()}
+_TYPE_CODE = {MessageType.NORMAL: 0, MessageType.COMPOUND: 1}
+_CODE_TYPE = {v: k for k, v in _TYPE_CODE.items()}
+# crc32 of the kind byte, so a frame's checksum chains over the payload without concatenating.
+_KIND_CRC = {k: zlib.crc32(bytes([k])) for k in range(1, 8)}
+
+
+class JournalFormatError(Exception):
+    """A whole frame (checksum valid) that this version cannot read: never silently dropped."""
+
+
+class QueueRecord(NamedTuple):
+    """The queue exists with these own properties (create, or properties replaced)."""
+
+    queue: str
+    props: RawProps
+
+
+class DropRecord(NamedTuple):
+    queue: str
+
+
+class DefaultsRecord(NamedTuple):
+    defaults: DefaultList
+
+
+class PutRecord(NamedTuple):
+    queue: str
+    message: Message
+
+
+class MoveRecord(NamedTuple):
+    """``old_uuid``'s record takes a new id, state and retry; type and content stay."""
+
+    queue: str
+    old_uuid: bytes
+    ts: float
+    uuid: bytes
+    state: State
+    retry: int | None
+
+
+class AppendRecord(NamedTuple):
+    queue: str
+    uuid: bytes
+    item: Item
+
+
+class DeleteRecord(NamedTuple):
+    queue: str
+    uuid: bytes
+
+
+Record = QueueRecord | DropRecord | DefaultsRecord | PutRecord | MoveRecord | AppendRecord | DeleteRecord
+
+
+class Encoder:
+    """Frames records. Holds a msgpack packer, so use one encoder per thread."""
+
+    __slots__ = ("_pack",)
+
+    def __init__(self) -> None:
+        self._pack = msgpack.Packer(use_bin_type=True).pack
+
+    def _frame(self, kind: int, fields: tuple[Any, ...]) -> bytes:
+        payload: bytes = self._pack(fields)
+        return HEADER.pack(len(payload) + 1, zlib.crc32(payload, _KIND_CRC[kind]), kind) + payload
+
+    def queue(self, name: str, props: RawProps) -> bytes:
+        return self._frame(K_QUEUE, (name, props))
+
+    def drop(self, name: str) -> bytes:
+        return self._frame(K_DROP, (name,))
+
+    def defaults(self, defaults: DefaultList) -> bytes:
+        return self._frame(K_DEFAULTS, (defaults,))
+
+    def put(self, queue: str, msg: Message) -> bytes:
+        ts, uuid = msg.id
+        fields = (queue, ts, uuid, _STATE_CODE[msg.state], _TYPE_CODE[msg.type], msg.retry, msg.content)
+        return self._frame(K_PUT, fields)
+
+    def move(self, queue: str, old_uuid: bytes, msg: Message) -> bytes:
+        ts, uuid = msg.id
+        return self._frame(K_MOVE, (queue, old_uuid, ts, uuid, _STATE_CODE[msg.state], msg.retry))
+
+    def append(self, queue: str, uuid: bytes, item: Item) -> bytes:
+        return self._frame(K_APPEND, (queue, uuid, item))
+
+    def delete(self, queue: str, uuid: bytes) -> bytes:
+        return self._frame(K_DELETE, (queue, uuid))
+
+    def state(
+        self, queues: Iterable[tuple[str, RawProps, Iterable[Message]]], defaults: DefaultList
+    ) -> Iterable[bytes]:
+        """The frames of a whole state (a compaction snapshot), queue by queue."""
+        yield self.defaults(defaults)
+        for name, props, messages in queues:
+            yield self.queue(name, props)
+            for msg in messages:
+                yield self.put(name, msg)
+
+
+# Identical metadata is shared by many records; decoding would otherwise allocate it per record.
+_md_cache: dict[Metadata, Metadata] = {}
+
+
+def _metadata(md: Metadata) -> Metadata:
+    shared = _md_cache.get(md)
+    if shared is None:
+        shared = md
+        if len(_md_cache) < 1024:
+            _md_cache[md] = md
+    return shared
+
+
+def _item(raw: Any) -> Item:
+    md, body = raw
+    return (_metadata(md), body)
+
+
+def _decode(kind: int, f: Any) -> Record:
+    if kind == K_PUT:
+        queue, ts, uuid, state, type_code, retry, content = f
+        mtype = _CODE_TYPE[type_code]
+        content = [_item(i) for i in content] if mtype is MessageType.COMPOUND else _item(content)
+        return PutRecord(queue, Message((float(ts), uuid), _CODE_STATE[state], mtype, retry, content))
+    if kind == K_MOVE:
+        queue, old_uuid, ts, uuid, state, retry = f
+        return MoveRecord(queue, old_uuid, float(ts), uuid, _CODE_STATE[state], retry)
+    if kind == K_DELETE:
+        return DeleteRecord(*f)
+    if kind == K_APPEND:
+        queue, uuid, raw = f
+        return AppendRecord(queue, uuid, _item(raw))
+    if kind == K_QUEUE:
+        name, props = f
+        return QueueRecord(name, dict(props))
+    if kind == K_DROP:
+        return DropRecord(f[0])
+    if kind == K_DEFAULTS:
+        return DefaultsRecord([(regex, dict(props)) for regex, props in f[0]])
+    raise JournalFormatError(f"unknown record kind {kind}")
+
+
+class JournalReader:
+    """Feed a segment's bytes in any chunks; get whole records back.
+
+    ``offset`` is where the last whole frame ends (the length to keep); ``torn`` says that
+    input after it was short or failed its checksum, and the reader ignores further input.
+    """
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._pos = 0  # into _buf
+        self.offset = 0  # into the file
+        self.torn = False
+        self._magic_seen = False
+
+    def feed(self, data: bytes) -> list[Record]:
+        if self.torn:
+            return []
+        self._buf += data
+        out: list[Record] = []
+        if not self._magic_seen:
+            if len(self._buf) < len(MAGIC):
+                return out
+            if self._buf[: len(MAGIC)] != MAGIC:
+                raise JournalFormatError("not a pylmq journal segment (bad signature or version)")
+            self._magic_seen = True
+            self._pos = self.offset = len(MAGIC)
+        buf, pos, end = self._buf, self._pos, len(self._buf)
+        hsize = HEADER.size
+        while end - pos >= hsize:
+            length, crc, kind = HEADER.unpack_from(buf, pos)
+            if length == 0 or length > MAX_FRAME:
+                self.torn = True
+                break
+            if end - pos < 8 + length:
+                break
+            payload = bytes(buf[pos + hsize : pos + 8 + length])
+            if zlib.crc32(payload, zlib.crc32(bytes([kind]))) != crc:
+                self.torn = True
+                break
+            try:
+                fields = msgpack.unpackb(payload, raw=False, use_list=False, strict_map_key=False)
+                out.append(_decode(kind, fields))
+            except JournalFormatError:
+                raise
+            except Exception as e:
+                raise JournalFormatError(f"unreadable record of kind {kind} at offset {self.offset}: {e!r}") from e
+            pos += 8 + length
+            self.offset += 8 + length
+        # Drop consumed bytes now and then, not per frame (that would make feeding quadratic).
+        if pos > 1 << 20 or pos == end:
+            del buf[:pos]
+            pos = 0
+        self._pos = pos
+        return out

@@ -135,10 +135,12 @@ class LMQNode:
 
     async def stop(self) -> None:
         """Graceful: stop accepting, let in-flight requests finish, end waits, flush the store."""
-        from pylmq.api.rpc import RpcServer
+        if self._rpc is not None:
+            # Imported only when an RPC server was started: a node without one does not need it.
+            from pylmq.api.rpc import RpcServer
 
-        if isinstance(self._rpc, RpcServer):
-            await self._rpc.close()
+            if isinstance(self._rpc, RpcServer):
+                await self._rpc.close()
         self._rpc = None
         await self.manager.close()
         if self._runner is not None:

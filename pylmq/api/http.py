@@ -1,0 +1,429 @@
+"""The HTTP API of LMQ (LMQ-FACTS section 3) on aiohttp.
+
+Every handler parses the request, makes one call on the :class:`QueueManager` and encodes the
+answer; queue semantics live in ``pylmq.core``. Errors are raised as :class:`LMQError` and turned
+into ``{"error": reason, "detail": ...}`` with the error's status by one middleware, which also
+writes the access log (logger ``pylmq.access``, info level, one line per request).
+
+Routes (also under LMQ's older prefixes ``/msgs`` and ``/props``)::
+
+    GET    /messages/:name?t=&cf=     pull            POST /messages/:name       push
+    GET    /messages?qre=&t=&cf=      pull-any        POST /messages?qre=        fan-out push
+    POST   /messages/:name/:id?reply=ack|nack|ext
+    DELETE /queues/:name
+    GET|PUT|DELETE   /properties      default list    GET|PATCH|DELETE /properties/:name
+    GET    /stats
+
+Request bodies are limited to :data:`DEFAULT_MAX_BODY` (64 MiB, adjustable per app); a larger
+body is answered 413. A message taken for a client that is gone before its response is fully
+written is put back with its retry intact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Protocol
+
+from aiohttp import hdrs, web
+from multidict import CIMultiDict
+
+from pylmq.api.compound import (
+    MSGPACK_CONTENT_TYPE,
+    encode_msgpack,
+    encode_multipart,
+    item_headers,
+    multipart_content_type,
+)
+from pylmq.core.manager import QueueManager
+from pylmq.core.message import Item, MessageType, make_item, uuid_text
+from pylmq.core.props import export_props, parse_default_list, parse_props
+from pylmq.core.queue import Delivery
+from pylmq.errors import BadRequest, InvalidRegex, LMQError
+
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "MANAGER",
+    "STATS",
+    "StatsConfig",
+    "StatsSource",
+    "create_app",
+    "delivery_response",
+    "parse_timeout",
+    "stats_document",
+]
+
+log = logging.getLogger("pylmq.http")
+access_log = logging.getLogger("pylmq.access")
+
+DEFAULT_MAX_BODY = 64 * 1024 * 1024
+"""Largest request body accepted: well above LMQ's 8-10 MB messages, small enough for memory."""
+
+
+class StatsSource(Protocol):
+    """Per-queue meters for ``/stats`` (push/pull counts and rates, retention figures)."""
+
+    def queue_stats(self, name: str) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StatsConfig:
+    metrics: StatsSource | None
+    node_name: str
+
+
+MANAGER = web.AppKey("manager", QueueManager)
+STATS = web.AppKey("stats", StatsConfig)
+
+_dumps = partial(json.dumps, separators=(",", ":"))
+_JSON = "application/json"
+
+
+def _json(obj: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=_dumps(obj).encode(), content_type=_JSON)
+
+
+def _no_content() -> web.Response:
+    return web.Response(status=204)
+
+
+# -- request parsing ---------------------------------------------------------------------------
+
+_T_RE = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def parse_timeout(value: str | None) -> float | None:
+    """``t``: absent waits forever (None), ``0`` answers at once, else float seconds."""
+    if value is None:
+        return None
+    t = float(value) if _T_RE.fullmatch(value) else math.nan
+    if not math.isfinite(t):
+        raise BadRequest(f"t must be a non-negative number of seconds, got {value!r}")
+    return t
+
+
+def _compound_format(query: Mapping[str, str]) -> str:
+    cf = query.get("cf", "multipart")
+    if cf not in ("multipart", "msgpack"):
+        raise BadRequest(f"cf must be multipart or msgpack, got {cf!r}")
+    return cf
+
+
+def _qre(request: web.Request) -> str:
+    qre = request.query.get("qre")
+    if qre is None:
+        raise InvalidRegex("the qre parameter (a regex of queue names) is required")
+    return qre
+
+
+# aiohttp hands header values over as UTF-8 with surrogate escapes; encoding them back gives
+# the bytes the client sent, which is what LMQ stores.
+_ct_cache: dict[str, bytes] = {}
+
+
+def _item(request: web.Request, body: bytes) -> Item:
+    ct = request.headers.get(hdrs.CONTENT_TYPE)
+    if ct is None:
+        return make_item(body)
+    raw = _ct_cache.get(ct)
+    if raw is None:
+        raw = ct.encode("utf-8", "surrogateescape")
+        if len(_ct_cache) < 1024:
+            _ct_cache[ct] = raw
+    return make_item(body, raw)
+
+
+async def _json_body(request: web.Request) -> Any:
+    data = await request.read()
+    try:
+        return json.loads(data)
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
+        raise BadRequest(f"malformed JSON body: {e}") from e
+
+
+# -- responses for deliveries ------------------------------------------------------------------
+
+# Headers that would change the framing of our response if a stored message carried them.
+_FRAMING = frozenset({b"content-length", b"transfer-encoding", b"connection", b"keep-alive", b"upgrade"})
+_BAD_HEADER_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_text_cache: dict[bytes, str | None] = {}
+
+
+def _header_text(value: bytes) -> str | None:
+    """A stored header byte string as a response header value; None if it cannot be one."""
+    try:
+        return _text_cache[value]
+    except KeyError:
+        pass
+    decoded = value.decode("utf-8", "replace")
+    text = None if _BAD_HEADER_CHARS.search(decoded) else decoded
+    if len(_text_cache) < 4096:
+        _text_cache[value] = text
+    return text
+
+
+def delivery_response(d: Delivery, cf: str = "multipart") -> web.Response:
+    """The 200 response for a delivered message, headers and body as LMQ sends them."""
+    msg = d.message
+    headers: CIMultiDict[str] = CIMultiDict()
+    if msg.type is MessageType.COMPOUND:
+        mid = uuid_text(msg.uuid)
+        if cf == "msgpack":
+            headers[hdrs.CONTENT_TYPE] = MSGPACK_CONTENT_TYPE
+            body = encode_msgpack(msg.items())
+        else:
+            headers[hdrs.CONTENT_TYPE] = multipart_content_type(mid)
+            body = encode_multipart(mid.encode(), msg.items())
+    else:
+        metadata, body = msg.items()[0]
+        for k, v in item_headers(metadata):
+            name, value = _header_text(k), _header_text(v)
+            if name and value is not None and k.lower() not in _FRAMING:
+                headers.add(name, value)
+        headers.setdefault(hdrs.CONTENT_TYPE, "application/octet-stream")
+        mid = uuid_text(msg.uuid)
+    headers["x-lmq-queue-name"] = d.queue
+    headers["x-lmq-message-id"] = mid
+    headers["x-lmq-message-type"] = msg.type.value
+    headers["x-lmq-retry-remaining"] = "infinity" if msg.retry is None else str(msg.retry)
+    return web.Response(body=body, headers=headers)
+
+
+async def _deliver(request: web.Request, d: Delivery | None, cf: str) -> web.StreamResponse:
+    """Write the delivery within the handler, so that a client gone before the response is
+    fully written (cancelled handler or closed transport) gets its message put back."""
+    if d is None:
+        return _no_content()
+    resp = delivery_response(d, cf)
+    try:
+        await resp.prepare(request)
+        await resp.write_eof()
+    except BaseException as e:
+        await asyncio.shield(_put_back(request.app[MANAGER], d))
+        if isinstance(e, ConnectionError):
+            # aiohttp's own finish step meets the same closed transport and drops it quietly.
+            return resp
+        raise
+    return resp
+
+
+async def _put_back(manager: QueueManager, d: Delivery) -> None:
+    log.info("client of %s left before its message was written: putting it back", d.queue)
+    try:
+        await manager.put_back(d.queue, d.message.uuid)
+    except LMQError as e:
+        log.warning("could not put back message %s of %s: %s", uuid_text(d.message.uuid), d.queue, e.detail)
+
+
+# -- handlers ----------------------------------------------------------------------------------
+
+_ACCUM_BODIES = {r: _dumps({"accum": r}).encode() for r in ("no", "new", "yes")}
+
+
+async def push(request: web.Request) -> web.StreamResponse:
+    item = _item(request, await request.read())
+    result = await request.app[MANAGER].push(request.match_info["name"], item)
+    return web.Response(body=_ACCUM_BODIES[result], content_type=_JSON)
+
+
+async def push_all(request: web.Request) -> web.StreamResponse:
+    regex = _qre(request)
+    item = _item(request, await request.read())
+    result = await request.app[MANAGER].push_all(regex, item)
+    return _json({name: {"accum": r} for name, r in result.items()})
+
+
+async def pull(request: web.Request) -> web.StreamResponse:
+    query = request.query
+    timeout, cf = parse_timeout(query.get("t")), _compound_format(query)
+    d = await request.app[MANAGER].pull(request.match_info["name"], timeout)
+    return await _deliver(request, d, cf)
+
+
+async def pull_any(request: web.Request) -> web.StreamResponse:
+    query = request.query
+    regex, timeout, cf = _qre(request), parse_timeout(query.get("t")), _compound_format(query)
+    d = await request.app[MANAGER].pull_any(regex, timeout)
+    return await _deliver(request, d, cf)
+
+
+async def reply(request: web.Request) -> web.StreamResponse:
+    op = request.query.get("reply")
+    manager = request.app[MANAGER]
+    name, id_ = request.match_info["name"], request.match_info["id"]
+    if op == "ack":
+        await manager.ack(name, id_)
+    elif op == "nack":
+        await manager.nack(name, id_)
+    elif op == "ext":
+        await manager.ext(name, id_)
+    else:
+        raise BadRequest(f"reply must be ack, nack or ext, got {op!r}")
+    return _no_content()
+
+
+async def delete_queue(request: web.Request) -> web.StreamResponse:
+    await request.app[MANAGER].delete(request.match_info["name"])
+    return _no_content()
+
+
+async def get_default_props(request: web.Request) -> web.StreamResponse:
+    return _json([[regex, export_props(props)] for regex, props in request.app[MANAGER].default_props()])
+
+
+async def set_default_props(request: web.Request) -> web.StreamResponse:
+    defaults = parse_default_list(await _json_body(request))
+    await request.app[MANAGER].set_default_props(defaults)
+    return _no_content()
+
+
+async def reset_default_props(request: web.Request) -> web.StreamResponse:
+    await request.app[MANAGER].set_default_props([])
+    return _no_content()
+
+
+async def get_props(request: web.Request) -> web.StreamResponse:
+    return _json(export_props(await request.app[MANAGER].get_props(request.match_info["name"])))
+
+
+async def update_props(request: web.Request) -> web.StreamResponse:
+    props = parse_props(await _json_body(request))
+    await request.app[MANAGER].update_props(request.match_info["name"], props, merge=True)
+    return _no_content()
+
+
+async def reset_props(request: web.Request) -> web.StreamResponse:
+    await request.app[MANAGER].update_props(request.match_info["name"], None)
+    return _no_content()
+
+
+def stats_document(manager: QueueManager, metrics: StatsSource | None, node: str) -> dict[str, Any]:
+    """LMQ's ``/stats`` shape: node lists, then per queue its meters, size, memory, nodes, props."""
+    queues: dict[str, Any] = {}
+    for q in manager.status():
+        entry: dict[str, Any] = {}
+        if metrics is not None:
+            entry["stats"] = metrics.queue_stats(q["name"])
+        entry["size"] = q["size"]
+        entry["memory"] = q["memory"]
+        entry["nodes"] = [node]
+        entry["props"] = export_props(q["props"])
+        queues[q["name"]] = entry
+    return {"active_nodes": [node], "all_nodes": [node], "queues": queues}
+
+
+async def stats(request: web.Request) -> web.StreamResponse:
+    config = request.app[STATS]
+    return _json(stats_document(request.app[MANAGER], config.metrics, config.node_name))
+
+
+# -- routes ------------------------------------------------------------------------------------
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+# (method, path under the messages prefix or the properties prefix, handler). The same table is
+# served under the current prefixes and under LMQ's older ``/msgs`` and ``/props``.
+_MESSAGE_ROUTES: tuple[tuple[str, str, Handler], ...] = (
+    ("GET", "", pull_any),
+    ("POST", "", push_all),
+    ("GET", "/{name}", pull),
+    ("POST", "/{name}", push),
+    ("POST", "/{name}/{id}", reply),
+)
+_PROPERTY_ROUTES: tuple[tuple[str, str, Handler], ...] = (
+    ("GET", "", get_default_props),
+    ("PUT", "", set_default_props),
+    ("DELETE", "", reset_default_props),
+    ("GET", "/{name}", get_props),
+    ("PATCH", "/{name}", update_props),
+    ("DELETE", "/{name}", reset_props),
+)
+_PREFIXES = (("/messages", "/properties"), ("/msgs", "/props"))
+_OTHER_ROUTES: tuple[tuple[str, str, Handler], ...] = (
+    ("DELETE", "/queues/{name}", delete_queue),
+    ("GET", "/stats", stats),
+)
+
+
+def _route_table() -> list[web.RouteDef]:
+    table: list[tuple[str, str, Handler]] = []
+    for msgs, props in _PREFIXES:
+        for prefix, routes in ((msgs, _MESSAGE_ROUTES), (props, _PROPERTY_ROUTES)):
+            for method, path, handler in routes:
+                table.append((method, prefix + path, handler))
+                if not path:  # LMQ's router ignores a trailing slash: /properties/ too
+                    table.append((method, prefix + "/", handler))
+    table += _OTHER_ROUTES
+    # web.route, not web.get: a HEAD must not pull a message and throw it away.
+    return [web.route(method, path, handler) for method, path, handler in table]
+
+
+# -- errors and access log ---------------------------------------------------------------------
+
+
+def _error(status: int, reason: str, detail: str, headers: Mapping[str, str] | None = None) -> web.Response:
+    body = _dumps({"error": reason, "detail": detail}).encode()
+    return web.Response(status=status, body=body, content_type=_JSON, headers=headers)
+
+
+def _http_error(request: web.Request, e: web.HTTPException) -> web.Response:
+    reason = (e.reason or "error").lower().replace(" ", "_")
+    if isinstance(e, web.HTTPMethodNotAllowed):
+        allowed = ", ".join(sorted(e.allowed_methods))
+        return _error(e.status, reason, f"{request.method} not allowed here; allowed: {allowed}", {"Allow": allowed})
+    if isinstance(e, web.HTTPNotFound):
+        return _error(e.status, reason, f"no such resource: {request.path}")
+    return _error(e.status, reason, e.text or e.reason)
+
+
+@web.middleware
+async def _errors_and_access_log(request: web.Request, handler: Handler) -> web.StreamResponse:
+    start = time.perf_counter()
+    status = 500
+    try:
+        resp = await handler(request)
+        status = resp.status
+        return resp
+    except LMQError as e:
+        status = e.http_status
+        return _error(status, e.reason, e.detail)
+    except web.HTTPException as e:
+        status = e.status
+        if status < 400:
+            raise
+        return _http_error(request, e)
+    except asyncio.CancelledError:
+        status = 499  # the client went away (nginx's code for it)
+        raise
+    except Exception:
+        log.exception("%s %s failed", request.method, request.path_qs)
+        return _error(500, "internal_error", "the server failed; see its log")
+    finally:
+        if access_log.isEnabledFor(logging.INFO):
+            access_log.info(
+                "%s %s %d %.1fms", request.method, request.raw_path, status, (time.perf_counter() - start) * 1000
+            )
+
+
+def create_app(
+    manager: QueueManager,
+    *,
+    metrics: StatsSource | None = None,
+    node_name: str = "nonode@nohost",
+    client_max_size: int = DEFAULT_MAX_BODY,
+) -> web.Application:
+    """The HTTP API over ``manager``. ``metrics`` adds push/pull/retention figures to ``/stats``;
+    ``node_name`` is what ``/stats`` lists as this node (Erlang's name for a node outside
+    distribution by default)."""
+    app = web.Application(middlewares=[_errors_and_access_log], client_max_size=client_max_size)
+    app[MANAGER] = manager
+    app[STATS] = StatsConfig(metrics, node_name)
+    app.add_routes(_route_table())
+    return app

@@ -1,0 +1,626 @@
+"""The MessagePack-RPC API (LMQ-FACTS section 4) on asyncio: parse, call the manager, encode.
+
+One :class:`asyncio.Protocol` per connection feeds a :class:`~pylmq.api.msgpack_rpc.Decoder`;
+every request runs as its own task, so requests pipelined on one connection are served
+concurrently (a long-poll pull does not hold up a push behind it) and each response carries its
+request's msgid, in completion order. Responses finished in the same loop iteration go out in one
+write.
+
+Methods, as LMQ's ``lmq_api`` (all names and ids are strings; timeouts are seconds, float ok):
+
+- ``push(name, content)``: ``content`` is re-packed to msgpack and stored with content-type
+  ``application/x-msgpack``; replies ``"ok"``, ``"packing started"`` or ``"packed"``.
+- ``pull(name[, timeout])``, ``pull_any(regexp[, timeout])``: a map ``{queue, id, type, retry,
+  content}`` or ``"empty"``. No timeout (or nil, or ``"infinity"``) waits forever; 0 answers at
+  once. ``type`` is ``"normal"`` or ``"package"`` (compound: ``content`` is the array of pushed
+  items); ``retry`` is an integer or ``"infinity"``.
+- ``push_all(regexp, content)``: to every existing matching queue, stored as ``push`` does; ``"ok"``.
+- ``done``/``retain``/``release(name, id)``: ``"ok"``.
+- ``delete(name)``: ``"ok"``, also for a queue that does not exist (as LMQ).
+- ``update_props(name, props)`` merges into the queue's own properties, ``update_props(name)``
+  resets them; ``set_default_props([[regexp, props], ...])``; ``get_default_props()``. Props keys
+  are ``pack`` (LMQ's accum; ``accum`` is accepted too), ``retry``, ``timeout``, in seconds.
+
+Content on pull: an item stored as ``application/x-msgpack`` is sent back as the msgpack value it
+holds (byte for byte what was pushed over RPC, so top-level true/false/nil round-trip); any other
+item (pushed over HTTP with another content-type, or x-msgpack bytes that do not decode) is sent
+as msgpack bin holding the raw body, as LMQ does.
+
+Errors go in the error slot as ``[reason, detail]`` (see :mod:`pylmq.api.msgpack_rpc`), e.g.
+``["not_found", "..."]`` for an unknown or expired id, ``["queue_not_found", ...]``,
+``["invalid_regex", ...]``, ``["invalid_props", ...]``, ``["bad_request", ...]`` for wrong
+argument types or counts, ``["unknown_method", ...]``, ``["bad_message", ...]`` for a frame that
+is msgpack but not a request, ``["too_large", ...]``. A frame that is not msgpack or exceeds
+``max_message_size`` is answered when its msgid can be read, then the connection is closed
+after the requests already running on it finish; so is a connection whose frame names no msgid.
+Notifications (``[2, method, params]``) run the method and drop its result; ``pull`` and
+``pull_any`` are not run as notifications (the message would have no one to go to).
+
+A client that goes away loses nothing: its waiting pulls are cancelled (the manager puts back a
+message already taken for them) and a delivery whose response could not be written is put back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final
+
+import msgpack
+
+from pylmq.api.msgpack_rpc import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    Decoder,
+    Invalid,
+    Notification,
+    Request,
+    encode_error,
+    encode_result_raw,
+    pack,
+)
+from pylmq.core.manager import QueueManager, validate_name
+from pylmq.core.message import Item, MessageType, content_type_of, make_item, uuid_text
+from pylmq.core.props import export_props, parse_default_list, parse_props
+from pylmq.core.queue import Delivery
+from pylmq.errors import (
+    BadMessage,
+    BadRequest,
+    InvalidQueueName,
+    InvalidRegex,
+    LMQError,
+    QueueNotFound,
+    ShuttingDown,
+    UnknownMethod,
+)
+
+__all__ = ["DEFAULT_MAX_INFLIGHT", "RpcServer"]
+
+log = logging.getLogger("pylmq.rpc")
+access_log = logging.getLogger("pylmq.access")
+
+MSGPACK_CONTENT_TYPE: Final = b"application/x-msgpack"
+# Requests running at once on one connection before it stops reading more (backpressure).
+DEFAULT_MAX_INFLIGHT: Final = 10_000
+# How long close() waits for the last connections to go once their transports are closed.
+_CLOSE_GRACE: Final = 2.0
+
+_OK: Final = pack("ok")
+_EMPTY: Final = pack("empty")
+_PUSH_REPLY: Final = {"no": _OK, "new": pack("packing started"), "yes": pack("packed")}
+_OUTCOME: Final = {_OK: "ok", _EMPTY: "empty", _PUSH_REPLY["new"]: "packing started", _PUSH_REPLY["yes"]: "packed"}
+_K_QUEUE, _K_ID, _K_TYPE, _K_RETRY, _K_CONTENT = (pack(k) for k in ("queue", "id", "type", "retry", "content"))
+_T_NORMAL: Final = pack("normal")
+_T_PACKAGE: Final = pack("package")
+_INFINITY: Final = pack("infinity")
+
+Reply = bytes | Delivery
+"""What a method returns: its encoded result, or a message to deliver."""
+
+Handler = Callable[[QueueManager, Sequence[Any]], Awaitable[Reply]]
+
+
+# -- arguments ------------------------------------------------------------------------------------
+
+
+def _name(x: Any) -> str:
+    name = validate_name(x)
+    if not name.isascii():
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidQueueName("queue name is not valid UTF-8") from None
+    return name
+
+
+def _regex(x: Any) -> str | bytes:
+    if type(x) is not str and type(x) is not bytes:
+        raise InvalidRegex(f"regexp must be a string, got {type(x).__name__}")
+    return x
+
+
+def _id(x: Any) -> str | bytes:
+    if type(x) is not str and type(x) is not bytes:
+        raise BadRequest(f"message id must be a string, got {type(x).__name__}")
+    return x
+
+
+def _timeout(params: Sequence[Any]) -> float | None:
+    """Seconds to wait (LMQ's RPC pull takes seconds too); None waits forever."""
+    if len(params) < 2:
+        return None
+    t = params[1]
+    if t is None or t in ("infinity", b"infinity"):
+        return None
+    if isinstance(t, bool) or not isinstance(t, int | float) or math.isnan(t) or t < 0:
+        raise BadRequest(f"timeout must be a number of seconds >= 0 or nil, got {t!r}")
+    return None if math.isinf(t) else float(t)
+
+
+def _props(x: Any) -> Any:
+    """LMQ's RPC accepts ``accum`` as well as ``pack``; parse_props knows one name."""
+    if isinstance(x, dict):
+        for alias in ("accum", b"accum"):
+            if alias in x and "pack" not in x and b"pack" not in x:
+                x = dict(x)
+                x["pack"] = x.pop(alias)
+    return x
+
+
+def _content(x: Any) -> bytes:
+    try:
+        return pack(x)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise BadRequest(f"content cannot be stored as msgpack: {e}") from None
+
+
+# -- results ---------------------------------------------------------------------------------------
+
+
+def _is_msgpack(item: Item) -> bool:
+    ct = content_type_of(item)
+    if ct == MSGPACK_CONTENT_TYPE:
+        return True
+    return ct.split(b";", 1)[0].strip().lower() == MSGPACK_CONTENT_TYPE
+
+
+def _item_value(item: Item) -> bytes:
+    """The item as a msgpack value: its own bytes when it holds exactly one msgpack value."""
+    body = item[1]
+    if _is_msgpack(item):
+        try:
+            # Only checks that the bytes are one whole value before splicing them into a reply.
+            msgpack.unpackb(body, raw=False, use_list=False, strict_map_key=False, unicode_errors="surrogateescape")
+        except Exception:
+            return pack(body)
+        return body
+    return pack(body)
+
+
+def _array_header(n: int) -> bytes:
+    if n < 16:
+        return bytes((0x90 | n,))
+    if n < 0x10000:
+        return b"\xdc" + n.to_bytes(2, "big")
+    return b"\xdd" + n.to_bytes(4, "big")
+
+
+def encode_delivery(d: Delivery) -> bytes:
+    """The pull reply map ``{queue, id, type, retry, content}`` (keys in LMQ's order)."""
+    m = d.message
+    compound = m.type is MessageType.COMPOUND
+    parts = [
+        b"\x85",
+        _K_QUEUE,
+        pack(d.queue),
+        _K_ID,
+        pack(uuid_text(m.uuid)),
+        _K_TYPE,
+        _T_PACKAGE if compound else _T_NORMAL,
+        _K_RETRY,
+        _INFINITY if m.retry is None else pack(m.retry),
+        _K_CONTENT,
+    ]
+    if compound:
+        items = m.items()
+        parts.append(_array_header(len(items)))
+        parts.extend(_item_value(i) for i in items)
+    else:
+        parts.append(_item_value(m.items()[0]))
+    return b"".join(parts)
+
+
+# -- methods -----------------------------------------------------------------------------------------
+
+
+async def _push(m: QueueManager, p: Sequence[Any]) -> Reply:
+    name = _name(p[0])
+    return _PUSH_REPLY[await m.push(name, make_item(_content(p[1]), MSGPACK_CONTENT_TYPE))]
+
+
+async def _pull(m: QueueManager, p: Sequence[Any]) -> Reply:
+    name = _name(p[0])
+    d = await m.pull(name, _timeout(p))
+    return _EMPTY if d is None else d
+
+
+async def _push_all(m: QueueManager, p: Sequence[Any]) -> Reply:
+    regex = _regex(p[0])
+    await m.push_all(regex, make_item(_content(p[1]), MSGPACK_CONTENT_TYPE))
+    return _OK
+
+
+async def _pull_any(m: QueueManager, p: Sequence[Any]) -> Reply:
+    regex = _regex(p[0])
+    d = await m.pull_any(regex, _timeout(p))
+    return _EMPTY if d is None else d
+
+
+async def _done(m: QueueManager, p: Sequence[Any]) -> Reply:
+    await m.ack(_name(p[0]), _id(p[1]))
+    return _OK
+
+
+async def _retain(m: QueueManager, p: Sequence[Any]) -> Reply:
+    await m.ext(_name(p[0]), _id(p[1]))
+    return _OK
+
+
+async def _release(m: QueueManager, p: Sequence[Any]) -> Reply:
+    await m.nack(_name(p[0]), _id(p[1]))
+    return _OK
+
+
+async def _delete(m: QueueManager, p: Sequence[Any]) -> Reply:
+    # LMQ answers "ok" whether or not the queue existed.
+    with contextlib.suppress(QueueNotFound):
+        await m.delete(_name(p[0]))
+    return _OK
+
+
+async def _update_props(m: QueueManager, p: Sequence[Any]) -> Reply:
+    name = _name(p[0])
+    raw = parse_props(_props(p[1]), accum_key="pack") if len(p) > 1 else None
+    await m.update_props(name, raw)
+    return _OK
+
+
+async def _set_default_props(m: QueueManager, p: Sequence[Any]) -> Reply:
+    obj = p[0]
+    if isinstance(obj, tuple):
+        obj = list(obj)
+    if isinstance(obj, list):
+        obj = [[e[0], _props(e[1])] if isinstance(e, list | tuple) and len(e) == 2 else e for e in obj]
+    await m.set_default_props(parse_default_list(obj, accum_key="pack"))
+    return _OK
+
+
+async def _get_default_props(m: QueueManager, p: Sequence[Any]) -> Reply:
+    return pack([[regex, export_props(raw, accum_key="pack")] for regex, raw in m.default_props()])
+
+
+# name -> (handler, min args, max args, waits for a message)
+_METHODS: Final[dict[str, tuple[Handler, int, int, bool]]] = {
+    "push": (_push, 2, 2, False),
+    "pull": (_pull, 1, 2, True),
+    "push_all": (_push_all, 2, 2, False),
+    "pull_any": (_pull_any, 1, 2, True),
+    "done": (_done, 2, 2, False),
+    "retain": (_retain, 2, 2, False),
+    "release": (_release, 2, 2, False),
+    "delete": (_delete, 1, 1, False),
+    "update_props": (_update_props, 1, 2, False),
+    "set_default_props": (_set_default_props, 1, 1, False),
+    "get_default_props": (_get_default_props, 0, 0, False),
+}
+
+
+def _arity(method: str, lo: int, hi: int, n: int) -> BadRequest:
+    want = str(lo) if lo == hi else f"{lo} or {hi}"
+    return BadRequest(f"{method} takes {want} argument{'s' if hi != 1 else ''}, got {n}")
+
+
+# -- connections -------------------------------------------------------------------------------------
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: RpcServer) -> None:
+        self.server = server
+        self.manager = server.manager
+        self.loop = asyncio.get_running_loop()
+        self.decoder = Decoder(max_message_size=server.max_message_size, use_list=False)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "-"
+        self.closed = False
+        # Set when this side ends the connection: waiting pulls are answered with it.
+        self.closing_error: LMQError | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._polls: set[asyncio.Task[None]] = set()
+        self._out: list[bytes] = []
+        self._unsent: list[Delivery] = []  # deliveries whose replies sit in _out
+        self._flush_pending = False
+        self._write_paused = False
+        self._read_paused = False
+
+    # -- asyncio.Protocol ------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = f"{peer[0]}:{peer[1]}"
+        self.server._conns.add(self)
+        if self.server._closing:
+            self.abort(ShuttingDown("the server is stopping"))
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing_error is not None:
+            return
+        for ev in self.decoder.feed(data):
+            t = type(ev)
+            if t is Request:
+                self._request(ev)  # type: ignore[arg-type]
+            elif t is Notification:
+                self._notification(ev)  # type: ignore[arg-type]
+            elif t is Invalid:
+                assert isinstance(ev, Invalid)
+                if ev.msgid is not None:
+                    self._send(encode_error(ev.msgid, ev.error))
+                if ev.fatal or ev.msgid is None:
+                    # Without a msgid the peer cannot be told what went wrong; stop talking.
+                    self.abort(ev.error)
+                    return
+            else:
+                self.abort(BadMessage("a client must not send responses"))
+                return
+
+    def eof_received(self) -> bool | None:
+        # A client that half-closes still gets the answers to what it sent.
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        for t in self._polls:
+            t.cancel()
+        for d in self._unsent:
+            self.server._put_back(d)
+        self._unsent.clear()
+        self._out.clear()
+        self.server._conns.discard(self)
+        self.server._on_connection_lost()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def _request(self, req: Request) -> None:
+        spec = _METHODS.get(req.method)
+        if spec is None:
+            self._send(encode_error(req.msgid, UnknownMethod(f"unknown method {req.method!r}")))
+            return
+        handler, lo, hi, waits = spec
+        n = len(req.params)
+        if n < lo or n > hi:
+            self._send(encode_error(req.msgid, _arity(req.method, lo, hi, n)))
+            return
+        task = self.loop.create_task(self._run(req.msgid, req.method, handler, req.params))
+        self._track(task, waits)
+
+    def _notification(self, note: Notification) -> None:
+        spec = _METHODS.get(note.method)
+        if spec is None or spec[3] or not spec[1] <= len(note.params) <= spec[2]:
+            log.debug("rpc %s: notification %s%r not run", self.peer, note.method, note.params)
+            return
+        task = self.loop.create_task(self._run(None, note.method, spec[0], note.params))
+        self._track(task, False)
+
+    def _track(self, task: asyncio.Task[None], waits: bool) -> None:
+        self._tasks.add(task)
+        self.server._tasks.add(task)
+        if waits:
+            self._polls.add(task)
+        task.add_done_callback(self._task_done)
+        if len(self._tasks) >= self.server.max_inflight:
+            self._update_reading()
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._polls.discard(task)
+        self.server._tasks.discard(task)
+        if self._read_paused:
+            self._update_reading()
+        if self.closing_error is not None and not self._tasks:
+            self._close_transport()
+
+    async def _run(self, msgid: int | None, method: str, handler: Handler, params: Sequence[Any]) -> None:
+        started = time.perf_counter() if access_log.isEnabledFor(logging.INFO) else 0.0
+        try:
+            reply = await handler(self.manager, params)
+        except asyncio.CancelledError:
+            if msgid is None or self.closed or self.closing_error is None:
+                raise
+            # Ended by this side (server stopping, connection dropped for bad input): say so.
+            self._reply_error(msgid, method, params, self.closing_error, started)
+            return
+        except LMQError as e:
+            if msgid is None:
+                log.debug("rpc %s: notification %s failed: %s", self.peer, method, e)
+            else:
+                self._reply_error(msgid, method, params, e, started)
+            return
+        except Exception as e:
+            log.exception("rpc %s: %s failed", self.peer, method)
+            if msgid is not None:
+                self._reply_error(msgid, method, params, LMQError(f"internal error: {type(e).__name__}"), started)
+            return
+        if type(reply) is bytes:
+            if msgid is not None:
+                self._send(encode_result_raw(msgid, reply))
+            if started:
+                self._access(method, params, _OUTCOME.get(reply, "ok"), started)
+            return
+        assert isinstance(reply, Delivery)
+        if msgid is None or self.closed:
+            self.server._put_back(reply)
+            return
+        try:
+            data = encode_result_raw(msgid, encode_delivery(reply))
+        except Exception as e:
+            log.exception("rpc %s: cannot encode message %s", self.peer, uuid_text(reply.message.uuid))
+            self.server._put_back(reply)
+            self._reply_error(msgid, method, params, LMQError(f"internal error: {type(e).__name__}"), started)
+            return
+        self._send(data, reply)
+        if started:
+            self._access(method, params, "delivered " + uuid_text(reply.message.uuid), started)
+
+    def _reply_error(
+        self, msgid: int, method: str, params: Sequence[Any], error: LMQError, started: float
+    ) -> None:
+        self._send(encode_error(msgid, error))
+        if started:
+            self._access(method, params, error.reason, started)
+
+    def _access(self, method: str, params: Sequence[Any], outcome: str, started: float) -> None:
+        target = params[0] if params and type(params[0]) is str else "-"
+        ms = (time.perf_counter() - started) * 1000
+        access_log.info("rpc %s %s %s %s %.3fms", self.peer, method, target, outcome, ms)
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def _send(self, data: bytes, delivery: Delivery | None = None) -> None:
+        if self.closed:
+            if delivery is not None:
+                self.server._put_back(delivery)
+            return
+        self._out.append(data)
+        if delivery is not None:
+            self._unsent.append(delivery)
+        if not self._flush_pending:
+            self._flush_pending = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        out = self._out
+        if not out:
+            return
+        transport = self.transport
+        if self.closed or transport is None or transport.is_closing():
+            for d in self._unsent:
+                self.server._put_back(d)
+        else:
+            transport.write(out[0] if len(out) == 1 else b"".join(out))
+        self._out = []
+        self._unsent.clear()
+
+    def _update_reading(self) -> None:
+        transport = self.transport
+        if transport is None or self.closed or transport.is_closing():
+            return
+        pause = self._write_paused or self.closing_error is not None or len(self._tasks) >= self.server.max_inflight
+        if pause and not self._read_paused:
+            transport.pause_reading()
+            self._read_paused = True
+        elif not pause and self._read_paused and len(self._tasks) < self.server.max_inflight // 2 + 1:
+            transport.resume_reading()
+            self._read_paused = False
+
+    # -- ending -----------------------------------------------------------------------------------
+
+    def abort(self, error: LMQError) -> None:
+        """Stop reading; waiting pulls are answered with ``error``; other running requests
+        finish and are answered; then the connection closes."""
+        if self.closing_error is not None or self.closed:
+            return
+        if not isinstance(error, ShuttingDown):
+            log.info("rpc %s: closing connection: %s", self.peer, error.detail)
+        self.closing_error = error
+        self._update_reading()
+        for t in self._polls:
+            t.cancel()
+        if not self._tasks:
+            self._close_transport()
+
+    def _close_transport(self) -> None:
+        self._flush()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def cancel_all(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+
+
+class RpcServer:
+    """Serves the MessagePack-RPC API of one :class:`QueueManager`."""
+
+    def __init__(
+        self,
+        manager: QueueManager,
+        *,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        shutdown_timeout: float = 10.0,
+    ) -> None:
+        self.manager = manager
+        self.max_message_size = max_message_size
+        self.max_inflight = max(1, max_inflight)
+        self.shutdown_timeout = shutdown_timeout
+        self.address: tuple[str, int] | None = None
+        self._server: asyncio.Server | None = None
+        self._conns: set[_Connection] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._put_backs: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self._all_gone: asyncio.Event | None = None
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen; returns the bound address (useful with port 0)."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Connection(self), host, port, reuse_address=True)
+        sockname = self._server.sockets[0].getsockname()
+        self.address = (str(sockname[0]), int(sockname[1]))
+        log.info("MessagePack-RPC listening on %s:%d", *self.address)
+        return self.address
+
+    async def close(self) -> None:
+        """Stop accepting; waiting pulls are answered ``shutting_down``; other running requests
+        get up to ``shutdown_timeout`` seconds to finish; then every connection is closed."""
+        if self._server is None or self._closing:
+            return
+        self._closing = True
+        self._server.close()
+        self._all_gone = asyncio.Event()
+        for conn in list(self._conns):
+            conn.abort(ShuttingDown("the server is stopping"))
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=self.shutdown_timeout)
+            if pending:
+                log.warning("rpc: %d requests still running at shutdown: cancelled", len(pending))
+                for conn in list(self._conns):
+                    conn.cancel_all()
+                for t in pending:
+                    t.cancel()
+                await asyncio.wait(pending, timeout=_CLOSE_GRACE)
+        for conn in list(self._conns):
+            conn._close_transport()
+        if self._conns:
+            try:
+                await asyncio.wait_for(self._all_gone.wait(), _CLOSE_GRACE)
+            except TimeoutError:
+                for conn in list(self._conns):
+                    if conn.transport is not None:
+                        conn.transport.abort()
+        await self._server.wait_closed()
+        if self._put_backs:
+            await asyncio.wait(set(self._put_backs), timeout=_CLOSE_GRACE)
+        log.info("MessagePack-RPC stopped")
+
+    def _on_connection_lost(self) -> None:
+        if self._all_gone is not None and not self._conns:
+            self._all_gone.set()
+
+    def _put_back(self, d: Delivery) -> None:
+        """The client never got ``d``: make it available again, its retry intact."""
+        task = asyncio.get_running_loop().create_task(self._do_put_back(d))
+        self._put_backs.add(task)
+        task.add_done_callback(self._put_backs.discard)
+
+    async def _do_put_back(self, d: Delivery) -> None:
+        try:
+            await self.manager.put_back(d.queue, d.message.uuid)
+        except LMQError as e:
+            log.debug("rpc: put back of %s in %s: %s", uuid_text(d.message.uuid), d.queue, e)
+        except Exception:
+            log.exception("rpc: put back of %s in %s failed", uuid_text(d.message.uuid), d.queue)

@@ -17,7 +17,7 @@
 %% stdin closes.
 -module(lmq_peer_driver).
 
--export([main/0, wait_ready/2, json/1]).
+-export([main/0, wait_ready/2, listen/0, heard/0, json/1]).
 
 -define(CALL_TIMEOUT, 120000).
 
@@ -66,6 +66,33 @@ poll_ready(Node, Deadline) ->
                 true -> false;
                 false -> timer:sleep(50), poll_ready(Node, Deadline)
             end
+    end.
+
+%% Registers a process named lmq_event on the driver node that keeps every
+%% message it gets, so a test can see what an LMQ node broadcasts to a member
+%% without Mnesia (as a pylmq node would receive it: {notify, {remote, E}}).
+listen() ->
+    case whereis(lmq_event) of
+        undefined ->
+            Pid = spawn(fun() -> record([]) end),
+            true = register(lmq_event, Pid),
+            ok;
+        _ ->
+            ok
+    end.
+
+%% The messages the listener got, oldest first.
+heard() ->
+    lmq_event ! {heard, self()},
+    receive {lmq_event_heard, Messages} -> Messages after 5000 -> {error, timeout} end.
+
+record(Messages) ->
+    receive
+        {heard, From} ->
+            From ! {lmq_event_heard, lists:reverse(Messages)},
+            record(Messages);
+        Message ->
+            record([Message | Messages])
     end.
 
 %% ------------------------------------------------------------------

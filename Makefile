@@ -6,7 +6,7 @@ EXTRAS ?= test
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint check pytest deps erlang interop clean
+.PHONY: run test lint check pytest deps erlang interop statsd clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,8 +38,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check pylmq tests bench
 	$(BIN)/mypy pylmq
 
+# The StatsD daemon (npm) for tests/ops/test_statsd_daemon.py; installed only when missing.
+STATSD_JS := .cache/statsd/node_modules/statsd/stats.js
+statsd: $(STATSD_JS)
+$(STATSD_JS):
+	npm install --prefix .cache/statsd --no-audit --no-fund statsd@0.9.0
+
 # pytest exits 5 when it collected no test at all: that is a failure here, never a pass.
-pytest: $(STAMP) erlang interop
+pytest: $(STAMP) erlang interop statsd
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 

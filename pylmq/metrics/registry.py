@@ -1,0 +1,131 @@
+"""Per-queue metrics: the core's :class:`~pylmq.core.queue.QueueObserver` for meters, the
+retention histogram and StatsD, and the figures behind ``/stats`` and ``lmq-admin stats``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from dataclasses import dataclass
+
+from pylmq.core.clock import Clock, SystemClock
+from pylmq.metrics.histogram import HistogramStats, SlidingHistogram
+from pylmq.metrics.meter import TICK_SECONDS, Meter, MeterRates
+from pylmq.metrics.statsd import StatsdEmitter, metric_name
+
+__all__ = ["QueueMetrics", "QueueStats"]
+
+log = logging.getLogger("pylmq.metrics")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    push: MeterRates
+    pull: MeterRates
+    retention: HistogramStats  # seconds, as LMQ's folsom histogram
+
+    def to_json(self) -> dict[str, object]:
+        def rates(m: MeterRates) -> dict[str, object]:
+            return {"count": m.count, "one": m.one, "five": m.five, "fifteen": m.fifteen, "day": m.day}
+
+        r = self.retention
+        return {
+            "push": rates(self.push),
+            "pull": rates(self.pull),
+            "retention": {
+                "n": r.n, "min": r.min, "max": r.max, "mean": r.mean, "median": r.median,
+                "percentiles": {f"{p:g}": v for p, v in r.percentiles.items()},
+            },
+        }  # fmt: skip
+
+
+class _Entry:
+    __slots__ = ("pull", "push", "retention", "statsd_names")
+
+    def __init__(self, queue: str, clock: Clock, rng: random.Random) -> None:
+        self.push = Meter()
+        self.pull = Meter()
+        self.retention = SlidingHistogram(60, 100, clock, rng)
+        # names built once: the request path only looks them up
+        self.statsd_names = (
+            metric_name(queue, "push"),
+            metric_name(queue, "pull"),
+            metric_name(queue, "retention"),
+        )
+
+
+class QueueMetrics:
+    """Meters and retention per queue, fed by the queues (``on_push``/``on_pull``)."""
+
+    def __init__(
+        self,
+        statsd: StatsdEmitter | None = None,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.statsd = statsd
+        self._clock: Clock = clock or SystemClock()
+        self._rng = rng or random.Random()
+        self._queues: dict[str, _Entry] = {}
+        self._ticker: asyncio.Task[None] | None = None
+
+    def _entry(self, queue: str) -> _Entry:
+        entry = self._queues.get(queue)
+        if entry is None:
+            entry = self._queues[queue] = _Entry(queue, self._clock, self._rng)
+        return entry
+
+    # -- QueueObserver -----------------------------------------------------------------------
+
+    def on_push(self, queue: str) -> None:
+        entry = self._entry(queue)
+        entry.push.mark()
+        if self.statsd is not None:
+            self.statsd.increment(entry.statsd_names[0])
+
+    def on_pull(self, queue: str, retention: float) -> None:
+        """``retention``: seconds the message waited in the queue."""
+        entry = self._entry(queue)
+        entry.pull.mark()
+        entry.retention.update(retention)
+        if self.statsd is not None:
+            self.statsd.increment(entry.statsd_names[1])
+            self.statsd.timing(entry.statsd_names[2], retention * 1000.0)
+
+    # -----------------------------------------------------------------------------------------
+
+    def forget(self, queue: str) -> None:
+        """Drop a deleted queue's metrics."""
+        self._queues.pop(queue, None)
+
+    def stats(self, queue: str) -> QueueStats | None:
+        entry = self._queues.get(queue)
+        if entry is None:
+            return None
+        return QueueStats(entry.push.rates(), entry.pull.rates(), entry.retention.stats())
+
+    def all_stats(self) -> dict[str, QueueStats]:
+        return {q: s for q in sorted(self._queues) if (s := self.stats(q)) is not None}
+
+    def tick(self) -> None:
+        for entry in self._queues.values():
+            entry.push.tick()
+            entry.pull.tick()
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            self.tick()
+
+    def start(self) -> None:
+        """Tick the meters every 5 s (folsom's interval) until :meth:`stop`."""
+        if self._ticker is None:
+            self._ticker = asyncio.get_running_loop().create_task(self._tick_forever(), name="pylmq-meter-tick")
+
+    async def stop(self) -> None:
+        task, self._ticker = self._ticker, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,184 @@
+"""The asyncio HTTP client (aiohttp, one pooled keep-alive session)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import aiohttp
+from yarl import URL
+
+from pylmq.client import _http_proto as proto
+from pylmq.client._message import Message, PullFormat
+from pylmq.client._urls import DEFAULT_HTTP_URL, HttpBase, parse_http_urls
+from pylmq.errors import Unreachable
+
+__all__ = ["KEEPALIVE", "AsyncHttpClient"]
+
+T = TypeVar("T")
+
+KEEPALIVE = 4.0
+"""Seconds an idle connection is kept: below the server's own idle limit (Erlang LMQ's cowboy
+closes after 5 s), so a request is never sent on a connection the server is closing."""
+
+_CONNECT_FAILURES = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+
+
+def read_timeout(server_wait: float | None, request_timeout: float | None) -> float | None:
+    if server_wait is None or request_timeout is None:
+        return None
+    return server_wait + request_timeout
+
+
+class AsyncHttpClient:
+    """LMQ's HTTP API over one pooled aiohttp session.
+
+    ``base_url`` is one node URL, a comma-separated string or a list of them: when a node
+    cannot be connected to, the next is tried, and the client stays with the one that
+    answered. A request that reached a node and then failed is not sent again elsewhere (it
+    may have been carried out), it raises :class:`~pylmq.errors.Unreachable`.
+
+    ``request_timeout`` bounds how long to wait for an answer beyond what the server may
+    legitimately take (a pull's ``timeout``); ``None`` waits forever. A ``session`` passed in is
+    used and left open; otherwise the client makes its own and closes it in :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        base_url: str | Sequence[str] = DEFAULT_HTTP_URL,
+        *,
+        session: aiohttp.ClientSession | None = None,
+        request_timeout: float | None = 30.0,
+        connect_timeout: float = 5.0,
+        max_connections: int = 100,
+    ) -> None:
+        self.bases: list[HttpBase] = parse_http_urls(base_url)
+        self.request_timeout = request_timeout
+        self.connect_timeout = connect_timeout
+        self.max_connections = max_connections
+        self._session = session
+        self._own_session = session is None
+        self._current = 0
+
+    @property
+    def base_url(self) -> str:
+        """The node URL in use (the one that last answered)."""
+        return self.bases[self._current].url
+
+    async def __aenter__(self) -> AsyncHttpClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._own_session and self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self.max_connections, keepalive_timeout=KEEPALIVE)
+            self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+            self._own_session = True
+        return self._session
+
+    async def _send(self, req: proto.HttpRequest[T]) -> T:
+        session = self._get_session()
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=self.connect_timeout,
+            sock_read=read_timeout(req.server_wait, self.request_timeout),
+        )
+        # Without a content-type the server must store none (LMQ's default applies on pull).
+        skip = ("Content-Type",) if "Content-Type" not in req.headers else ()
+        failures: list[str] = []
+        n = len(self.bases)
+        for step in range(n):
+            index = (self._current + step) % n
+            base = self.bases[index]
+            url = URL(base.url + req.target, encoded=True)
+            try:
+                async with session.request(
+                    req.method, url, data=req.body, headers=req.headers, timeout=timeout, skip_auto_headers=skip
+                ) as resp:
+                    body = await resp.read()
+                    response = proto.HttpResponse(resp.status, {k.lower(): v for k, v in resp.headers.items()}, body)
+            except _CONNECT_FAILURES as e:
+                failures.append(f"{base.url}: {e}")
+                continue
+            except (aiohttp.ClientError, TimeoutError) as e:
+                raise Unreachable(f"{req.method} {base.url}{req.target}: {type(e).__name__}: {e}") from e
+            self._current = index
+            return req.decode(response)
+        raise Unreachable("no node could be connected to: " + "; ".join(failures))
+
+    # -- messages ----------------------------------------------------------------------------------
+
+    async def push(self, queue: str, body: bytes | str, content_type: str | None = None) -> str:
+        """Push one message; the answer is the accum state: ``no``, ``new`` or ``yes``."""
+        return await self._send(proto.push(queue, body, content_type))
+
+    async def push_all(self, regex: str, body: bytes | str, content_type: str | None = None) -> dict[str, str]:
+        """Push to every existing queue whose name matches; ``{queue: accum}``."""
+        return await self._send(proto.push_all(regex, body, content_type))
+
+    async def pull(
+        self, queue: str, timeout: float | None = None, cf: PullFormat = "multipart"
+    ) -> Message | None:
+        """Take the next message; ``None`` when none came within ``timeout`` seconds
+        (``None``: wait forever, ``0``: answer at once)."""
+        return await self._send(proto.pull(queue, timeout, cf))
+
+    async def pull_any(
+        self, regex: str, timeout: float | None = None, cf: PullFormat = "multipart"
+    ) -> Message | None:
+        """Take the next message of any queue whose name matches, including queues created
+        while waiting."""
+        return await self._send(proto.pull_any(regex, timeout, cf))
+
+    async def ack(self, queue: str, msg_id: str) -> None:
+        """Done: delete the message. :class:`~pylmq.errors.MessageNotFound` when the id is
+        unknown, expired or was redelivered."""
+        await self._send(proto.ack(queue, msg_id))
+
+    async def nack(self, queue: str, msg_id: str) -> None:
+        """Release: make the message available again now (the spent retry stays spent)."""
+        await self._send(proto.nack(queue, msg_id))
+
+    async def ext(self, queue: str, msg_id: str) -> None:
+        """Retain: extend the deadline by the queue's timeout."""
+        await self._send(proto.ext(queue, msg_id))
+
+    async def delete_queue(self, queue: str) -> None:
+        await self._send(proto.delete_queue(queue))
+
+    # -- properties ------------------------------------------------------------------------------
+
+    async def get_props(self, queue: str) -> dict[str, Any]:
+        """Effective properties: ``{"accum": s, "retry": n | "infinity", "timeout": s}``."""
+        return await self._send(proto.get_props(queue))
+
+    async def update_props(self, queue: str, props: Mapping[str, Any]) -> None:
+        """Merge ``props`` into the queue's own properties."""
+        await self._send(proto.update_props(queue, props))
+
+    async def reset_props(self, queue: str) -> None:
+        """Drop the queue's own properties (defaults apply again)."""
+        await self._send(proto.reset_props(queue))
+
+    async def get_default_props(self) -> list[tuple[str, dict[str, Any]]]:
+        return await self._send(proto.get_default_props())
+
+    async def set_default_props(self, defaults: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """Replace the default list ``[(regex, props), ...]``; the first match applies."""
+        await self._send(proto.set_default_props(defaults))
+
+    async def delete_default_props(self) -> None:
+        await self._send(proto.delete_default_props())
+
+    async def stats(self) -> dict[str, Any]:
+        return await self._send(proto.stats())

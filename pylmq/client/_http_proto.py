@@ -1,0 +1,313 @@
+"""The HTTP API as data: requests to send and decoders for what comes back, without I/O.
+
+Each operation of LMQ-FACTS section 3 is a function returning an :class:`HttpRequest`: the
+method, the target (path and query, already percent-encoded), body and headers, how long the
+server may legitimately take, and the decoder that turns an :class:`HttpResponse` into the
+operation's result or raises. The asyncio (aiohttp) and blocking (http.client) transports only
+move bytes, so both clients behave the same by construction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote, urlencode
+
+from pylmq import errors
+from pylmq.api import compound
+from pylmq.client._errors import error_from_http
+from pylmq.client._message import DEFAULT_CONTENT_TYPE, Message, MessageType, Part, PullFormat
+from pylmq.core.message import Item
+from pylmq.errors import LMQError, ProtocolError
+
+__all__ = [
+    "HttpRequest",
+    "HttpResponse",
+    "ack",
+    "decode_msgpack_parts",
+    "decode_multipart",
+    "delete_default_props",
+    "delete_queue",
+    "ext",
+    "get_default_props",
+    "get_props",
+    "nack",
+    "pull",
+    "pull_any",
+    "push",
+    "push_all",
+    "reset_props",
+    "set_default_props",
+    "stats",
+    "update_props",
+]
+
+T = TypeVar("T")
+Body = bytes | str
+DefaultProps = list[tuple[str, dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResponse:
+    status: int
+    headers: Mapping[str, str]
+    """Lower-case header names."""
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest(Generic[T]):
+    method: str
+    target: str
+    decode: Callable[[HttpResponse], T]
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    server_wait: float | None = 0.0
+    """How long the server may hold the request before answering (a pull's ``t``);
+    ``None``: as long as it likes (a pull without ``t``)."""
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _q(name: str) -> str:
+    # A queue name may hold '/', '?', '%'...: one opaque path segment.
+    return quote(name, safe="")
+
+
+def _seconds(value: float) -> str:
+    if value < 0:
+        raise errors.BadRequest(f"timeout must be >= 0, got {value!r}")
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _body(body: Body, content_type: str | None) -> tuple[bytes, dict[str, str]]:
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+        if content_type is None:
+            content_type = "text/plain; charset=utf-8"
+    elif not isinstance(body, bytes | bytearray | memoryview):
+        raise TypeError(f"a message body is bytes or str, got {type(body).__name__}")
+    return bytes(body), ({"Content-Type": content_type} if content_type is not None else {})
+
+
+def _json(resp: HttpResponse) -> Any:
+    try:
+        return json.loads(resp.body)
+    except ValueError as e:
+        raise ProtocolError(f"HTTP {resp.status}: body is not JSON: {resp.body[:200]!r}") from e
+
+
+def _check(resp: HttpResponse, not_found: type[LMQError] = errors.NotFound) -> None:
+    if not 200 <= resp.status < 300:
+        raise error_from_http(resp.status, resp.body, not_found)
+
+
+def _accum(value: Any) -> str:
+    if isinstance(value, dict) and isinstance(value.get("accum"), str):
+        return str(value["accum"])
+    raise ProtocolError(f"expected {{'accum': 'no'|'new'|'yes'}}, got {value!r}")
+
+
+def _no_content(not_found: type[LMQError] = errors.NotFound) -> Callable[[HttpResponse], None]:
+    def decode(resp: HttpResponse) -> None:
+        _check(resp, not_found)
+
+    return decode
+
+
+def _json_result(resp: HttpResponse) -> Any:
+    _check(resp)
+    return _json(resp)
+
+
+# -- compound bodies -----------------------------------------------------------------------------
+
+
+def _boundary(content_type: str) -> str:
+    for param in content_type.split(";")[1:]:
+        key, _, value = param.strip().partition("=")
+        if key.strip().lower() == "boundary":
+            return value.strip().strip('"')
+    raise ProtocolError(f"multipart content-type without a boundary: {content_type!r}")
+
+
+def _parts(items: list[Item]) -> tuple[Part, ...]:
+    return tuple(Part({k.decode("latin-1"): v.decode("latin-1") for k, v in md}, body) for md, body in items)
+
+
+def decode_multipart(content_type: str, body: bytes) -> tuple[Part, ...]:
+    """The parts of a ``multipart/mixed`` compound body (the server's own encoding, inverted)."""
+    try:
+        return _parts(compound.decode_multipart(_boundary(content_type).encode("latin-1"), body))
+    except errors.BadRequest as e:
+        raise ProtocolError(f"bad multipart body: {e.detail}") from e
+
+
+def decode_msgpack_parts(body: bytes) -> tuple[Part, ...]:
+    """The parts of an ``application/x-msgpack`` compound body: ``[[{headers}, body], ...]``."""
+    try:
+        return _parts(compound.decode_msgpack(body))
+    except errors.BadRequest as e:
+        raise ProtocolError(f"bad msgpack compound body: {e.detail}") from e
+
+
+def _message(resp: HttpResponse) -> Message | None:
+    if resp.status == 204:
+        return None
+    _check(resp)
+    h = resp.headers
+    try:
+        queue = h["x-lmq-queue-name"]
+        msg_id = h["x-lmq-message-id"]
+        kind = h.get("x-lmq-message-type", "normal")
+        retry_text = h.get("x-lmq-retry-remaining", "infinity")
+    except KeyError as e:
+        raise ProtocolError(f"pull answer without the {e.args[0]} header") from None
+    if kind not in ("normal", "compound"):
+        raise ProtocolError(f"unknown message type {kind!r}")
+    message_type: MessageType = "compound" if kind == "compound" else "normal"
+    retry: int | None
+    if retry_text == "infinity":
+        retry = None
+    else:
+        try:
+            retry = int(retry_text)
+        except ValueError:
+            raise ProtocolError(f"bad x-lmq-retry-remaining {retry_text!r}") from None
+    content_type = h.get("content-type", DEFAULT_CONTENT_TYPE)
+    parts: tuple[Part, ...] = ()
+    if message_type == "compound":
+        media = content_type.split(";", 1)[0].strip().lower()
+        if media == "multipart/mixed":
+            parts = decode_multipart(content_type, resp.body)
+        elif media == "application/x-msgpack":
+            parts = decode_msgpack_parts(resp.body)
+        else:
+            raise ProtocolError(f"compound message with content-type {content_type!r}")
+    return Message(queue, msg_id, message_type, retry, content_type, resp.body, parts)
+
+
+# -- operations ----------------------------------------------------------------------------------
+
+
+def push(queue: str, body: Body, content_type: str | None = None) -> HttpRequest[str]:
+    data, headers = _body(body, content_type)
+
+    def decode(resp: HttpResponse) -> str:
+        _check(resp)
+        return _accum(_json(resp))
+
+    return HttpRequest("POST", f"/messages/{_q(queue)}", decode, data, headers)
+
+
+def push_all(regex: str, body: Body, content_type: str | None = None) -> HttpRequest[dict[str, str]]:
+    data, headers = _body(body, content_type)
+
+    def decode(resp: HttpResponse) -> dict[str, str]:
+        _check(resp)
+        doc = _json(resp)
+        if not isinstance(doc, dict):
+            raise ProtocolError(f"expected {{queue: {{'accum': ...}}}}, got {doc!r:.200}")
+        return {str(name): _accum(result) for name, result in doc.items()}
+
+    return HttpRequest("POST", "/messages?" + urlencode({"qre": regex}), decode, data, headers)
+
+
+def _pull_query(timeout: float | None, cf: PullFormat) -> dict[str, str]:
+    query: dict[str, str] = {}
+    if timeout is not None:
+        query["t"] = _seconds(timeout)
+    if cf != "multipart":
+        if cf != "msgpack":
+            raise errors.BadRequest(f"cf must be 'multipart' or 'msgpack', got {cf!r}")
+        query["cf"] = cf
+    return query
+
+
+def pull(queue: str, timeout: float | None = None, cf: PullFormat = "multipart") -> HttpRequest[Message | None]:
+    query = _pull_query(timeout, cf)
+    target = f"/messages/{_q(queue)}" + (f"?{urlencode(query)}" if query else "")
+    return HttpRequest("GET", target, _message, server_wait=timeout)
+
+
+def pull_any(regex: str, timeout: float | None = None, cf: PullFormat = "multipart") -> HttpRequest[Message | None]:
+    query = {"qre": regex, **_pull_query(timeout, cf)}
+    return HttpRequest("GET", "/messages?" + urlencode(query), _message, server_wait=timeout)
+
+
+def _reply(queue: str, msg_id: str, reply: str) -> HttpRequest[None]:
+    target = f"/messages/{_q(queue)}/{_q(msg_id)}?reply={reply}"
+    return HttpRequest("POST", target, _no_content(errors.MessageNotFound))
+
+
+def ack(queue: str, msg_id: str) -> HttpRequest[None]:
+    return _reply(queue, msg_id, "ack")
+
+
+def nack(queue: str, msg_id: str) -> HttpRequest[None]:
+    return _reply(queue, msg_id, "nack")
+
+
+def ext(queue: str, msg_id: str) -> HttpRequest[None]:
+    return _reply(queue, msg_id, "ext")
+
+
+def delete_queue(queue: str) -> HttpRequest[None]:
+    return HttpRequest("DELETE", f"/queues/{_q(queue)}", _no_content(errors.QueueNotFound))
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
+def get_props(queue: str) -> HttpRequest[dict[str, Any]]:
+    def decode(resp: HttpResponse) -> dict[str, Any]:
+        doc = _json_result(resp)
+        if not isinstance(doc, dict):
+            raise ProtocolError(f"expected a props object, got {doc!r:.200}")
+        return doc
+
+    return HttpRequest("GET", f"/properties/{_q(queue)}", decode)
+
+
+def update_props(queue: str, props: Mapping[str, Any]) -> HttpRequest[None]:
+    body = json.dumps(dict(props)).encode()
+    return HttpRequest("PATCH", f"/properties/{_q(queue)}", _no_content(), body, dict(_JSON))
+
+
+def reset_props(queue: str) -> HttpRequest[None]:
+    return HttpRequest("DELETE", f"/properties/{_q(queue)}", _no_content())
+
+
+def get_default_props() -> HttpRequest[DefaultProps]:
+    def decode(resp: HttpResponse) -> DefaultProps:
+        doc = _json_result(resp)
+        ok = isinstance(doc, list) and all(
+            isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and isinstance(e[1], dict) for e in doc
+        )
+        if not ok:
+            raise ProtocolError(f"expected [[regex, props], ...], got {doc!r:.200}")
+        return [(e[0], e[1]) for e in doc]
+
+    return HttpRequest("GET", "/properties", decode)
+
+
+def set_default_props(defaults: Sequence[tuple[str, Mapping[str, Any]]]) -> HttpRequest[None]:
+    body = json.dumps([[regex, dict(props)] for regex, props in defaults]).encode()
+    return HttpRequest("PUT", "/properties", _no_content(), body, dict(_JSON))
+
+
+def delete_default_props() -> HttpRequest[None]:
+    return HttpRequest("DELETE", "/properties", _no_content())
+
+
+def stats() -> HttpRequest[dict[str, Any]]:
+    def decode(resp: HttpResponse) -> dict[str, Any]:
+        doc = _json_result(resp)
+        if not isinstance(doc, dict):
+            raise ProtocolError(f"expected a stats object, got {doc!r:.200}")
+        return doc
+
+    return HttpRequest("GET", "/stats", decode)

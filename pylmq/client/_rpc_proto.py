@@ -1,0 +1,151 @@
+"""The MessagePack-RPC API as data: calls to make and decoders for their results, without I/O.
+
+Framing (requests, responses, the streaming decoder) is :mod:`pylmq.api.msgpack_rpc`, shared
+with the server. This module knows LMQ's methods (LMQ-FACTS section 4): their parameters, what
+their results look like and how long the server may hold each one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pylmq.client._message import MessageType, RpcMessage
+from pylmq.errors import BadRequest, ProtocolError
+
+__all__ = [
+    "RpcCall",
+    "delete",
+    "done",
+    "get_default_props",
+    "pull",
+    "pull_any",
+    "push",
+    "push_all",
+    "release",
+    "retain",
+    "set_default_props",
+    "update_props",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RpcCall(Generic[T]):
+    method: str
+    params: list[Any]
+    decode: Callable[[Any], T]
+    server_wait: float | None = 0.0
+    """How long the server may hold the call (a pull's timeout); ``None``: without limit."""
+
+
+def _text(value: Any, what: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
+    raise ProtocolError(f"{what} must be a string, got {value!r:.100}")
+
+
+def _ok(result: Any) -> None:
+    if result not in ("ok", b"ok"):
+        raise ProtocolError(f"expected 'ok', got {result!r:.200}")
+
+
+def _message_id(value: Any) -> str:
+    if isinstance(value, bytes) and len(value) == 16:
+        return str(uuid.UUID(bytes=value))
+    return _text(value, "message id")
+
+
+def _retry(value: Any) -> int | None:
+    if value is None or value in ("infinity", b"infinity"):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ProtocolError(f"retry must be an integer or 'infinity', got {value!r:.100}")
+
+
+def _message(result: Any) -> RpcMessage | None:
+    if result in ("empty", b"empty"):
+        return None
+    if not isinstance(result, Mapping):
+        raise ProtocolError(f"expected a message map or 'empty', got {result!r:.200}")
+    fields = {(k.decode() if isinstance(k, bytes) else k): v for k, v in result.items()}
+    try:
+        queue, msg_id, kind, retry, content = (
+            fields[k] for k in ("queue", "id", "type", "retry", "content")
+        )
+    except KeyError as e:
+        raise ProtocolError(f"message map without {e.args[0]!r}: {sorted(map(str, fields))}") from None
+    kind_text = _text(kind, "message type")
+    if kind_text not in ("normal", "package", "compound"):
+        raise ProtocolError(f"unknown message type {kind_text!r}")
+    message_type: MessageType = "normal" if kind_text == "normal" else "compound"
+    if message_type == "compound" and isinstance(content, tuple):
+        content = list(content)
+    return RpcMessage(_text(queue, "queue name"), _message_id(msg_id), message_type, _retry(retry), content)
+
+
+def _timeout(timeout: float | None) -> list[Any]:
+    if timeout is None:
+        return []
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
+        raise BadRequest(f"timeout must be a number >= 0 or None, got {timeout!r}")
+    return [timeout]
+
+
+def push(queue: str, content: Any) -> RpcCall[str]:
+    return RpcCall("push", [queue, content], lambda r: _text(r, "push result"))
+
+
+def push_all(regex: str, content: Any) -> RpcCall[str]:
+    return RpcCall("push_all", [regex, content], lambda r: _text(r, "push_all result"))
+
+
+def pull(queue: str, timeout: float | None = None) -> RpcCall[RpcMessage | None]:
+    return RpcCall("pull", [queue, *_timeout(timeout)], _message, timeout)
+
+
+def pull_any(regex: str, timeout: float | None = None) -> RpcCall[RpcMessage | None]:
+    return RpcCall("pull_any", [regex, *_timeout(timeout)], _message, timeout)
+
+
+def done(queue: str, msg_id: str) -> RpcCall[None]:
+    return RpcCall("done", [queue, msg_id], _ok)
+
+
+def retain(queue: str, msg_id: str) -> RpcCall[None]:
+    return RpcCall("retain", [queue, msg_id], _ok)
+
+
+def release(queue: str, msg_id: str) -> RpcCall[None]:
+    return RpcCall("release", [queue, msg_id], _ok)
+
+
+def delete(queue: str) -> RpcCall[None]:
+    return RpcCall("delete", [queue], _ok)
+
+
+def update_props(queue: str, props: Mapping[str, Any] | None = None) -> RpcCall[None]:
+    return RpcCall("update_props", [queue] if props is None else [queue, dict(props)], _ok)
+
+
+def set_default_props(defaults: Sequence[tuple[str, Mapping[str, Any]]]) -> RpcCall[None]:
+    return RpcCall("set_default_props", [[[regex, dict(props)] for regex, props in defaults]], _ok)
+
+
+def _default_list(result: Any) -> list[tuple[str, dict[str, Any]]]:
+    ok = isinstance(result, list | tuple) and all(
+        isinstance(e, list | tuple) and len(e) == 2 and isinstance(e[1], Mapping) for e in result
+    )
+    if not ok:
+        raise ProtocolError(f"expected [[regexp, props], ...], got {result!r:.200}")
+    return [(_text(regex, "regexp"), {_text(k, "property"): v for k, v in props.items()}) for regex, props in result]
+
+
+def get_default_props() -> RpcCall[list[tuple[str, dict[str, Any]]]]:
+    return RpcCall("get_default_props", [], _default_list)

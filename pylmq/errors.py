@@ -122,6 +122,29 @@ class NodeDown(DistError):
     reason = "noconnection"
 
 
+class RemoteError(DistError):
+    """A call into another node failed there: ``badrpc``, an exception, ``noproc``, an exit.
+
+    ``term`` is the Erlang reason, exactly as it came (e.g. ``{'EXIT', {undef, ...}}``).
+    """
+
+    reason = "remote_error"
+
+    def __init__(self, detail: str = "", term: object = None) -> None:
+        super().__init__(detail)
+        self.term = term
+
+
+class ProcessExited(DistError):
+    """The local dist process waiting in ``receive`` was terminated by an exit signal."""
+
+    reason = "process_exited"
+
+    def __init__(self, detail: str = "", exit_reason: object = None) -> None:
+        super().__init__(detail)
+        self.exit_reason = exit_reason
+
+
 class ClusterError(LMQError):
     """Joining, leaving or serving a mixed Erlang/Python cluster failed."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -59,6 +60,7 @@ class AsyncHttpClient:
         self.max_connections = max_connections
         self._session = session
         self._own_session = session is None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._current = 0
 
     @property
@@ -80,6 +82,10 @@ class AsyncHttpClient:
             await session.close()
 
     def _get_session(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._own_session and self._loop is not loop:
+            # Used from another event loop: the old session cannot serve (or close) here.
+            self._session, self._loop = None, loop
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self.max_connections, keepalive_timeout=KEEPALIVE)
             self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)

@@ -116,6 +116,7 @@ class AsyncRpcClient:
         self._current = 0
         self._conn: _Connection | None = None
         self._connecting: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._msgids = itertools.count()
 
     @property
@@ -137,6 +138,11 @@ class AsyncRpcClient:
             conn.close()
 
     async def _connection(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            # Used from another event loop (asyncio.run per batch): what belonged to the old
+            # loop cannot be used, nor closed, from this one.
+            self._loop, self._conn, self._connecting = loop, None, None
         conn = self._conn
         if conn is not None and not conn.closed:
             return conn
@@ -146,7 +152,6 @@ class AsyncRpcClient:
             conn = self._conn
             if conn is not None and not conn.closed:
                 return conn
-            loop = asyncio.get_running_loop()
             failures: list[str] = []
             n = len(self.addresses)
             for step in range(n):

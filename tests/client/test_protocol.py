@@ -156,3 +156,13 @@ def test_rpc_addresses_accept_pairs_and_strings() -> None:
     assert parse_rpc_addresses(["h:1", ("g", 2), "k"]) == [("h", 1), ("g", 2), ("k", 18800)]
     with pytest.raises(BadRequest):
         parse_rpc_addresses("h:port")
+
+
+def test_body_of_another_type_is_refused_before_sending() -> None:
+    with pytest.raises(TypeError):
+        proto.push("q", 42)  # type: ignore[arg-type]
+
+
+def test_negative_rpc_timeout_is_refused_before_sending() -> None:
+    with pytest.raises(BadRequest):
+        rpc_proto.pull("q", -1)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 import socket
+import threading
 
 import pytest
 
-from pylmq.client import HttpClient, Part, RpcClient
+from pylmq.client import AsyncHttpClient, AsyncRpcClient, HttpClient, Part, RpcClient
 from pylmq.client.testing import NodeThread, refused_address, refused_url
 from pylmq.errors import InvalidRegex, MessageNotFound, QueueNotFound, Unreachable
 
@@ -142,3 +144,40 @@ def test_http_push_on_a_dropped_connection_is_not_sent_twice(sync_http: HttpClie
     with pytest.raises(Unreachable):
         sync_http.push("q", b"y")  # a POST may have been carried out: the caller decides
     assert sync_http.push("q", b"z") == "no"  # and the next call connects again
+
+
+def test_async_clients_serve_one_event_loop_after_another(node_thread: NodeThread) -> None:
+    # Spark tasks run asyncio.run per batch with the same client object.
+    http = AsyncHttpClient(node_thread.http_url)
+    rpc = AsyncRpcClient(*node_thread.rpc_address)
+
+    async def batch(i: int) -> tuple[str, str]:
+        async with http, rpc:
+            return await http.push("q", b"x"), await rpc.push("q", i)
+
+    assert asyncio.run(batch(1)) == ("no", "ok")
+    assert asyncio.run(batch(2)) == ("no", "ok")
+
+
+def test_http_pull_waits_for_a_push_from_another_thread(node_thread: NodeThread, sync_http: HttpClient) -> None:
+    def push_later() -> None:
+        with HttpClient(node_thread.http_url) as other:
+            other.push("wait", b"late")
+
+    pusher = threading.Thread(target=push_later)
+    pusher.start()
+    msg = sync_http.pull("wait", timeout=10)
+    pusher.join()
+    assert msg is not None and msg.body == b"late"
+
+
+def test_rpc_pull_waits_for_a_push_from_another_thread(node_thread: NodeThread, sync_rpc: RpcClient) -> None:
+    def push_later() -> None:
+        with RpcClient(*node_thread.rpc_address) as other:
+            other.push("wait", "late")
+
+    pusher = threading.Thread(target=push_later)
+    pusher.start()
+    msg = sync_rpc.pull("wait", 10)
+    pusher.join()
+    assert msg is not None and msg.content == "late"

@@ -17,6 +17,7 @@ from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.manager import QueueManager
 from pylmq.core.queue import QueueObserver
 from pylmq.errors import ConfigError
+from pylmq.metrics import QueueMetrics
 from pylmq.store.base import Store
 
 __all__ = ["LMQNode", "NodeOptions", "make_store", "parse_hostport"]
@@ -78,7 +79,11 @@ class LMQNode:
         self.opts = opts or NodeOptions()
         self.clock = clock or SystemClock()
         self.store = store or make_store(self.opts, self.clock)
-        self.manager = QueueManager(self.store, self.clock, observer)
+        # Push/pull meters and retention for /stats, unless the caller observes queues itself.
+        self.metrics: QueueMetrics | None = QueueMetrics(clock=self.clock) if observer is None else None
+        if isinstance(observer, QueueMetrics):
+            self.metrics = observer
+        self.manager = QueueManager(self.store, self.clock, observer or self.metrics)
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
         self._rpc: object | None = None
@@ -88,6 +93,8 @@ class LMQNode:
     async def start(self) -> None:
         await self.store.open()
         await self.manager.start()
+        if self.metrics is not None:
+            self.metrics.start()
         try:
             if self.opts.http is not None:
                 await self._start_http(*self.opts.http)
@@ -106,7 +113,7 @@ class LMQNode:
     async def _start_http(self, host: str, port: int) -> None:
         from pylmq.api.http import create_app
 
-        app = create_app(self.manager)
+        app = create_app(self.manager, metrics=self.metrics)
         # handler_cancellation: a long-poll whose client disconnects is cancelled, so the
         # message it may have taken is put back (LMQ does the same with a monitor).
         self._runner = web.AppRunner(
@@ -147,4 +154,6 @@ class LMQNode:
             await self._runner.cleanup()
             self._runner = None
         await self.store.close()
+        if self.metrics is not None:
+            await self.metrics.stop()
         log.info("pylmq node stopped")

@@ -47,6 +47,7 @@ from pylmq.core.message import Item, MessageType, make_item, uuid_text
 from pylmq.core.props import export_props, parse_default_list, parse_props
 from pylmq.core.queue import Delivery
 from pylmq.errors import BadRequest, InvalidRegex, LMQError
+from pylmq.metrics import HistogramStats, MeterRates, QueueStats
 
 __all__ = [
     "DEFAULT_MAX_BODY",
@@ -68,9 +69,15 @@ DEFAULT_MAX_BODY = 64 * 1024 * 1024
 
 
 class StatsSource(Protocol):
-    """Per-queue meters for ``/stats`` (push/pull counts and rates, retention figures)."""
+    """Per-queue meters for ``/stats`` (push/pull counts and rates, retention figures);
+    :class:`pylmq.metrics.QueueMetrics` is one."""
 
-    def queue_stats(self, name: str) -> Mapping[str, Any]: ...
+    def stats(self, queue: str) -> QueueStats | None: ...
+
+
+# A queue nobody pushed to or pulled from yet (on this node) shows zero meters, same shape.
+_NO_RATES = MeterRates(count=0, one=0.0, five=0.0, fifteen=0.0, day=0.0)
+_NO_STATS = QueueStats(_NO_RATES, _NO_RATES, HistogramStats())
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,7 +317,7 @@ def stats_document(manager: QueueManager, metrics: StatsSource | None, node: str
     for q in manager.status():
         entry: dict[str, Any] = {}
         if metrics is not None:
-            entry["stats"] = metrics.queue_stats(q["name"])
+            entry["stats"] = (metrics.stats(q["name"]) or _NO_STATS).to_json()
         entry["size"] = q["size"]
         entry["memory"] = q["memory"]
         entry["nodes"] = [node]
@@ -361,8 +368,9 @@ def _route_table() -> list[web.RouteDef]:
                 if not path:  # LMQ's router ignores a trailing slash: /properties/ too
                     table.append((method, prefix + "/", handler))
     table += _OTHER_ROUTES
-    # web.route, not web.get: a HEAD must not pull a message and throw it away.
-    return [web.route(method, path, handler) for method, path, handler in table]
+    # No implicit HEAD on GET routes: a HEAD must not pull a message and throw it away.
+    no_head = {"allow_head": False}
+    return [web.route(method, path, handler, **(no_head if method == "GET" else {})) for method, path, handler in table]
 
 
 # -- errors and access log ---------------------------------------------------------------------

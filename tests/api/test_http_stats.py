@@ -1,0 +1,68 @@
+"""GET /stats: nodes, and per queue size, memory, nodes, props and push/pull/retention meters."""
+
+from __future__ import annotations
+
+import aiohttp
+from aiohttp import web
+
+from pylmq.api.http import create_app
+
+
+async def test_stats_lists_the_node_and_each_queue(api) -> None:
+    await api.set_props("s/a", retry=4)
+    await api.push("s/b", b"12345")
+    r = await api.request("GET", "/stats")
+    assert (r.status, r.headers["content-type"]) == (200, "application/json"), r
+    doc = r.json()
+    assert doc["active_nodes"] == doc["all_nodes"] == ["nonode@nohost"], doc
+    assert sorted(doc["queues"]) == ["s/a", "s/b"]
+    a, b = doc["queues"]["s/a"], doc["queues"]["s/b"]
+    assert (a["size"], a["props"], a["nodes"]) == (0, {"accum": 0, "retry": 4, "timeout": 30}, ["nonode@nohost"])
+    assert b["size"] == 1 and b["memory"] >= 5, b
+
+
+async def test_stats_count_pushes_and_pulls(api) -> None:
+    for _ in range(3):
+        await api.push("counted")
+    await api.pull("counted")
+    await api.pull("counted")
+    stats = (await api.request("GET", "/stats")).json()["queues"]["counted"]["stats"]
+    assert (stats["push"]["count"], stats["pull"]["count"]) == (3, 2), stats
+    for meter in ("push", "pull"):
+        assert set(stats[meter]) >= {"count", "one", "five", "fifteen", "day"}, stats[meter]
+
+
+async def test_stats_show_retention_figures(api) -> None:
+    for _ in range(5):
+        await api.push("kept")
+    for _ in range(5):
+        await api.pull("kept")
+    retention = (await api.request("GET", "/stats")).json()["queues"]["kept"]["stats"]["retention"]
+    assert retention["n"] == 5, retention
+    assert 0 <= retention["min"] <= retention["median"] <= retention["max"], retention
+    assert set(retention["percentiles"]) == {"50", "75", "90", "95", "99", "99.9"}, retention
+
+
+async def test_stats_of_a_queue_without_traffic_show_zero_meters(api) -> None:
+    await api.set_props("quiet")
+    stats = (await api.request("GET", "/stats")).json()["queues"]["quiet"]["stats"]
+    assert (stats["push"]["count"], stats["pull"]["count"], stats["retention"]["n"]) == (0, 0, 0), stats
+
+
+async def test_stats_without_metrics_still_give_size_memory_and_props(node) -> None:
+    runner = web.AppRunner(create_app(node.manager, node_name="lmq@here"))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(f"http://127.0.0.1:{port}/messages/bare", data=b"x") as r:
+                assert r.status == 200
+            async with s.get(f"http://127.0.0.1:{port}/stats") as r:
+                doc = await r.json()
+    finally:
+        await runner.cleanup()
+    assert doc["all_nodes"] == ["lmq@here"]
+    assert doc["queues"]["bare"]["size"] == 1
+    assert "stats" not in doc["queues"]["bare"], doc

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,9 +99,7 @@ class Api:
 
     async def patch_props(self, name: str, props: Any, prefix: str = "/properties") -> Reply:
         data = props if isinstance(props, str | bytes) else json.dumps(props)
-        r = await self.request(
-            "PATCH", f"{prefix}/{q(name)}", data=data, headers={"Content-Type": "application/json"}
-        )
+        r = await self.request("PATCH", f"{prefix}/{q(name)}", data=data, headers={"Content-Type": "application/json"})
         return r
 
     async def set_props(self, name: str, **props: Any) -> None:
@@ -120,11 +118,39 @@ async def node(tmp_path: Path) -> AsyncIterator[LMQNode]:
         await n.stop()
 
 
-@pytest.fixture
-async def api(node: LMQNode) -> AsyncIterator[Api]:
+def base_url(node: LMQNode) -> str:
     assert node.http_address is not None
     host, port = node.http_address
+    return f"http://{host}:{port}"
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
     # A bound on every request: a broken long poll fails the test instead of hanging it.
-    timeout = aiohttp.ClientTimeout(total=15)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-        yield Api(session, f"http://{host}:{port}")
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as s:
+        yield s
+
+
+@pytest.fixture
+async def api(node: LMQNode, session: aiohttp.ClientSession) -> Api:
+    return Api(session, base_url(node))
+
+
+StartNode = Callable[[], Awaitable[tuple[LMQNode, Api]]]
+
+
+@pytest.fixture
+async def start(tmp_path: Path, session: aiohttp.ClientSession) -> AsyncIterator[StartNode]:
+    """Starts durable nodes on one data directory (one at a time: stop one before the next)."""
+    nodes: list[LMQNode] = []
+
+    async def _start() -> tuple[LMQNode, Api]:
+        opts = NodeOptions(http=("127.0.0.1", 0), rpc=None, store="durable", data_dir=tmp_path / "data")
+        node = LMQNode(opts)
+        await node.start()
+        nodes.append(node)
+        return node, Api(session, base_url(node))
+
+    yield _start
+    for node in nodes:
+        await node.stop()

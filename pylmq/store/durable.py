@@ -101,13 +101,14 @@ class DurableStats:
 class _Log:
     """The :class:`~pylmq.core.table.Journal` the tables write to: frames into the buffer."""
 
-    __slots__ = ("buf", "carry", "enc", "failed", "fut", "wake")
+    __slots__ = ("buf", "carry", "carry_bytes", "enc", "failed", "fut", "wake")
 
     def __init__(self) -> None:
         self.enc = Encoder()
         self.buf = bytearray()
         # Frames since a compaction froze the state: they go into the new segment as well.
         self.carry: list[bytes] | None = None
+        self.carry_bytes = 0
         self.fut: asyncio.Future[None] | None = None
         self.wake: asyncio.Event | None = None
         self.failed = False
@@ -118,6 +119,7 @@ class _Log:
         self.buf += frame
         if self.carry is not None:
             self.carry.append(frame)
+            self.carry_bytes += len(frame)
         if self.wake is not None:
             self.wake.set()
 
@@ -374,6 +376,11 @@ class DurableStore(LocalStore):
         try:
             while True:
                 compaction = self._compaction
+                if compaction is not None and not compaction.done() and self._carry_full():
+                    # Both segments grow while a snapshot is written: bound them by holding
+                    # further groups (in memory) until the snapshot is done.
+                    await asyncio.wait([compaction])
+                    continue
                 if self._log.buf or (compaction is not None and compaction.done()) or self._sync_due():
                     await self._flush_once()
                     self._maybe_compact()
@@ -386,6 +393,9 @@ class DurableStore(LocalStore):
                     await self._wake.wait()
         except Exception as e:
             self._fail(e)
+
+    def _carry_full(self) -> bool:
+        return self._log.carry_bytes > self.compact_min_bytes // 4
 
     async def _flush_once(self) -> None:
         loop = asyncio.get_running_loop()
@@ -465,7 +475,7 @@ class DurableStore(LocalStore):
             return
         frozen: _Frozen = [(n, dict(self.props.get(n, {})), t.snapshot()) for n, t in self.tables.items()]
         defaults = [(r, dict(p)) for r, p in self.defaults]
-        self._log.carry = []
+        self._log.carry, self._log.carry_bytes = [], 0
         self._compaction_started = time.monotonic()
         seq = self._seq + 1
         fut = asyncio.get_running_loop().run_in_executor(self._snap_io, self._write_snapshot, seq, frozen, defaults)

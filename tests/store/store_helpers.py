@@ -1,0 +1,41 @@
+"""Helpers for store tests (imported by name: this directory is on sys.path under pytest)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pylmq.core.message import Message
+from pylmq.store.durable import DurableStore
+from pylmq.store.local import LocalStore
+
+
+async def crash_copy(store: DurableStore, dest: Path) -> Path:
+    """What a restart after ``kill -9`` finds once every mutation so far was answered: the
+    files as written after a barrier, without a close.
+
+    The store holds an exclusive lock on its directory, so the crashed state is reopened from a
+    copy of its files taken while it still runs (nothing is flushed or synced for the copy).
+    """
+    await store.barrier()
+    dest.mkdir(parents=True)
+    for p in store.data_dir.iterdir():
+        if p.name != "LOCK":
+            shutil.copy2(p, dest / p.name)
+    return dest
+
+
+def message_view(m: Message) -> tuple[Any, ...]:
+    return (m.id, m.state, m.type, m.retry, m.content)
+
+
+def state_of(store: LocalStore) -> dict[str, Any]:
+    """Everything a store holds, comparable with ==."""
+    return {
+        "defaults": store.default_props(),
+        "queues": {
+            n: (store.queue_props(n), [message_view(m) for m in store.messages(n)])
+            for n in sorted(store.queue_names())
+        },
+    }

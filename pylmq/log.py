@@ -1,0 +1,487 @@
+"""Logs as LMQ writes them with lager: the same files, line layout, levels and rotation.
+
+Every line is ``YYYY-MM-DD HH:MM:SS.mmm [level] <task>@module:function:line message`` in local
+time, lager's default layout, where ``<task>`` names the asyncio task (``<main>`` outside one)
+as lager names the Erlang process. Levels are lager's: debug, info, notice, warning, error,
+critical, alert, emergency; a handler at level L writes L and everything more severe. API
+access lines are ``info``: set ``console.log`` to ``notice`` to drop them.
+
+Files follow the ``lager`` section of app.config (:class:`~pylmq.config.LagerConfig`): each
+file rotates at its date spec (``"$D0"`` = midnight, local time) and when it grows past
+``size`` bytes (0: never), keeping ``count`` old files named ``F.0`` (newest) .. ``F.<count-1>``;
+a file moved away by an external logrotate is reopened. Date rotation happens at the first
+line written after the rotation time (lager uses a timer; the files are the same).
+
+Crashes: as with lager, error.log and console.log get one line saying what crashed and why,
+and crash.log gets the full report with the Python traceback. :func:`install_crash_handler`
+routes unhandled asyncio task exceptions there; a ``log.exception(...)`` does the same.
+
+Code logs with ``get_logger(__name__).info("event", key=value)`` (structlog); records from
+plain :mod:`logging` loggers (aiohttp, asyncio) land in the same files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Callable, MutableMapping
+from pathlib import Path
+from typing import Any, TextIO, cast
+
+import structlog
+
+from pylmq.config.lager import LAGER_LEVELS, LagerConfig, RotationSpec, levels_for, parse_date_spec
+from pylmq.config.settings import Settings
+from pylmq.core.clock import Clock, SystemClock
+
+__all__ = [
+    "LEVEL_NUMBERS",
+    "CrashLogHandler",
+    "LagerFileHandler",
+    "LagerLogger",
+    "LoggingSetup",
+    "configure_logging",
+    "format_line",
+    "get_logger",
+    "install_crash_handler",
+    "log_crash",
+    "next_rotation",
+    "rotate_files",
+]
+
+# lager levels on the stdlib scale: notice between info and warning, alert and emergency
+# above critical, so that stdlib loggers (aiohttp, asyncio) interleave correctly.
+LEVEL_NUMBERS: dict[str, int] = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": 25,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": 60,
+    "emergency": 70,
+}
+for _name in ("notice", "alert", "emergency"):
+    logging.addLevelName(LEVEL_NUMBERS[_name], _name.upper())
+
+# lager truncates formatted messages at 4096 bytes (DEFAULT_TRUNCATION)
+MAX_MESSAGE = 4096
+_CHECK_INODE_EVERY = 1.0  # seconds, lager's check_interval
+_crash_logger_name = "pylmq.crash"
+
+
+def _lager_level(levelno: int) -> str:
+    name = "debug"
+    for level in LAGER_LEVELS:
+        if levelno >= LEVEL_NUMBERS[level]:
+            name = level
+    return name
+
+
+# -- lines ---------------------------------------------------------------------------------
+
+
+def _who(record: logging.LogRecord) -> str:
+    who = getattr(record, "lager_who", None)
+    if isinstance(who, str):
+        return who
+    return f"<{_task_name()}>@{record.name}:{record.funcName}:{record.lineno}"
+
+
+def _task_name() -> str:
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    return task.get_name() if task is not None else "main"
+
+
+def _reason(exc_info: Any) -> str:
+    if isinstance(exc_info, tuple) and exc_info[1] is not None:
+        exc = exc_info[1]
+        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return ""
+
+
+def format_line(record: logging.LogRecord, now: float) -> str:
+    """One lager-layout line (with its newline) for ``record``, stamped ``now``."""
+    stamp = dt.datetime.fromtimestamp(now)
+    message = record.getMessage()
+    if record.exc_info:
+        # The traceback goes to crash.log; here, lager-style, one line says why.
+        message = f"{message}: {_reason(record.exc_info)}" if message else _reason(record.exc_info)
+    if len(message) > MAX_MESSAGE:
+        message = message[:MAX_MESSAGE]
+    return (
+        f"{stamp:%Y-%m-%d} {stamp:%H:%M:%S}.{stamp.microsecond // 1000:03d} "
+        f"[{_lager_level(record.levelno)}] {_who(record)} {message}\n"
+    )
+
+
+# -- rotation ------------------------------------------------------------------------------
+
+
+def next_rotation(spec: RotationSpec, now: dt.datetime) -> dt.datetime:
+    """The first rotation time strictly after ``now`` (naive local time), as lager computes it."""
+    day = now.date()
+    for _ in range(400):
+        if _matches(spec, day):
+            at = dt.datetime.combine(day, dt.time(spec.hour))
+            if at > now:
+                return at
+        day += dt.timedelta(days=1)
+    raise ValueError(f"no rotation time for {spec}")  # unreachable for a parsed spec
+
+
+def _matches(spec: RotationSpec, day: dt.date) -> bool:
+    if spec.weekday is not None:
+        return (day.weekday() + 1) % 7 == spec.weekday  # lager: 0 = Sunday
+    if spec.day_of_month == -1:
+        return (day + dt.timedelta(days=1)).day == 1
+    if spec.day_of_month is not None:
+        return day.day == spec.day_of_month
+    return True
+
+
+def rotate_files(path: Path, count: int) -> None:
+    """lager's scheme: ``F.(count-2)`` -> ``F.(count-1)`` ... ``F.0`` -> ``F.1``, ``F`` -> ``F.0``;
+    with ``count`` 0 the file is just removed. Missing files are fine."""
+    if count == 0:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    for i in range(count - 1, 0, -1):
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(f"{path}.{i - 1}", f"{path}.{i}")
+    with contextlib.suppress(FileNotFoundError):
+        os.replace(path, f"{path}.0")
+
+
+class _RotatingFile:
+    """An append-only file with lager's size/date rotation and reopen-on-inode-change."""
+
+    def __init__(self, path: Path, size: int, date: str, count: int, clock: Clock) -> None:
+        self.path = path
+        self.size_limit = size
+        self.spec = parse_date_spec(date)
+        self.count = count
+        self.clock = clock
+        self._file: TextIO | None = None
+        self._inode: tuple[int, int] | None = None
+        self._checked = 0.0
+        self._next: float | None = None
+        self._open(clock.now())
+
+    def _open(self, now: float) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8", errors="backslashreplace")
+        st = os.fstat(self._file.fileno())
+        self._inode = (st.st_dev, st.st_ino)
+        self._checked = now
+        self._next = None if self.spec is None else next_rotation(self.spec, dt.datetime.fromtimestamp(now)).timestamp()
+
+    def _reopen_if_moved(self, now: float) -> None:
+        if now - self._checked < _CHECK_INODE_EVERY:
+            return
+        self._checked = now
+        try:
+            st = os.stat(self.path)
+            moved = (st.st_dev, st.st_ino) != self._inode
+        except FileNotFoundError:
+            moved = True
+        if moved:
+            self.close()
+            self._open(now)
+
+    def rotate(self, now: float) -> None:
+        self.close()
+        rotate_files(self.path, self.count)
+        self._open(now)
+
+    def write(self, text: str, now: float, sync: bool) -> None:
+        if self._next is not None and now >= self._next:
+            self.rotate(now)
+        else:
+            self._reopen_if_moved(now)
+        f = self._file
+        assert f is not None
+        f.write(text)
+        f.flush()
+        if sync:
+            os.fsync(f.fileno())
+        if self.size_limit > 0 and f.tell() > self.size_limit:
+            self.rotate(now)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class LagerFileHandler(logging.Handler):
+    """One ``lager_file_backend`` file: lager lines for the levels ``level`` selects."""
+
+    def __init__(self, path: Path, level: str, size: int, date: str, count: int, clock: Clock | None = None) -> None:
+        self.levels = levels_for(level)
+        least = min((LEVEL_NUMBERS[lv] for lv in self.levels), default=LEVEL_NUMBERS["emergency"] + 1)
+        super().__init__(least)
+        self.clock: Clock = clock or SystemClock()
+        self.file = _RotatingFile(path, size, date, count, self.clock)
+
+    def wants(self, levelno: int) -> bool:
+        return _lager_level(levelno) in self.levels
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.wants(record.levelno):
+            return
+        try:
+            now = self.clock.now()
+            # lager syncs to disk on error and above (sync_on default)
+            self.file.write(format_line(record, now), now, sync=record.levelno >= logging.ERROR)
+        except Exception:
+            self.handleError(record)
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
+class _ConsoleHandler(logging.StreamHandler[TextIO]):
+    """``lager_console_backend``: the same lines on stderr."""
+
+    def __init__(self, level: str, clock: Clock) -> None:
+        super().__init__(sys.stderr)
+        self.levels = levels_for(level)
+        self.clock = clock
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if _lager_level(record.levelno) not in self.levels:
+            return
+        try:
+            self.stream.write(format_line(record, self.clock.now()))
+            self.flush()
+        except Exception:
+            self.handleError(record)
+
+
+class CrashLogHandler(logging.Handler):
+    """crash.log: full reports (with traceback) of crashes, in lager_crash_log's layout."""
+
+    def __init__(self, path: Path, msg_size: int, size: int, date: str, count: int, clock: Clock | None = None) -> None:
+        super().__init__(logging.ERROR)
+        self.clock: Clock = clock or SystemClock()
+        self.msg_size = msg_size
+        self.file = _RotatingFile(path, size, date, count, self.clock)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not record.exc_info:
+            return
+        try:
+            now = self.clock.now()
+            kind = getattr(record, "lager_report", "ERROR")
+            stamp = dt.datetime.fromtimestamp(now)
+            tb = "".join(traceback.format_exception(*record.exc_info))
+            body = f"{record.getMessage()}\n{tb}"
+            if self.msg_size > 0 and len(body) > self.msg_size:
+                body = body[: self.msg_size] + "\n(truncated)\n"
+            report = f"{stamp:%Y-%m-%d %H:%M:%S} ={kind} REPORT====\n{body.rstrip()}\n\n"
+            self.file.write(report, now, sync=True)
+        except Exception:
+            self.handleError(record)
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
+# -- structlog -----------------------------------------------------------------------------
+
+
+class LagerLogger(structlog.BoundLoggerBase):
+    """A structlog logger with a method per lager level; ``event`` plus ``key=value`` pairs."""
+
+    _logger: logging.Logger
+
+    def _at(self, level: str, event: str, kw: dict[str, Any]) -> None:
+        levelno = LEVEL_NUMBERS[level]
+        if not self._logger.isEnabledFor(levelno):
+            return  # cheap when the level is off: no formatting, no call-site lookup
+        frame = sys._getframe(2)
+        kw["_lager"] = (levelno, f"<{_task_name()}>@{frame.f_globals.get('__name__', '?')}:"
+                                 f"{frame.f_code.co_name}:{frame.f_lineno}")  # fmt: skip
+        self._proxy_to_logger("log", event, **kw)
+
+    def debug(self, event: str, **kw: Any) -> None:
+        self._at("debug", event, kw)
+
+    def info(self, event: str, **kw: Any) -> None:
+        self._at("info", event, kw)
+
+    def notice(self, event: str, **kw: Any) -> None:
+        self._at("notice", event, kw)
+
+    def warning(self, event: str, **kw: Any) -> None:
+        self._at("warning", event, kw)
+
+    def error(self, event: str, **kw: Any) -> None:
+        self._at("error", event, kw)
+
+    def critical(self, event: str, **kw: Any) -> None:
+        self._at("critical", event, kw)
+
+    def alert(self, event: str, **kw: Any) -> None:
+        self._at("alert", event, kw)
+
+    def emergency(self, event: str, **kw: Any) -> None:
+        self._at("emergency", event, kw)
+
+    def exception(self, event: str, **kw: Any) -> None:
+        """``error`` with the current exception: one line here, the traceback in crash.log."""
+        kw.setdefault("exc_info", True)
+        self._at("error", event, kw)
+
+
+def _value_text(value: Any) -> str:
+    text = value if isinstance(value, str) else repr(value) if isinstance(value, bytes) else str(value)
+    return repr(text) if not text or any(c.isspace() or c in "\"'=" for c in text) else text
+
+
+def _to_stdlib(
+    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    levelno, who = event_dict.pop("_lager")
+    exc_info = event_dict.pop("exc_info", None)
+    if exc_info is True:
+        exc_info = sys.exc_info()
+    elif isinstance(exc_info, BaseException):
+        exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
+    event = str(event_dict.pop("event", ""))
+    pairs = " ".join(f"{k}={_value_text(v)}" for k, v in event_dict.items())
+    message = f"{event} {pairs}" if pairs else event
+    # "%s" keeps a '%' in the message from being read as a format directive
+    return (levelno, "%s", message), {"exc_info": exc_info or None, "extra": {"lager_who": who}}
+
+
+def get_logger(name: str) -> LagerLogger:
+    """A structlog logger writing through the handlers :func:`configure_logging` set up."""
+    return LagerLogger(logging.getLogger(name), [structlog.contextvars.merge_contextvars, _to_stdlib], {})
+
+
+# -- setup ---------------------------------------------------------------------------------
+
+
+class LoggingSetup:
+    """The handlers installed by :func:`configure_logging`; :meth:`close` removes them."""
+
+    def __init__(self, handlers: list[logging.Handler], crash: CrashLogHandler | None) -> None:
+        self.handlers = handlers
+        self.crash = crash
+
+    def close(self) -> None:
+        root = logging.getLogger()
+        for h in self.handlers:
+            root.removeHandler(h)
+            h.close()
+        self.handlers = []
+
+
+_current: LoggingSetup | None = None
+
+
+def _place(file: str, log_dir: Path | None) -> Path:
+    path = Path(file)
+    return log_dir / path.name if log_dir is not None and not path.is_absolute() else path
+
+
+def configure_logging(
+    config: Settings | LagerConfig,
+    log_dir: Path | None = None,
+    clock: Clock | None = None,
+) -> LoggingSetup:
+    """Install lager-style handlers on the root logger (replacing any earlier ones).
+
+    Relative file names in the lager section are taken from the working directory, as lager
+    does; with ``log_dir`` (or ``Settings.log_dir``) every relative file goes into that
+    directory under its own file name. ``clock`` stamps lines and drives rotation (tests).
+    """
+    global _current
+    if isinstance(config, Settings):
+        log_dir = log_dir if log_dir is not None else config.log_dir
+        config = config.lager
+    clock = clock or SystemClock()
+    if _current is not None:
+        _current.close()
+    handlers: list[logging.Handler] = [
+        LagerFileHandler(_place(h.file, log_dir), h.level, h.size, h.date, h.count, clock) for h in config.handlers
+    ]
+    if config.console_level is not None:
+        handlers.append(_ConsoleHandler(config.console_level, clock))
+    crash: CrashLogHandler | None = None
+    if config.crash_log is not None:
+        crash = CrashLogHandler(
+            _place(config.crash_log, log_dir),
+            config.crash_log_msg_size,
+            config.crash_log_size,
+            config.crash_log_date,
+            config.crash_log_count,
+            clock,
+        )
+        handlers.append(crash)
+    root = logging.getLogger()
+    for h in handlers:
+        root.addHandler(h)
+    # The root level is the most verbose level any file wants, so that disabled levels cost
+    # one comparison (this is what makes "notice" faster than "info").
+    wanted = [LEVEL_NUMBERS[lv] for h in handlers if isinstance(h, (LagerFileHandler, _ConsoleHandler))
+              for lv in h.levels]  # fmt: skip
+    root.setLevel(min(wanted, default=logging.ERROR))
+    _current = LoggingSetup(handlers, crash)
+    return _current
+
+
+# -- crashes -------------------------------------------------------------------------------
+
+def log_crash(what: str, exc: BaseException, report: str = "CRASH") -> None:
+    """Report a crash of ``what``: one ``[error]`` line in the logs, the traceback in crash.log.
+
+    For owners of long-lived tasks that catch their task's exception themselves."""
+    _crash_record(what, exc, report)
+
+
+def _crash_record(what: str, exc: BaseException, report: str) -> None:
+    logger = logging.getLogger(_crash_logger_name)
+    if not logger.isEnabledFor(logging.ERROR):
+        return
+    record = logger.makeRecord(
+        logger.name,
+        logging.ERROR,
+        __file__,
+        0,
+        "%s crashed",
+        (what,),
+        (type(exc), exc, exc.__traceback__),
+        "log_crash",
+        {"lager_report": report, "lager_who": f"<{_task_name()}>@{what}"},
+    )
+    logger.handle(record)
+
+
+def install_crash_handler(loop: asyncio.AbstractEventLoop | None = None) -> None:
+    """Log unhandled exceptions of ``loop`` (crashed tasks, failed callbacks) as crashes."""
+    target = loop or asyncio.get_running_loop()
+
+    def handler(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        task = context.get("task") or context.get("future")
+        name = task.get_name() if isinstance(task, asyncio.Task) else str(context.get("message", "event loop"))
+        if isinstance(exc, BaseException):
+            _crash_record(f"task {name}" if isinstance(task, asyncio.Task) else name, exc, "CRASH")
+        else:
+            logging.getLogger(_crash_logger_name).error("%s", context.get("message", "unhandled event loop error"))
+
+    target.set_exception_handler(cast(Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object], handler))

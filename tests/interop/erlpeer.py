@@ -18,7 +18,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -297,12 +297,28 @@ class Peer:
 
 @dataclass
 class Cluster:
-    """Two joined peers, a and b (b joined a), and their driver."""
+    """Two joined peers, a and b (b joined a), their driver, and any peers added later."""
 
     a: Peer
     b: Peer
     driver: Driver
     cookie: str
+    log: IO[bytes]
+    extra: list[Peer] = field(default_factory=list)
+
+    def start_peer(self, prefix: str, ready_timeout: float = 30.0) -> Peer:
+        """One more peer on its own (not joined), stopped with the cluster."""
+        peer = Peer(prefix, self.cookie, self.log)
+        self.extra.append(peer)
+        _wait_ready(self.driver, peer, ready_timeout)
+        return peer
+
+
+def _wait_ready(driver: Driver, peer: Peer, timeout: float) -> None:
+    peer.driver = driver
+    ready = driver.call(LOCAL, "lmq_peer_driver", "wait_ready", peer.name, int(timeout * 1000), timeout=timeout + 10)
+    if ready != "true":
+        raise ErlangError(f"expected peer {peer.name} to start, got {ready!r}")
 
 
 @contextmanager
@@ -314,26 +330,15 @@ def running_cluster(log_dir: Path, ready_timeout: float = 30.0) -> Iterator[Clus
     a = Peer("pa", cookie, log)
     b = Peer("pb", cookie, log)
     driver = Driver(cookie, log)
+    cluster = Cluster(a, b, driver, cookie, log)
     try:
         for peer in (a, b):
-            peer.driver = driver
-            if (
-                driver.call(
-                    LOCAL,
-                    "lmq_peer_driver",
-                    "wait_ready",
-                    peer.name,
-                    int(ready_timeout * 1000),
-                    timeout=ready_timeout + 10,
-                )
-                != "true"
-            ):
-                raise ErlangError(f"expected peer {peer.name} to start; see {log.name}")
+            _wait_ready(driver, peer, ready_timeout)
         joined = b.call("join", a.name)
         if joined != "ok":
             raise ErlangError(f"expected {b.name} to join {a.name} with ok, got {joined!r}")
-        yield Cluster(a, b, driver, cookie)
+        yield cluster
     finally:
         driver.close()
-        _stop(driver.process, a.process, b.process)
+        _stop(driver.process, *(p.process for p in (a, b, *cluster.extra)))
         log.close()

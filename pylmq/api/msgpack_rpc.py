@@ -242,8 +242,15 @@ class Decoder:
         pos = self._pos
         try:
             for obj in unpacker:
+                end = unpacker.tell()
+                if end - pos > self.max_message_size:
+                    ev = _classify(obj)
+                    msgid = ev.msgid if isinstance(ev, Request | Invalid) else None
+                    self.broken = True
+                    events.append(Invalid(msgid, MessageTooLarge(self._too_large()), True))
+                    return
                 events.append(_classify(obj))
-                pos = unpacker.tell()
+                pos = end
         except Exception as e:
             # Not msgpack at all (or a value Python cannot hold): the stream is lost from here.
             error: LMQError

@@ -69,6 +69,7 @@ from pylmq.core.queue import Delivery
 from pylmq.errors import (
     BadMessage,
     BadRequest,
+    ConnectionClosed,
     InvalidQueueName,
     InvalidRegex,
     LMQError,
@@ -317,7 +318,8 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         # Set when this side ends the connection: waiting pulls are answered with it.
         self.closing_error: LMQError | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        # Running requests and their (msgid, method); msgid None for a notification.
+        self._tasks: dict[asyncio.Task[None], tuple[int | None, str]] = {}
         self._polls: set[asyncio.Task[None]] = set()
         self._out: list[bytes] = []
         self._unsent: list[Delivery] = []  # deliveries whose replies sit in _out
@@ -335,7 +337,7 @@ class _Connection(asyncio.Protocol):
             self.peer = f"{peer[0]}:{peer[1]}"
         self.server._conns.add(self)
         if self.server._closing:
-            self.abort(ShuttingDown("the server is stopping"))
+            self.abort(ShuttingDown("the server is stopping"), quiet=True)
 
     def data_received(self, data: bytes) -> None:
         if self.closing_error is not None:
@@ -359,7 +361,10 @@ class _Connection(asyncio.Protocol):
                 return
 
     def eof_received(self) -> bool | None:
-        # A client that half-closes still gets the answers to what it sent.
+        # TCP cannot tell a half-close from a client that left, and a waiting pull would hold
+        # its message hostage: waiting pulls end (their messages stay queued); the requests
+        # already running are still answered, then the connection closes.
+        self.abort(ConnectionClosed("the client closed its side of the connection"), quiet=True)
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -394,7 +399,7 @@ class _Connection(asyncio.Protocol):
             self._send(encode_error(req.msgid, _arity(req.method, lo, hi, n)))
             return
         task = self.loop.create_task(self._run(req.msgid, req.method, handler, req.params))
-        self._track(task, waits)
+        self._track(task, req.msgid, req.method, waits)
 
     def _notification(self, note: Notification) -> None:
         spec = _METHODS.get(note.method)
@@ -402,10 +407,10 @@ class _Connection(asyncio.Protocol):
             log.debug("rpc %s: notification %s%r not run", self.peer, note.method, note.params)
             return
         task = self.loop.create_task(self._run(None, note.method, spec[0], note.params))
-        self._track(task, False)
+        self._track(task, None, note.method, False)
 
-    def _track(self, task: asyncio.Task[None], waits: bool) -> None:
-        self._tasks.add(task)
+    def _track(self, task: asyncio.Task[None], msgid: int | None, method: str, waits: bool) -> None:
+        self._tasks[task] = (msgid, method)
         self.server._tasks.add(task)
         if waits:
             self._polls.add(task)
@@ -414,8 +419,14 @@ class _Connection(asyncio.Protocol):
             self._update_reading()
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
+        msgid, method = self._tasks.pop(task)
         self._polls.discard(task)
+        if task.cancelled() and msgid is not None and self.closing_error is not None:
+            # Ended by this side (server stopping, client gone or sending garbage): say so. Done
+            # here because a task cancelled before its first step never runs its own handlers.
+            self._send(encode_error(msgid, self.closing_error))
+            if access_log.isEnabledFor(logging.INFO):
+                access_log.info("rpc %s %s - %s", self.peer, method, self.closing_error.reason)
         self.server._tasks.discard(task)
         if self._read_paused:
             self._update_reading()
@@ -426,12 +437,6 @@ class _Connection(asyncio.Protocol):
         started = time.perf_counter() if access_log.isEnabledFor(logging.INFO) else 0.0
         try:
             reply = await handler(self.manager, params)
-        except asyncio.CancelledError:
-            if msgid is None or self.closed or self.closing_error is None:
-                raise
-            # Ended by this side (server stopping, connection dropped for bad input): say so.
-            self._reply_error(msgid, method, params, self.closing_error, started)
-            return
         except LMQError as e:
             if msgid is None:
                 log.debug("rpc %s: notification %s failed: %s", self.peer, method, e)
@@ -518,12 +523,12 @@ class _Connection(asyncio.Protocol):
 
     # -- ending -----------------------------------------------------------------------------------
 
-    def abort(self, error: LMQError) -> None:
+    def abort(self, error: LMQError, *, quiet: bool = False) -> None:
         """Stop reading; waiting pulls are answered with ``error``; other running requests
         finish and are answered; then the connection closes."""
         if self.closing_error is not None or self.closed:
             return
-        if not isinstance(error, ShuttingDown):
+        if not quiet:
             log.info("rpc %s: closing connection: %s", self.peer, error.detail)
         self.closing_error = error
         self._update_reading()
@@ -583,7 +588,7 @@ class RpcServer:
         self._server.close()
         self._all_gone = asyncio.Event()
         for conn in list(self._conns):
-            conn.abort(ShuttingDown("the server is stopping"))
+            conn.abort(ShuttingDown("the server is stopping"), quiet=True)
         if self._tasks:
             _, pending = await asyncio.wait(set(self._tasks), timeout=self.shutdown_timeout)
             if pending:

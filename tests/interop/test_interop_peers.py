@@ -106,6 +106,14 @@ def test_ext_on_the_other_peer_keeps_the_uuid_and_moves_the_deadline(cluster: Cl
     assert kept.ts >= pulled.ts
 
 
+def test_put_back_on_the_other_peer_gives_the_spent_retry_back(cluster: Cluster, queue: str) -> None:
+    cluster.a.push(queue, b"undelivered")
+    first = cluster.b.pull_message(queue)
+    assert cluster.a.call("put_back", queue, first.uuid) == "ok"
+    second = cluster.b.pull_message(queue)
+    assert (second.body, second.retry) == (b"undelivered", first.retry)
+
+
 def test_redelivery_after_timeout_gives_a_new_id_and_the_old_one_is_not_found(cluster: Cluster, queue: str) -> None:
     cluster.a.call("update_props", queue, [("timeout", 0.3)])
     cluster.a.push(queue, b"lost")
@@ -266,6 +274,13 @@ def test_lmq_lib_enqueue_with_accum_answers_new_then_yes(cluster: Cluster, queue
     first = cluster.b.rpc("lmq_lib", "enqueue", queue, ([], b"1"), props)
     second = cluster.a.rpc("lmq_lib", "enqueue", queue, ([], b"2"), props)
     assert (first, second) == (("accum", "new"), ("accum", "yes"))
+
+
+def test_lmq_lib_enqueue_without_retry_in_props_delivers_forever(cluster: Cluster, queue: str) -> None:
+    cluster.a.rpc("lmq_lib", "create", queue)
+    assert cluster.a.rpc("lmq_lib", "enqueue", queue, ([(b"content-type", b"text/plain")], b"x"), []) == "ok"
+    taken = Message.from_term(cluster.b.rpc("lmq_lib", "dequeue", queue, 30))
+    assert (taken.retry, taken.content) == ("infinity", ([(b"content-type", b"text/plain")], b"x"))
 
 
 def test_lmq_lib_dequeue_of_a_missing_queue_is_no_queue_exists(cluster: Cluster, queue: str) -> None:

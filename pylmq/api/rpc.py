@@ -469,9 +469,7 @@ class _Connection(asyncio.Protocol):
         if started:
             self._access(method, params, "delivered " + uuid_text(reply.message.uuid), started)
 
-    def _reply_error(
-        self, msgid: int, method: str, params: Sequence[Any], error: LMQError, started: float
-    ) -> None:
+    def _reply_error(self, msgid: int, method: str, params: Sequence[Any], error: LMQError, started: float) -> None:
         self._send(encode_error(msgid, error))
         if started:
             self._access(method, params, error.reason, started)

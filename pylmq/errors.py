@@ -57,6 +57,13 @@ class UnknownMethod(BadRequest):
     reason = "unknown_method"
 
 
+class ConnectionClosed(LMQError):
+    """The client closed its side of the connection while a pull was waiting for it."""
+
+    reason = "connection_closed"
+    http_status = 400
+
+
 class NotFound(LMQError):
     reason = "not_found"
     http_status = 404

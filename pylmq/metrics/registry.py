@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.metrics.histogram import HistogramStats, SlidingHistogram
 from pylmq.metrics.meter import TICK_SECONDS, Meter, MeterRates
-from pylmq.metrics.statsd import StatsdEmitter, metric_name
+from pylmq.metrics.statsd import StatsdEmitter, counter_line, metric_name, timing_line
 
 __all__ = ["QueueMetrics", "QueueStats"]
 
@@ -41,18 +41,16 @@ class QueueStats:
 
 
 class _Entry:
-    __slots__ = ("pull", "push", "retention", "statsd_names")
+    __slots__ = ("pull", "pull_line", "push", "push_line", "retention", "retention_name")
 
-    def __init__(self, queue: str, clock: Clock, rng: random.Random) -> None:
+    def __init__(self, queue: str, clock: Clock, rng: random.Random, rate: float) -> None:
         self.push = Meter()
         self.pull = Meter()
         self.retention = SlidingHistogram(60, 100, clock, rng)
-        # names built once: the request path only looks them up
-        self.statsd_names = (
-            metric_name(queue, "push"),
-            metric_name(queue, "pull"),
-            metric_name(queue, "retention"),
-        )
+        # Counter datagrams never change: built once, the request path only sends them.
+        self.push_line = counter_line(metric_name(queue, "push"), 1, rate)
+        self.pull_line = counter_line(metric_name(queue, "pull"), 1, rate)
+        self.retention_name = metric_name(queue, "retention")
 
 
 class QueueMetrics:
@@ -73,7 +71,8 @@ class QueueMetrics:
     def _entry(self, queue: str) -> _Entry:
         entry = self._queues.get(queue)
         if entry is None:
-            entry = self._queues[queue] = _Entry(queue, self._clock, self._rng)
+            rate = self.statsd.sample_rate if self.statsd is not None else 1.0
+            entry = self._queues[queue] = _Entry(queue, self._clock, self._rng, rate)
         return entry
 
     # -- QueueObserver -----------------------------------------------------------------------
@@ -81,17 +80,21 @@ class QueueMetrics:
     def on_push(self, queue: str) -> None:
         entry = self._entry(queue)
         entry.push.mark()
-        if self.statsd is not None:
-            self.statsd.increment(entry.statsd_names[0])
+        statsd = self.statsd
+        if statsd is not None and statsd.sampled():
+            statsd.send(entry.push_line)
 
     def on_pull(self, queue: str, retention: float) -> None:
         """``retention``: seconds the message waited in the queue."""
         entry = self._entry(queue)
         entry.pull.mark()
         entry.retention.update(retention)
-        if self.statsd is not None:
-            self.statsd.increment(entry.statsd_names[1])
-            self.statsd.timing(entry.statsd_names[2], retention * 1000.0)
+        statsd = self.statsd
+        if statsd is not None:
+            if statsd.sampled():
+                statsd.send(entry.pull_line)
+            if statsd.sampled():
+                statsd.send(timing_line(entry.retention_name, retention * 1000.0, statsd.sample_rate))
 
     # -----------------------------------------------------------------------------------------
 

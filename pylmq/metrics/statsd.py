@@ -40,9 +40,6 @@ log = logging.getLogger("pylmq.metrics")
 SAMPLE_RATE = 0.5
 # One datagram stays within an Ethernet MTU (1500 - IP and UDP headers), as statsd advises.
 MAX_PACKET = 1432
-# Lines waiting for the next send; beyond this, new lines are dropped (and counted) rather
-# than letting a dead network grow memory.
-MAX_PENDING = 10_000
 
 _PLAIN = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
@@ -118,8 +115,9 @@ class StatsdEmitter:
     """Sends metric lines over UDP without ever waiting.
 
     Lines are queued and sent together (several per datagram, ``\\n``-separated) at the next
-    turn of the event loop, on a non-blocking socket: a metric costs the request path an
-    append to a list. Send failures (no daemon, full buffer) are counted in :attr:`dropped`,
+    turn of the event loop, or as soon as a datagram's worth has gathered, on a non-blocking
+    socket: a metric costs the request path an append to a list, and one ``send`` that
+    cannot block per ~1.4 KB of lines. Send failures (no daemon, full buffer) are counted in :attr:`dropped`,
     never raised. The host name is resolved once, in :meth:`start`; if that fails,
     127.0.0.1 is used, as statsderl does.
     """
@@ -137,6 +135,7 @@ class StatsdEmitter:
         self._random = (rng or random.Random()).random
         self._sock: socket.socket | None = None
         self._pending: list[bytes] = []
+        self._pending_bytes = 0
         self._flush_scheduled = False
         self.sent_packets = 0
         self.dropped = 0
@@ -166,15 +165,16 @@ class StatsdEmitter:
 
     # -- the request path: append, never wait --------------------------------------------
 
-    def _sampled(self) -> bool:
+    def sampled(self) -> bool:
+        """Whether this event is one of the ``sample_rate`` share that is sent."""
         return self.sample_rate >= 1.0 or self._random() <= self.sample_rate
 
     def increment(self, name: str) -> None:
-        if self._sampled():
+        if self.sampled():
             self.send(counter_line(name, 1, self.sample_rate))
 
     def timing(self, name: str, ms: float) -> None:
-        if self._sampled():
+        if self.sampled():
             self.send(timing_line(name, ms, self.sample_rate))
 
     def gauge(self, name: str, value: float) -> None:
@@ -183,25 +183,31 @@ class StatsdEmitter:
     def send(self, line: bytes) -> None:
         if self._sock is None:
             return
-        if len(self._pending) >= MAX_PENDING:
-            self.dropped += 1
-            return
         self._pending.append(line)
-        if not self._flush_scheduled:
+        self._pending_bytes += len(line) + 1
+        if self._pending_bytes >= MAX_PACKET:
+            # A full datagram's worth: send now rather than let a loop that does not yield
+            # (a burst of synchronous work) pile lines up.
+            self.flush()
+        elif not self._flush_scheduled:
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
                 self.flush()
                 return
             self._flush_scheduled = True
-            loop.call_soon(self.flush)
+            loop.call_soon(self._scheduled_flush)
 
     # -------------------------------------------------------------------------------------
 
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        self.flush()
+
     def flush(self) -> None:
         """Send every queued line now (still without blocking)."""
-        self._flush_scheduled = False
         lines, self._pending = self._pending, []
+        self._pending_bytes = 0
         if self._sock is None or not lines:
             return
         packet = bytearray()

@@ -167,3 +167,14 @@ async def test_stats_interval_zero_sends_no_gauges() -> None:
     gauges.start()
     assert "pylmq-statsd-gauges" not in {t.get_name() for t in asyncio.all_tasks()}
     await gauges.stop()
+
+
+async def test_a_full_datagram_is_sent_even_if_the_loop_never_yields(listener: socket.socket) -> None:
+    emitter = StatsdEmitter("127.0.0.1", listener.getsockname()[1], sample_rate=1.0)
+    await emitter.start()
+    for i in range(100):  # ~2 KB of lines, no await in between
+        emitter.gauge(f"lmq.q{i:03d}.size", i)
+    assert emitter.sent_packets == 1, "the first datagram's worth goes out at once"
+    first = listener.recv(65536).split(b"\n")
+    assert first[0] == b"lmq.q000.size:0|g" and len(b"\n".join(first)) <= 1432
+    emitter.close()

@@ -183,13 +183,13 @@ class StatsdEmitter:
     def send(self, line: bytes) -> None:
         if self._sock is None:
             return
+        if self._pending and self._pending_bytes + len(line) > MAX_PACKET:
+            # A full datagram's worth: send it now rather than let a loop that does not
+            # yield (a burst of synchronous work) pile lines up.
+            self.flush()
         self._pending.append(line)
         self._pending_bytes += len(line) + 1
-        if self._pending_bytes >= MAX_PACKET:
-            # A full datagram's worth: send now rather than let a loop that does not yield
-            # (a burst of synchronous work) pile lines up.
-            self.flush()
-        elif not self._flush_scheduled:
+        if not self._flush_scheduled:
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:

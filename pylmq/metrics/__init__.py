@@ -8,7 +8,7 @@ Wiring, for the node: ``emitter = StatsdEmitter(s.statsd_host, s.statsd_port)``,
 
 from pylmq.metrics.histogram import MIN_SAMPLES, PERCENTILES, HistogramStats, SlidingHistogram, statistics
 from pylmq.metrics.meter import TICK_SECONDS, Meter, MeterRates
-from pylmq.metrics.registry import QueueMetrics, QueueStats
+from pylmq.metrics.registry import QueueMetrics, QueueStats, format_admin_stats
 from pylmq.metrics.statsd import (
     SAMPLE_RATE,
     PeriodicGauges,
@@ -38,6 +38,7 @@ __all__ = [
     "StatsdEmitter",
     "counter_line",
     "escape_queue",
+    "format_admin_stats",
     "gauge_line",
     "metric_name",
     "statistics",

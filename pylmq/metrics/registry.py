@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pylmq.core.clock import Clock, SystemClock
@@ -14,7 +15,7 @@ from pylmq.metrics.histogram import HistogramStats, SlidingHistogram
 from pylmq.metrics.meter import TICK_SECONDS, Meter, MeterRates
 from pylmq.metrics.statsd import StatsdEmitter, counter_line, metric_name, timing_line
 
-__all__ = ["QueueMetrics", "QueueStats"]
+__all__ = ["QueueMetrics", "QueueStats", "format_admin_stats"]
 
 log = logging.getLogger("pylmq.metrics")
 
@@ -38,6 +39,19 @@ class QueueStats:
                 "percentiles": {f"{p:g}": v for p, v in r.percentiles.items()},
             },
         }  # fmt: skip
+
+
+def format_admin_stats(stats: Mapping[str, QueueStats]) -> str:
+    """What ``lmq-admin stats`` prints: per queue, push and pull rates per second over 1, 5, 15
+    minutes and a day, and retention seconds over the last minute, in LMQ's layout."""
+    out: list[str] = []
+    for name, s in stats.items():
+        out.append(name)
+        for label, m in (("push", s.push), ("pull", s.pull)):
+            out.append(f"  {label} rate: 1min {m.one:.2f}, 5min {m.five:.2f}, 15min {m.fifteen:.2f}, 1day {m.day:.2f}")
+        r = s.retention
+        out.append(f"  retention time: min {r.min:.3f}, max {r.max:.3f}, mean {r.mean:.3f}, median {r.median:.3f}")
+    return "".join(line + "\n" for line in out)
 
 
 class _Entry:

@@ -6,7 +6,7 @@ import asyncio
 
 from pylmq.core.clock import ManualClock
 from pylmq.core.queue import QueueObserver
-from pylmq.metrics import QueueMetrics
+from pylmq.metrics import QueueMetrics, format_admin_stats
 
 
 def test_counts_pushes_pulls_and_retention_per_queue() -> None:
@@ -49,3 +49,18 @@ async def test_start_and_stop_own_the_tick_task() -> None:
     assert "pylmq-meter-tick" in tasks
     await metrics.stop()
     assert "pylmq-meter-tick" not in {t.get_name() for t in asyncio.all_tasks() if not t.done()}
+
+
+def test_admin_stats_text_has_lmqs_layout() -> None:
+    metrics = QueueMetrics(clock=ManualClock())
+    for _ in range(10):
+        metrics.on_push("q1")
+    for r in (0.1, 0.2, 0.3, 0.4, 0.5):
+        metrics.on_pull("q1", r)
+    metrics.tick()
+    assert format_admin_stats(metrics.all_stats()) == (
+        "q1\n"
+        "  push rate: 1min 2.00, 5min 2.00, 15min 2.00, 1day 2.00\n"
+        "  pull rate: 1min 1.00, 5min 1.00, 15min 1.00, 1day 1.00\n"
+        "  retention time: min 0.100, max 0.500, mean 0.300, median 0.300\n"
+    )

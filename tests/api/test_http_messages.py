@@ -416,3 +416,11 @@ async def test_delete_ends_a_waiting_pull_with_204(api) -> None:
     await asyncio.sleep(0.1)
     assert (await api.request("DELETE", "/queues/doomed")).status == 204
     assert (await waiting).status == 204
+
+
+async def test_non_ascii_queue_names_and_content_types_round_trip(api) -> None:
+    await api.push("キュー", b"x", "text/plain; name=é")
+    r = await api.pull("キュー")
+    assert r.status == 200, r
+    assert r.headers["x-lmq-queue-name"] == "キュー"
+    assert r.headers["content-type"] == "text/plain; name=é"

@@ -276,6 +276,8 @@ class Node:
 
     def spawn(self, name: Atom | str | None = None, handler: Handler | None = None) -> Process:
         """A new process (registered as ``name`` if given): a mailbox, or ``handler`` per message."""
+        if name is not None and _atom(name) in self._names:
+            raise DistError(f"name {_atom(name).name} is already registered on {self.name}")
         proc = self._new_process(handler)
         if name is not None:
             self.register_name(name, proc)

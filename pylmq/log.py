@@ -25,8 +25,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import logging
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, MutableMapping
@@ -110,17 +112,25 @@ def _reason(exc_info: Any) -> str:
 
 def format_line(record: logging.LogRecord, now: float) -> str:
     """One lager-layout line (with its newline) for ``record``, stamped ``now``."""
-    stamp = dt.datetime.fromtimestamp(now)
     message = record.getMessage()
     if record.exc_info:
         # The traceback goes to crash.log; here, lager-style, one line says why.
         message = f"{message}: {_reason(record.exc_info)}" if message else _reason(record.exc_info)
     if len(message) > MAX_MESSAGE:
         message = message[:MAX_MESSAGE]
+    # whole microseconds first, as datetime does, so .123 is not printed as .122
+    micros = round(now * 1_000_000)
+    second, micro = divmod(micros, 1_000_000)
     return (
-        f"{stamp:%Y-%m-%d} {stamp:%H:%M:%S}.{stamp.microsecond // 1000:03d} "
+        f"{_local_second(second)}.{micro // 1000:03d} "
         f"[{_lager_level(record.levelno)}] {_who(record)} {message}\n"
     )
+
+
+@functools.lru_cache(maxsize=4)
+def _local_second(second: int) -> str:
+    # Formatting local time is the dearest part of a line; lines come many per second.
+    return f"{dt.datetime.fromtimestamp(second):%Y-%m-%d %H:%M:%S}"
 
 
 # -- rotation ------------------------------------------------------------------------------
@@ -346,9 +356,14 @@ class LagerLogger(structlog.BoundLoggerBase):
         self._at("error", event, kw)
 
 
+_NEEDS_QUOTES = re.compile(r"[\s\"'=]")
+
+
 def _value_text(value: Any) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
     text = value if isinstance(value, str) else repr(value) if isinstance(value, bytes) else str(value)
-    return repr(text) if not text or any(c.isspace() or c in "\"'=" for c in text) else text
+    return repr(text) if not text or _NEEDS_QUOTES.search(text) else text
 
 
 def _to_stdlib(

@@ -202,3 +202,17 @@ def test_next_rotation_time(spec: str, now: tuple[int, ...], expected: tuple[int
     parsed = parse_date_spec(spec)
     assert parsed is not None
     assert next_rotation(parsed, dt.datetime(*now)) == dt.datetime(*expected)  # type: ignore[misc]
+
+
+def test_settings_log_dir_places_every_file(tmp_path: Path) -> None:
+    from pylmq.config import Settings
+
+    root_level = logging.getLogger().level
+    setup = configure_logging(Settings(log_dir=tmp_path / "elsewhere"))
+    try:
+        get_logger("t").error("disk full")
+    finally:
+        setup.close()
+        logging.getLogger().setLevel(root_level)
+    assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == ["console.log", "crash.log", "error.log"]
+    assert lines(tmp_path / "elsewhere" / "error.log")[0].endswith(" disk full")

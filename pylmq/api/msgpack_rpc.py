@@ -32,6 +32,7 @@ from pylmq.errors import BadMessage, LMQError, MessageTooLarge
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
+    "MAX_MSGID",
     "NOTIFICATION",
     "REQUEST",
     "RESPONSE",

@@ -6,6 +6,8 @@ import struct
 
 import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pylmq.api.msgpack_rpc import (
     Decoder,
@@ -174,3 +176,34 @@ def test_large_chunks_are_decoded_across_slices() -> None:
 )
 def test_peek_msgid(head: bytes, msgid: int | None) -> None:
     assert peek_msgid(head) == msgid
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False) | st.text() | st.binary(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+_requests = st.builds(
+    Request, st.integers(0, 2**32 - 1), st.sampled_from(["push", "pull", "done"]), st.lists(_values, max_size=3)
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_requests, min_size=1, max_size=8), st.lists(st.integers(1, 64), min_size=1, max_size=20))
+def test_any_chunking_of_a_stream_gives_the_same_messages(requests: list[Request], cuts: list[int]) -> None:
+    data = b"".join(encode_request(r.msgid, r.method, r.params) for r in requests)
+    d, got, i, k = Decoder(), [], 0, 0
+    while i < len(data):
+        n = cuts[k % len(cuts)]
+        got += d.feed(data[i : i + n])
+        i, k = i + n, k + 1
+    assert got == requests
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_never_raise_out_of_feed(data: bytes) -> None:
+    d = Decoder(max_message_size=64)
+    events = d.feed(data) + d.feed(data)
+    fatal = [e for e in events if isinstance(e, Invalid) and e.fatal]
+    assert len(fatal) <= 1 and (not fatal or events[-1] is fatal[0])

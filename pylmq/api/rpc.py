@@ -64,7 +64,7 @@ from pylmq.api.msgpack_rpc import (
 )
 from pylmq.core.manager import QueueManager, validate_name
 from pylmq.core.message import Item, MessageType, content_type_of, make_item, uuid_text
-from pylmq.core.props import export_props, parse_default_list, parse_props
+from pylmq.core.props import RawProps, export_props, parse_default_list, parse_props
 from pylmq.core.queue import Delivery
 from pylmq.errors import (
     BadMessage,
@@ -279,8 +279,15 @@ async def _set_default_props(m: QueueManager, p: Sequence[Any]) -> Reply:
     return _OK
 
 
+def _export_rpc_props(raw: RawProps) -> dict[str, Any]:
+    out = export_props(raw, accum_key="pack")
+    if "pack" in out:
+        out["pack"] = float(out["pack"])  # LMQ divides milliseconds by 1000: always a float
+    return out
+
+
 async def _get_default_props(m: QueueManager, p: Sequence[Any]) -> Reply:
-    return pack([[regex, export_props(raw, accum_key="pack")] for regex, raw in m.default_props()])
+    return pack([[regex, _export_rpc_props(raw)] for regex, raw in m.default_props()])
 
 
 # name -> (handler, min args, max args, waits for a message)

@@ -201,9 +201,11 @@ async def test_default_props_are_set_listed_and_applied(client: RawClient) -> No
     assert await client.call("pull", "def/a", 0) == "empty"
 
 
-async def test_default_props_report_accumulation_as_pack(client: RawClient) -> None:
-    await client.call("set_default_props", [["p/", {"pack": 0.5, "retry": "infinity"}]])
-    assert await client.call("get_default_props") == [["p/", {"pack": 0.5, "retry": "infinity"}]]
+async def test_default_props_report_accumulation_as_pack_in_float_seconds(client: RawClient) -> None:
+    await client.call("set_default_props", [["p/", {"pack": 0.5, "retry": "infinity"}], ["q/", {"accum": 1}]])
+    got = await client.call("get_default_props")
+    assert got == [["p/", {"pack": 0.5, "retry": "infinity"}], ["q/", {"pack": 1.0}]]
+    assert type(got[1][1]["pack"]) is float
 
 
 async def test_set_default_props_rejects_an_invalid_regex_and_keeps_the_old_list(client: RawClient) -> None:

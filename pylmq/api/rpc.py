@@ -38,6 +38,15 @@ Notifications (``[2, method, params]``) run the method and drop its result; ``pu
 
 A client that goes away loses nothing: its waiting pulls are cancelled (the manager puts back a
 message already taken for them) and a delivery whose response could not be written is put back.
+TCP cannot tell a half-close from a client that left, so end-of-stream from the client ends its
+waiting pulls with ``["connection_closed", ...]`` (as LMQ, whose connection process exits then);
+requests already running are still answered before the connection closes. :meth:`RpcServer.close`
+answers waiting pulls with ``["shutting_down", ...]``.
+
+Limits: ``max_message_size`` (default 64 MiB) per frame; ``max_inflight`` (default 10000)
+requests running per connection, past which the connection is not read until some finish (the
+requests already decoded from one read are all started). An access line per request goes to the
+``pylmq.access`` logger at info: ``rpc PEER METHOD QUEUE OUTCOME MSms``.
 """
 
 from __future__ import annotations

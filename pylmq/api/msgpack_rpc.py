@@ -33,6 +33,7 @@ from pylmq.errors import BadMessage, LMQError, MessageTooLarge
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
+    "MAX_DETAIL",
     "MAX_MSGID",
     "NOTIFICATION",
     "REQUEST",
@@ -59,6 +60,7 @@ NOTIFICATION: Final = 2
 
 DEFAULT_MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024
 MAX_MSGID: Final = 2**32 - 1
+MAX_DETAIL: Final = 500
 
 # Invalid UTF-8 inside a msgpack str survives a decode/encode round trip byte for byte.
 _UNICODE_ERRORS: Final = "surrogateescape"
@@ -318,8 +320,10 @@ def encode_result_raw(msgid: int, result: bytes) -> bytes:
 
 
 def encode_error(msgid: int, error: LMQError) -> bytes:
-    """An error response carrying ``[reason, detail]``."""
-    return pack([RESPONSE, msgid, [error.reason, error.detail], None])
+    """An error response carrying ``[reason, detail]``; a detail that quotes a huge argument
+    back is cut to :data:`MAX_DETAIL` characters."""
+    detail = error.detail if len(error.detail) <= MAX_DETAIL else error.detail[:MAX_DETAIL] + "..."
+    return pack([RESPONSE, msgid, [error.reason, detail], None])
 
 
 def error_parts(error: Any) -> tuple[str, str]:

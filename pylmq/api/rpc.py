@@ -117,6 +117,8 @@ Handler = Callable[[QueueManager, Sequence[Any]], Awaitable[Reply]]
 
 
 def _name(x: Any) -> str:
+    if type(x) is not str and type(x) is not bytes:
+        raise InvalidQueueName(f"queue name must be a string, got {type(x).__name__}")
     name = validate_name(x)
     if not name.isascii():
         try:
@@ -407,7 +409,7 @@ class _Connection(asyncio.Protocol):
     def _request(self, req: Request) -> None:
         spec = _METHODS.get(req.method)
         if spec is None:
-            self._send(encode_error(req.msgid, UnknownMethod(f"unknown method {req.method!r}")))
+            self._send(encode_error(req.msgid, UnknownMethod(f"unknown method {req.method[:100]!r}")))
             return
         handler, lo, hi, waits = spec
         n = len(req.params)

@@ -105,6 +105,11 @@ async def test_wrong_argument_types_get_a_clear_error(
     assert isinstance(error, list) and error[0] == reason and isinstance(error[1], str) and error[1]
 
 
+async def test_error_quoting_a_huge_argument_is_cut_short(client: RawClient) -> None:
+    error = await client.error("update_props", "q", {"retry": "x" * 100_000})
+    assert error[0] == "invalid_props" and len(error[1]) < 1000
+
+
 @pytest.mark.parametrize("method", ["done", "retain", "release"])
 async def test_unknown_or_malformed_id_is_not_found(client: RawClient, method: str) -> None:
     await client.call("push", "q", "kept")

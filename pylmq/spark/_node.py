@@ -1,0 +1,157 @@
+"""The few node operations the data source needs, over either API, through pylmq.client.
+
+Each Spark task (and the driver-side stream reader) opens its own asyncio client when it
+starts work: nothing here is pickled. Requests are pipelined: up to ``opts.pipeline`` are in
+flight at once (concurrent keep-alive connections over HTTP, msgid-matched requests on one
+connection over MessagePack-RPC).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from types import TracebackType
+from typing import Any, TypeVar
+
+from pylmq.client._http import AsyncHttpClient
+from pylmq.client._message import Message, RpcMessage
+from pylmq.client._rpc import AsyncRpcClient
+from pylmq.client._urls import parse_rpc_addresses
+from pylmq.errors import MessageNotFound, NotFound
+from pylmq.spark._options import LmqOptions
+from pylmq.spark._rows import Push, Row, message_row
+
+__all__ = ["Node", "Reply", "reply_all", "run_window"]
+
+T = TypeVar("T")
+Reply = str
+"""``ack``, ``nack`` or ``ext``."""
+
+
+class Node:
+    """A connection to the node(s) of ``opts.urls`` (the first that answers, then the next)."""
+
+    def __init__(self, opts: LmqOptions) -> None:
+        self.opts = opts
+        self._http: AsyncHttpClient | None = None
+        self._rpc: AsyncRpcClient | None = None
+        if opts.api == "http":
+            self._http = AsyncHttpClient(
+                list(opts.urls), request_timeout=opts.request_timeout, max_connections=opts.pipeline + 4
+            )
+        else:
+            (host, port), *rest = parse_rpc_addresses(list(opts.urls))
+            self._rpc = AsyncRpcClient(host, port, fallbacks=rest, request_timeout=opts.request_timeout)
+
+    async def __aenter__(self) -> Node:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+        if self._rpc is not None:
+            await self._rpc.close()
+
+    async def pull(self, timeout: float) -> Row | None:
+        """One message of ``opts.queue`` (or of any queue matching ``opts.qre``) as a row."""
+        msg: Message | RpcMessage | None
+        queue, qre = self.opts.queue, self.opts.qre
+        if self._http is not None:
+            if queue is not None:
+                msg = await self._http.pull(queue, timeout, cf="msgpack")
+            else:
+                assert qre is not None
+                msg = await self._http.pull_any(qre, timeout, cf="msgpack")
+        else:
+            assert self._rpc is not None
+            if queue is not None:
+                msg = await self._rpc.pull(queue, timeout)
+            else:
+                assert qre is not None
+                msg = await self._rpc.pull_any(qre, timeout)
+        return None if msg is None else message_row(msg)
+
+    async def reply(self, reply: Reply, queue: str, msg_id: str) -> None:
+        client: Any = self._http if self._http is not None else self._rpc
+        method: Callable[[str, str], Awaitable[None]] = getattr(client, reply)
+        await method(queue, msg_id)
+
+    async def push(self, push: Push) -> None:
+        fan_out = self.opts.qre is not None
+        if self._http is not None:
+            if fan_out:
+                await self._http.push_all(push.target, push.body, push.content_type)
+            else:
+                await self._http.push(push.target, push.body, push.content_type)
+            return
+        assert self._rpc is not None
+        if fan_out:
+            await self._rpc.push_all(push.target, push.body)
+        else:
+            await self._rpc.push(push.target, push.body)
+
+    async def queue_timeout(self, queue: str) -> float | None:
+        """The queue's redelivery timeout in seconds; ``None`` when the API cannot say
+        (MessagePack-RPC has no per-queue property read)."""
+        if self._http is None:
+            return None
+        props = await self._http.get_props(queue)
+        value = props.get("timeout")
+        return float(value) if isinstance(value, int | float) else None
+
+
+async def run_window(items: Iterable[T], op: Callable[[T], Awaitable[None]], window: int) -> None:
+    """``op`` on every item with at most ``window`` in flight; the first failure stops the
+    feeding, lets what is in flight finish, and is raised."""
+    sem = asyncio.Semaphore(window)
+    tasks: set[asyncio.Task[None]] = set()
+    failure: list[BaseException] = []
+
+    async def one(item: T) -> None:
+        try:
+            await op(item)
+        except BaseException as e:
+            failure.append(e)
+        finally:
+            sem.release()
+
+    it: Iterator[T] = iter(items)
+    try:
+        for item in it:
+            await sem.acquire()
+            if failure:
+                sem.release()
+                break
+            task = asyncio.create_task(one(item))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+    finally:
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+    if failure:
+        raise failure[0]
+
+
+async def reply_all(node: Node, reply: Reply, targets: Iterable[tuple[str, str]]) -> tuple[int, int]:
+    """Send ``reply`` for every ``(queue, id)``; ``(done, not_found)``. A message that is not
+    found was redelivered (its deadline passed) or answered already: not an error for
+    at-least-once, the caller counts it. Any other failure is raised."""
+    done = 0
+    missing = 0
+
+    async def one(target: tuple[str, str]) -> None:
+        nonlocal done, missing
+        try:
+            await node.reply(reply, *target)
+        except (MessageNotFound, NotFound):
+            missing += 1
+        else:
+            done += 1
+
+    await run_window(targets, one, node.opts.pipeline)
+    return done, missing

@@ -1,0 +1,125 @@
+"""A real local Spark session (``local[2]``) and a real pylmq node for the ``lmq`` data source.
+
+One Spark session serves the whole ``tests/spark`` run (a JVM start costs seconds); one node
+(memory store, 127.0.0.1, ports picked by the OS) is shared too, and every test uses queues of
+its own. Spark's Python workers run this venv's interpreter, so they import pylmq.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pylmq.client import AsyncHttpClient, HttpClient
+from pylmq.client.testing import NodeThread
+
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+from pyspark.sql import SparkSession
+
+from pylmq.spark import register
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("pylmq-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.sql.streaming.stateStore.maintenanceInterval", "600s")
+        .config("spark.driver.extraJavaOptions", "-Dderby.system.home=" + str(warehouse))
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    for q in session.streams.active:
+        q.stop()
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def lmq_node() -> Iterator[NodeThread]:
+    with NodeThread() as node:
+        yield node
+
+
+@pytest.fixture(scope="session")
+def url(lmq_node: NodeThread) -> str:
+    return lmq_node.http_url
+
+
+@pytest.fixture(scope="session")
+def rpc_url(lmq_node: NodeThread) -> str:
+    host, port = lmq_node.rpc_address
+    return f"rpc://{host}:{port}"
+
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def queue(request: pytest.FixtureRequest) -> str:
+    """A queue name no other test uses."""
+    return f"{request.node.name.replace('[', '-').rstrip(']')}-{next(_names)}"
+
+
+@pytest.fixture
+def http(url: str) -> Iterator[HttpClient]:
+    with HttpClient(url, request_timeout=30) as c:
+        yield c
+
+
+def queue_size(node: NodeThread, name: str) -> int:
+    """Messages the node holds for ``name``, in any state (available, processing, accum)."""
+
+    async def status() -> list[dict[str, Any]]:
+        return node.node.manager.status()
+
+    for q in node.call(status()):
+        if q["name"] == name:
+            return int(q["size"])
+    return 0
+
+
+def drain(url: str, name: str, *, timeout: float = 0.0) -> list[Any]:
+    """Pull and ack every message of ``name`` (32 at a time); the messages, in no order."""
+
+    async def go() -> list[Any]:
+        got: list[Any] = []
+        async with AsyncHttpClient(url, request_timeout=30) as c:
+
+            async def puller() -> None:
+                while (m := await c.pull(name, timeout)) is not None:
+                    got.append(m)
+                    await c.ack(m.queue, m.id)
+
+            await asyncio.gather(*(puller() for _ in range(32)))
+        return got
+
+    return asyncio.run(go())
+
+
+def wait_until(what: str, check: Any, deadline: float = 60.0) -> None:
+    """Poll ``check()`` until true; fail naming ``what`` when ``deadline`` seconds pass."""
+    end = time.monotonic() + deadline
+    while not check():
+        if time.monotonic() > end:
+            pytest.fail(f"gave up waiting {deadline:.0f} s for {what}")
+        time.sleep(0.2)
+

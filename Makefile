@@ -6,7 +6,7 @@ EXTRAS ?= test
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint check pytest deps erlang interop statsd clean
+.PHONY: run rel test lint check pytest deps erlang interop statsd clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ interop/ebin/%.beam: interop/src/%.erl $(wildcard interop/include/*.hrl) | erlan
 
 run: $(STAMP)
 	$(BIN)/python -m pylmq
+
+# A release in $(REL_DIR): bin/lmq, bin/lmq-admin, etc/ (kept on rebuild), log/, data/.
+REL_DIR ?= rel/lmq
+rel: $(STAMP)
+	sh rel/build.sh "$(abspath $(BIN)/python)" "$(REL_DIR)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check pylmq tests bench

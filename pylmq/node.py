@@ -50,7 +50,9 @@ class NodeOptions:
     store: str = "durable"
     data_dir: Path = field(default_factory=lambda: Path("data"))
     fsync: str = "always"
+    fsync_interval: float = 1.0  # seconds between fsyncs with fsync="interval"
     shutdown_timeout: float = 10.0
+    node_name: str = "nonode@nohost"  # what /stats lists as this node (its Erlang name, if any)
 
 
 def make_store(opts: NodeOptions, clock: Clock) -> Store:
@@ -63,7 +65,7 @@ def make_store(opts: NodeOptions, clock: Clock) -> Store:
             raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, got {opts.fsync!r}")
         from pylmq.store.durable import DurableStore
 
-        return DurableStore(opts.data_dir, fsync=opts.fsync, clock=clock)
+        return DurableStore(opts.data_dir, fsync=opts.fsync, clock=clock, fsync_interval=opts.fsync_interval)
     raise ConfigError(f"store must be one of {', '.join(STORE_KINDS)}, got {opts.store!r}")
 
 
@@ -113,7 +115,7 @@ class LMQNode:
     async def _start_http(self, host: str, port: int) -> None:
         from pylmq.api.http import create_app
 
-        app = create_app(self.manager, metrics=self.metrics)
+        app = create_app(self.manager, metrics=self.metrics, node_name=self.opts.node_name)
         # handler_cancellation: a long-poll whose client disconnects is cancelled, so the
         # message it may have taken is put back (LMQ does the same with a monitor).
         self._runner = web.AppRunner(

@@ -1,0 +1,127 @@
+"""A pylmq node as an operator runs it: settings in, everything wired, one ``stopped`` event.
+
+:class:`Service` owns, in start order: the StatsD emitter, the queue metrics (shared by the
+queues, ``/stats`` and ``lmq-admin stats``), the :class:`~pylmq.node.LMQNode` (store, manager,
+HTTP, MessagePack-RPC), the size/memory gauges every ``stats_interval`` ms, and the hidden
+Erlang distribution node with the ``lmq_console`` functions the admin tools call. It stops them
+in reverse order. Logging is the caller's business (:func:`pylmq.log.configure_logging`), so
+that configuration errors can still be reported before any file exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from pylmq.cli import console
+from pylmq.config import Settings
+from pylmq.dist import Atom, Node, erl_string, start_node
+from pylmq.errors import ConfigError, DistError
+from pylmq.log import get_logger
+from pylmq.metrics import PeriodicGauges, QueueMetrics, StatsdEmitter
+from pylmq.node import LMQNode, NodeOptions
+
+__all__ = ["Service", "node_options"]
+
+log = get_logger("pylmq.service")
+
+
+def node_options(s: Settings) -> NodeOptions:
+    return NodeOptions(
+        http=(s.http_host, s.http_port),
+        rpc=(s.rpc_host, s.rpc_port),
+        store=s.store,
+        data_dir=s.data_dir,
+        fsync=s.fsync,
+        fsync_interval=s.fsync_interval / 1000.0,
+        node_name=s.node_name or "nonode@nohost",
+    )
+
+
+class Service:
+    def __init__(self, settings: Settings, *, pid_file: Path | None = None) -> None:
+        self.settings = settings
+        self.pid_file = pid_file
+        self.statsd = StatsdEmitter(settings.statsd_host, settings.statsd_port)
+        self.metrics = QueueMetrics(self.statsd)
+        self.node = LMQNode(node_options(settings), observer=self.metrics)
+        self.gauges = PeriodicGauges(self.statsd, settings.stats_interval, self._sizes)
+        self.dist: Node | None = None
+        self.stopped = asyncio.Event()  # set when the node is asked to stop (signal or lmq_console:stop)
+
+    @property
+    def node_name(self) -> str:
+        return self.settings.node_name or "nonode@nohost"
+
+    def _sizes(self) -> dict[str, tuple[int, int]]:
+        return {q["name"]: (q["size"], q["memory"]) for q in self.node.manager.status()}
+
+    async def start(self) -> None:
+        s = self.settings
+        for notice in s.notices:
+            log.notice(notice)
+        await self.statsd.start()
+        try:
+            await self.node.start()
+            self.gauges.start()
+            if s.node_name is not None:
+                await self._start_dist(s.node_name)
+        except BaseException:
+            await self._shutdown()
+            raise
+        if self.pid_file is not None:
+            self.pid_file.write_text(f"{os.getpid()}\n")
+        log.info("pylmq started", node=self.node_name, http=self.node.http_address, rpc=self.node.rpc_address)
+
+    async def _start_dist(self, name: str) -> None:
+        cookie = self.settings.cookie
+        if cookie is None:
+            raise ConfigError(f"node {name} has no cookie: set -setcookie in vm.args or create ~/.erlang.cookie")
+        try:
+            self.dist = await start_node(name, cookie, net_ticktime=self.settings.net_ticktime)
+        except (DistError, OSError) as e:
+            detail = e.detail if isinstance(e, DistError) else str(e)
+            raise DistError(f"cannot start distribution as {name}: {detail}") from e
+        d = self.dist
+        d.register_function(console.MODULE, "status", self._status)
+        d.register_function(console.MODULE, "stats", lambda: console.stats_term(self.metrics))
+        d.register_function(console.MODULE, "join", console.not_supported)
+        d.register_function(console.MODULE, "leave", console.not_supported)
+        d.register_function(console.MODULE, "stop", self._stop_requested)
+        # What LMQ's nodetool sends for `stop` and `pid`-style queries, so its scripts work too.
+        d.register_function("init", "stop", self._stop_requested)
+        d.register_function("os", "getpid", lambda: erl_string(str(os.getpid())))
+
+    def _status(self) -> object:
+        nodes = [self.node_name]
+        return console.status_term(self.node.manager, nodes, nodes)
+
+    def _stop_requested(self, *_args: object) -> Atom:
+        log.notice("stop requested over distribution")
+        self.stopped.set()
+        return Atom("ok")
+
+    async def stop(self) -> None:
+        """Graceful: API listeners close, in-flight requests finish, the store is flushed."""
+        await self._shutdown()
+        log.info("pylmq stopped", node=self.node_name)
+
+    async def _shutdown(self) -> None:
+        await self.gauges.stop()
+        try:
+            await self.node.stop()
+        finally:
+            if self.dist is not None:
+                await self.dist.stop()
+                self.dist = None
+            self.statsd.close()
+            self._remove_pid_file()
+
+    def _remove_pid_file(self) -> None:
+        # Only our own: a node that failed to start must not remove the file of one that runs.
+        try:
+            if self.pid_file is not None and self.pid_file.read_text().strip() == str(os.getpid()):
+                self.pid_file.unlink()
+        except OSError:
+            pass

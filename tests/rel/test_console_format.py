@@ -1,0 +1,48 @@
+"""lmq_console terms and their printing in LMQ's lmq-admin layout (no node, no sockets)."""
+
+from __future__ import annotations
+
+from pylmq.cli.console import JOIN_NOT_SUPPORTED, format_stats, format_status, not_supported
+from pylmq.dist.terms import Atom
+
+A = Atom
+
+
+def _props(accum_ms: float, retry: object, timeout: float) -> list[tuple[Atom, object]]:
+    return [(A("accum"), accum_ms), (A("retry"), retry), (A("timeout"), timeout)]
+
+
+def test_status_is_laid_out_like_lmq_console() -> None:
+    term = [
+        (A("all_nodes"), [A("lmq@a"), A("py@b")]),
+        (A("active_nodes"), [A("lmq@a")]),
+        (A("queues"), [
+            (b"q1", [(A("size"), 3), (A("memory"), 1544), (A("props"), _props(1500.0, 2, 30.0))]),
+            (b"q2", [(A("size"), 0), (A("memory"), 0), (A("props"), _props(0.0, A("infinity"), 0.5))]),
+        ]),
+    ]  # fmt: skip
+    assert format_status(term) == (
+        "   All nodes: lmq@a, py@b\n"
+        "Active nodes: lmq@a\n"
+        "\n"
+        f"{'q1':<40}       3 messages            1544 bytes\n"
+        "  accum: 1.5, retry: 2, timeout: 30.0\n"
+        f"{'q2':<40}       0 messages               0 bytes\n"
+        "  accum: 0.0, retry: infinity, timeout: 0.5\n"
+    )
+
+
+def test_stats_are_laid_out_like_lmq_console() -> None:
+    rates = [(A("count"), 9), (A("one"), 1.234), (A("five"), 0.5), (A("fifteen"), 0.25), (A("day"), 0.001)]
+    retention = [(A("n"), 6), (A("min"), 0.001), (A("max"), 2.5), (A("arithmetic_mean"), 1.0), (A("median"), 0.75)]
+    term = [(b"q1", [(A("push"), rates), (A("pull"), rates), (A("retention"), retention)])]
+    assert format_stats(term) == (
+        "q1\n"
+        "  push rate: 1min 1.23, 5min 0.50, 15min 0.25, 1day 0.00\n"
+        "  pull rate: 1min 1.23, 5min 0.50, 15min 0.25, 1day 0.00\n"
+        "  retention time: min 0.001, max 2.500, mean 1.000, median 0.750\n"
+    )
+
+
+def test_join_answers_an_error_term_with_the_reason() -> None:
+    assert not_supported(A("lmq@a")) == (A("error"), (A("not_supported"), JOIN_NOT_SUPPORTED.encode()))

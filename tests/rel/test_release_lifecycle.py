@@ -192,3 +192,13 @@ def test_statsd_gauges_reach_the_configured_daemon(release: Release) -> None:
         with contextlib.suppress(TimeoutError):
             seen.extend(release.statsd.recv(65536).decode().split("\n"))
     assert "lmq.gauged.size:1|g" in seen, f"expected a size gauge of 1 for gauged, got {seen[-20:]}"
+
+
+def test_start_with_a_broken_app_config_fails_with_file_and_line(release: Release) -> None:
+    app = release.root / "etc" / "app.config"
+    app.write_text(app.read_text().replace("{stats_interval, 500}", "{stats_interval, 500"))
+    started = release.lmq("start")
+    assert started.returncode == 1, started
+    assert "Node failed to start (exit status 2)" in started.stderr, started.stderr
+    assert f"{app}:" in started.stderr, f"expected the file name in the reason, got {started.stderr!r}"
+    assert not release.pid_file.exists()

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 from pylmq.core.manager import QueueManager
 from pylmq.dist.terms import Atom, Term
-from pylmq.metrics import MeterRates, QueueMetrics, QueueStats
+from pylmq.metrics import HistogramStats, MeterRates, QueueMetrics, QueueStats
 
 __all__ = [
     "JOIN_NOT_SUPPORTED",
@@ -39,6 +39,8 @@ MODULE = "lmq_console"
 JOIN_NOT_SUPPORTED = "joining or leaving a cluster is not supported until the mixed-cluster support lands"
 
 A = Atom
+_NO_RATES = MeterRates(0, 0.0, 0.0, 0.0, 0.0)
+_IDLE = QueueStats(_NO_RATES, _NO_RATES, HistogramStats())
 
 
 def status_term(manager: QueueManager, all_nodes: Iterable[str], active_nodes: Iterable[str]) -> Term:
@@ -68,10 +70,14 @@ def _queue_stats_term(s: QueueStats) -> Term:
     return [(A("push"), _rates_term(s.push)), (A("pull"), _rates_term(s.pull)), (A("retention"), retention)]
 
 
-def stats_term(metrics: QueueMetrics | None) -> Term:
-    if metrics is None:
-        return []
-    return [(name.encode(), _queue_stats_term(s)) for name, s in metrics.all_stats().items()]
+def stats_term(manager: QueueManager, metrics: QueueMetrics | None) -> Term:
+    """Every queue, as LMQ (whose meters exist from the queue's start): zeros where nothing
+    was pushed or pulled since this node started."""
+    out: list[Term] = []
+    for name in sorted(manager.queue_names()):
+        s = metrics.stats(name) if metrics is not None else None
+        out.append((name.encode(), _queue_stats_term(s or _IDLE)))
+    return out
 
 
 def not_supported(*_args: Term) -> Term:

@@ -85,7 +85,7 @@ class Service:
             raise DistError(f"cannot start distribution as {name}: {detail}") from e
         d = self.dist
         d.register_function(console.MODULE, "status", self._status)
-        d.register_function(console.MODULE, "stats", lambda: console.stats_term(self.metrics))
+        d.register_function(console.MODULE, "stats", lambda: console.stats_term(self.node.manager, self.metrics))
         d.register_function(console.MODULE, "join", console.not_supported)
         d.register_function(console.MODULE, "leave", console.not_supported)
         d.register_function(console.MODULE, "stop", self._stop_requested)

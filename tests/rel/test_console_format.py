@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from pylmq.cli.console import JOIN_NOT_SUPPORTED, format_stats, format_status, not_supported
+from pylmq.cli.console import JOIN_NOT_SUPPORTED, format_stats, format_status, not_supported, stats_term
+from pylmq.core.clock import SystemClock
+from pylmq.core.manager import QueueManager
 from pylmq.dist.terms import Atom
+from pylmq.metrics import QueueMetrics
+from pylmq.store.memory import MemoryStore
 
 A = Atom
 
@@ -46,3 +50,19 @@ def test_stats_are_laid_out_like_lmq_console() -> None:
 
 def test_join_answers_an_error_term_with_the_reason() -> None:
     assert not_supported(A("lmq@a")) == (A("error"), (A("not_supported"), JOIN_NOT_SUPPORTED.encode()))
+
+
+async def test_stats_term_lists_idle_queues_with_zeros() -> None:
+    manager = QueueManager(MemoryStore(SystemClock()))
+    await manager.start()
+    await manager.ensure("idle")
+    metrics = QueueMetrics()
+    metrics.on_push("busy")
+    await manager.ensure("busy")
+    term = stats_term(manager, metrics)
+    assert [name for name, _ in term] == [b"busy", b"idle"]
+    idle = dict((k.name, v) for k, v in term[1][1])
+    assert dict((k.name, v) for k, v in idle["push"])["count"] == 0
+    busy = dict((k.name, v) for k, v in term[0][1])
+    assert dict((k.name, v) for k, v in busy["push"])["count"] == 1
+    await manager.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import shutil
@@ -81,3 +82,9 @@ def test_erlang_node_pings_the_release_and_calls_lmq_console(running: Release) -
     lines = done.stdout.splitlines()
     assert lines[:1] == ["pong"], f"expected pong from net_adm:ping, got {done.stdout!r} {done.stderr!r}"
     assert f"[{{all_nodes,[{target}]}}," in lines[1], done.stdout
+
+
+def test_http_stats_names_the_node_by_its_erlang_name(running: Release) -> None:
+    with urllib.request.urlopen(f"{running.url}/stats", timeout=10) as resp:
+        stats = json.loads(resp.read())
+    assert (stats["all_nodes"], stats["active_nodes"]) == ([running.name], [running.name])

@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="durable store directory (default data)")
     p.add_argument("--fsync", choices=FSYNC_POLICIES, help="durability policy (default always)")
     p.add_argument("--stats-interval", help="ms between StatsD size/memory gauges; 0 turns them off")
-    p.add_argument("--statsd", help="StatsD daemon HOST:PORT (default localhost:8125)")
+    p.add_argument("--statsd", help="StatsD daemon HOST:PORT (default localhost:8125); off sends nothing")
     p.add_argument("--log-level", help="also write log lines at this lager level and above to stderr")
     p.add_argument("--name", help="join Erlang distribution as this hidden node (alive@host; -sname if no dotted host)")
     p.add_argument("--cookie", help="Erlang distribution cookie (default: vm.args, then ~/.erlang.cookie)")
@@ -59,7 +59,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
         o["http_host"], o["http_port"] = parse_hostport(args.http)
     if args.rpc is not None:
         o["rpc_host"], o["rpc_port"] = parse_hostport(args.rpc)
-    if args.statsd is not None:
+    if args.statsd is not None and args.statsd != "off":
         o["statsd_host"], o["statsd_port"] = parse_hostport(args.statsd, "localhost")
     if args.name is not None:
         o["node_name"] = args.name
@@ -86,6 +86,7 @@ def settings_from_args(args: argparse.Namespace) -> tuple[Settings, bool]:
 
 def setup_logging(settings: Settings, from_files: bool, console_level: str | None) -> None:
     lager = settings.lager
+    console_level = console_level.lower() if console_level else None
     if not from_files:
         lager = dataclasses.replace(lager, handlers=(), crash_log=None, console_level=console_level or "info")
     elif console_level is not None:
@@ -93,11 +94,11 @@ def setup_logging(settings: Settings, from_files: bool, console_level: str | Non
     configure_logging(dataclasses.replace(settings, lager=lager))
 
 
-async def run(settings: Settings, pid_file: Path | None = None, console: bool = False) -> None:
+async def run(settings: Settings, pid_file: Path | None = None, console: bool = False, statsd: bool = True) -> None:
     from pylmq.cli.service import Service
 
     install_crash_handler()
-    service = Service(settings, pid_file=pid_file)
+    service = Service(settings, pid_file=pid_file, statsd=statsd)
     await service.start()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     pid_file = Path(args.pid_file).resolve() if args.pid_file else None
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(run(settings, pid_file, args.console))
+            runner.run(run(settings, pid_file, args.console, args.statsd != "off"))
     except LMQError as e:
         logging.getLogger("pylmq").error("pylmq could not start: %s", e.detail)
         print(f"pylmq: {e.detail}", file=sys.stderr)

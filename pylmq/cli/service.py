@@ -40,13 +40,16 @@ def node_options(s: Settings) -> NodeOptions:
 
 
 class Service:
-    def __init__(self, settings: Settings, *, pid_file: Path | None = None) -> None:
+    def __init__(self, settings: Settings, *, pid_file: Path | None = None, statsd: bool = True) -> None:
+        """``statsd=False`` sends no StatsD datagrams at all (LMQ always sends them)."""
         self.settings = settings
         self.pid_file = pid_file
-        self.statsd = StatsdEmitter(settings.statsd_host, settings.statsd_port)
+        self.statsd = StatsdEmitter(settings.statsd_host, settings.statsd_port) if statsd else None
         self.metrics = QueueMetrics(self.statsd)
         self.node = LMQNode(node_options(settings), observer=self.metrics)
-        self.gauges = PeriodicGauges(self.statsd, settings.stats_interval, self._sizes)
+        self.gauges = (
+            PeriodicGauges(self.statsd, settings.stats_interval, self._sizes) if self.statsd is not None else None
+        )
         self.dist: Node | None = None
         self.stopped = asyncio.Event()  # set when the node is asked to stop (signal or lmq_console:stop)
 
@@ -61,10 +64,12 @@ class Service:
         s = self.settings
         for notice in s.notices:
             log.notice(notice)
-        await self.statsd.start()
+        if self.statsd is not None:
+            await self.statsd.start()
         try:
             await self.node.start()
-            self.gauges.start()
+            if self.gauges is not None:
+                self.gauges.start()
             if s.node_name is not None:
                 await self._start_dist(s.node_name)
         except BaseException:
@@ -108,14 +113,16 @@ class Service:
         log.info("pylmq stopped", node=self.node_name)
 
     async def _shutdown(self) -> None:
-        await self.gauges.stop()
+        if self.gauges is not None:
+            await self.gauges.stop()
         try:
             await self.node.stop()
         finally:
             if self.dist is not None:
                 await self.dist.stop()
                 self.dist = None
-            self.statsd.close()
+            if self.statsd is not None:
+                self.statsd.close()
             self._remove_pid_file()
 
     def _remove_pid_file(self) -> None:

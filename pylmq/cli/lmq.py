@@ -105,6 +105,7 @@ def _refuse_if_running(rel: Release, running: bool) -> None:
     if running:
         raise Failed("Node is already running!")
     pid = _read_pid(rel.pid_file)
+    # A stale file naming this very process (pid reuse after a reboot) is no running node.
     if pid is not None and pid != os.getpid() and pid_alive(pid):
         raise Failed(f"Node is already running (pid {pid} in {rel.pid_file}) but does not answer pings")
 

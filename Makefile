@@ -6,7 +6,7 @@ EXTRAS ?= test
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 PYTEST_ARGS ?=
 
-.PHONY: run rel test lint check pytest deps erlang interop statsd clean
+.PHONY: run rel test lint check pytest deps erlang interop statsd bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,7 +54,20 @@ pytest: $(STAMP) erlang interop statsd
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
+# The benchmark (bench/, issue #5): `make bench` (< 15 min) or `make bench QUICK=1` (< 3 min,
+# also run by `make test` as a smoke test: no thresholds). BENCH_ARGS passes more options.
+BENCH_STAMP := $(VENV)/.installed-bench
+BENCH_ARGS ?=
+$(BENCH_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	touch $@
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python -m bench $(if $(QUICK),--quick) $(BENCH_ARGS)
+
 test: lint pytest
+	$(MAKE) bench QUICK=1
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,149 @@
+"""``python -m bench``: measure pylmq against its references in one run (issue #5).
+
+    python -m bench                  # full run (under 15 minutes)
+    python -m bench --quick          # smoke run (under 3 minutes): fewer targets, small counts
+    python -m bench --targets memory,ceiling --workloads w3_steady
+    python -m bench --lmq-url http://127.0.0.1:9980 --lmq-rpc 127.0.0.1:18800   # + an Erlang LMQ
+
+Writes bench/results/<timestamp>/results.json, results.md and chart.png, and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.metadata
+import os
+import platform
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from bench.install import ensure
+from bench.model import FULL, QUICK, Cell, Skip
+from bench.report import write
+from bench.runner import WORKLOADS, Ctx, run_target
+from bench.targets import TARGETS, Env, Target, _deb_version
+
+ALL_WORKLOADS = (*WORKLOADS, "w5_depth")
+FULL_TARGETS = ("ceiling", "memory", "durable-always", "redis", "rabbitmq", "lmq", "durable-interval", "durable-none")
+QUICK_TARGETS = ("ceiling", "memory", "durable-always", "redis", "rabbitmq", "lmq")
+RESULTS = Path(__file__).with_name("results")
+PYLMQ = ("memory", "durable-always", "durable-interval", "durable-none")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="smoke run: small counts, fewest targets, < 3 min")
+    p.add_argument("--targets", help=f"comma list of {', '.join(TARGETS)}")
+    p.add_argument("--workloads", help=f"comma list of {', '.join(ALL_WORKLOADS)}")
+    p.add_argument("--lmq-url", help="an external LMQ's HTTP API, e.g. the original Erlang LMQ")
+    p.add_argument("--lmq-rpc", help="that LMQ's MessagePack-RPC address HOST:PORT")
+    p.add_argument("--no-install", action="store_true", help="never apt-get install missing servers")
+    p.add_argument("--budget", type=float, help="time budget of the whole run in seconds")
+    p.add_argument("--cell-seconds", type=float, help="time bound of one measured cell")
+    p.add_argument("--out", type=Path, help="results directory (default bench/results/<timestamp>)")
+    return p
+
+
+def _versions() -> dict[str, Any]:
+    libs = {}
+    for name in ("pylmq", "aiohttp", "msgpack", "uvloop", "multidict", "yarl", "aio-pika", "redis", "matplotlib"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            libs[name] = importlib.metadata.version(name)
+    try:
+        import msgpack
+
+        libs["msgpack_c_extension"] = msgpack.Packer.__module__ != "msgpack.fallback"
+    except ImportError:
+        pass
+    debs = {p: _deb_version(p) for p in ("wrk", "nginx-light", "redis-server", "rabbitmq-server", "erlang-base")}
+    return {"python_packages": libs, "debian_packages": debs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    budget = QUICK if args.quick else FULL
+    if args.cell_seconds:
+        budget = replace(budget, cell_seconds=args.cell_seconds)
+    total = args.budget or (150.0 if args.quick else 780.0)
+    names = args.targets.split(",") if args.targets else list(QUICK_TARGETS if args.quick else FULL_TARGETS)
+    workloads = args.workloads.split(",") if args.workloads else list(ALL_WORKLOADS)
+    for n in names:
+        if n not in TARGETS:
+            print(f"bench: unknown target {n!r}; known: {', '.join(TARGETS)}", file=sys.stderr)
+            return 2
+    for w in workloads:
+        if w not in ALL_WORKLOADS:
+            print(f"bench: unknown workload {w!r}; known: {', '.join(ALL_WORKLOADS)}", file=sys.stderr)
+            return 2
+    # The quick run installs only wrk and nginx; the references run if already there.
+    allow_install = not args.no_install
+    started = time.strftime("%Y%m%d-%H%M%S")
+    out = args.out or RESULTS / started
+    out.mkdir(parents=True, exist_ok=True)
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    # SIGTERM ends the run like Ctrl-C: servers are stopped in the finally below.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with contextlib.suppress(ValueError, OSError):
+        import resource
+
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+    t0 = time.monotonic()
+    deadline = t0 + total
+    wrk = ensure("wrk", allow_install=allow_install)
+    cells: list[Cell] = []
+    targets_meta: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="pylmq-bench-") as scratch:
+        env = Env(Path(scratch), allow_install and not args.quick, allow_install, args.lmq_url, args.lmq_rpc)
+        for name in names:
+            target: Target = TARGETS[name](env)
+            if time.monotonic() > deadline:
+                targets_meta[target.name] = {"skipped": "the run's time budget was spent"}
+                continue
+            log(f"== {target.name}")
+            try:
+                target.start()
+            except Skip as e:
+                log(f"  skipped: {e}")
+                targets_meta[target.name] = {"skipped": str(e)}
+                continue
+            try:
+                targets_meta[target.name] = target.info()
+                ctx = Ctx(target, budget, wrk, log)
+                cells += run_target(ctx, workloads, deadline)
+            finally:
+                target.stop()
+    meta = {
+        "started": started,
+        "mode": "quick" if args.quick else "full",
+        "seconds": time.monotonic() - t0,
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "budget": asdict(budget),
+        "targets": targets_meta,
+        "load_generator": {"http": "wrk + bench/lua/lmq.lua", "other": "bench/pygen.py (uvloop), 2 processes"},
+        **_versions(),
+    }
+    md = write(out, cells, meta)
+    print(md)
+    print(f"results: {out}/results.md, {out}/results.json, chart {out}/chart.png")
+    # A smoke run asserts no speed, but a pylmq that answers nothing at all is a failure.
+    if not any(c.msgs and c.target.startswith("pylmq-") for c in cells) and any(n in names for n in PYLMQ):
+        print("bench: no pylmq cell measured anything", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+"""Client drivers of the Python load generator: one small async API over four protocols.
+
+Each driver is one connection (a channel for AMQP) and speaks its protocol directly, with as
+little client-side work as possible so that the generator measures the server:
+
+- ``rpc``: LMQ's MessagePack-RPC over a raw asyncio protocol; requests from concurrent callers
+  on one connection are pipelined (matched by msgid).
+- ``http``: LMQ's HTTP API over a raw keep-alive connection (one request at a time).
+- ``amqp``: RabbitMQ through aio-pika: durable queues, persistent messages with publisher
+  confirms, consumers with manual ack and a prefetch window.
+- ``redis``: a Redis stream per queue with one consumer group: XADD, XREADGROUP, XACK + XDEL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import msgpack
+
+__all__ = ["DRIVERS", "Driver"]
+
+
+class Driver:
+    async def connect(self) -> None:
+        raise NotImplementedError
+
+    async def push(self, queue: str, body: bytes) -> None:
+        raise NotImplementedError
+
+    async def pull(self, queue: str, timeout: float) -> Any | None:
+        """A handle of the delivered message, or None when nothing came within ``timeout``."""
+        raise NotImplementedError
+
+    async def probe_pull(self, queue: str) -> Any | None:
+        """One pull that answers at once (workload 5)."""
+        return await self.pull(queue, 0)
+
+    async def ack(self, queue: str, handle: Any) -> None:
+        raise NotImplementedError
+
+    async def delete(self, queue: str) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+
+# -- MessagePack-RPC -----------------------------------------------------------------------------
+
+
+class _RpcProtocol(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.unpacker = msgpack.Unpacker(raw=False, use_list=True)
+        self.waiting: dict[int, asyncio.Future[Any]] = {}
+        self.transport: asyncio.Transport | None = None
+        self.lost: Exception | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport
+
+    def data_received(self, data: bytes) -> None:
+        self.unpacker.feed(data)
+        for msg in self.unpacker:
+            fut = self.waiting.pop(msg[1], None)
+            if fut is not None and not fut.done():
+                if msg[2] is not None:
+                    fut.set_exception(RuntimeError(f"rpc error: {msg[2]!r}"))
+                else:
+                    fut.set_result(msg[3])
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = exc or ConnectionError("connection closed")
+        for fut in self.waiting.values():
+            if not fut.done():
+                fut.set_exception(self.lost)
+        self.waiting.clear()
+
+
+class RpcDriver(Driver):
+    def __init__(self, host: str, port: int) -> None:
+        self.addr = (host, port)
+        self.proto: _RpcProtocol | None = None
+        self.msgid = 0
+        self.packer = msgpack.Packer(use_bin_type=True)
+
+    async def connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        _, self.proto = await loop.create_connection(_RpcProtocol, *self.addr)
+
+    async def call(self, method: str, params: list[Any]) -> Any:
+        proto = self.proto
+        assert proto is not None and proto.transport is not None
+        if proto.lost is not None:
+            raise proto.lost
+        self.msgid = (self.msgid + 1) & 0x7FFFFFFF
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        proto.waiting[self.msgid] = fut
+        proto.transport.write(self.packer.pack([0, self.msgid, method, params]))
+        return await fut
+
+    async def push(self, queue: str, body: bytes) -> None:
+        await self.call("push", [queue, body])
+
+    async def pull(self, queue: str, timeout: float) -> Any | None:
+        got = await self.call("pull", [queue, timeout])
+        return None if got == "empty" else got["id"]
+
+    async def ack(self, queue: str, handle: Any) -> None:
+        await self.call("done", [queue, handle])
+
+    async def delete(self, queue: str) -> None:
+        await self.call("delete", [queue])
+
+    async def close(self) -> None:
+        if self.proto is not None and self.proto.transport is not None:
+            self.proto.transport.close()
+
+
+# -- HTTP ------------------------------------------------------------------------------------------
+
+
+class HttpDriver(Driver):
+    def __init__(self, host: str, port: int) -> None:
+        self.addr = (host, port)
+        self.host_header = f"{host}:{port}"
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def connect(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection(*self.addr)
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, dict[bytes, bytes]]:
+        assert self.reader is not None and self.writer is not None
+        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host_header}\r\n"
+        if body or method == "POST":
+            head += f"Content-Type: application/octet-stream\r\nContent-Length: {len(body)}\r\n"
+        self.writer.write(head.encode() + b"\r\n" + body)
+        raw = await self.reader.readuntil(b"\r\n\r\n")
+        lines = raw[:-4].split(b"\r\n")
+        status = int(lines[0].split(b" ", 2)[1])
+        headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(b":")
+            headers[k.strip().lower()] = v.strip()
+        n = int(headers.get(b"content-length", b"0"))
+        if n:
+            await self.reader.readexactly(n)
+        return status, headers
+
+    async def push(self, queue: str, body: bytes) -> None:
+        status, _ = await self.request("POST", f"/messages/{queue}", body)
+        if status != 200:
+            raise RuntimeError(f"push answered {status}")
+
+    async def pull(self, queue: str, timeout: float) -> Any | None:
+        t = int(timeout) if float(timeout).is_integer() else timeout
+        status, headers = await self.request("GET", f"/messages/{queue}?t={t}")
+        mid = headers.get(b"x-lmq-message-id")
+        if mid is None and status not in (200, 204):
+            raise RuntimeError(f"pull answered {status}")
+        return None if mid is None else mid.decode()
+
+    async def ack(self, queue: str, handle: Any) -> None:
+        status, _ = await self.request("POST", f"/messages/{queue}/{handle}?reply=ack")
+        if status not in (200, 204):
+            raise RuntimeError(f"ack answered {status}")
+
+    async def delete(self, queue: str) -> None:
+        await self.request("DELETE", f"/queues/{queue}")
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            with contextlib.suppress(Exception):
+                await self.writer.wait_closed()
+
+
+# -- RabbitMQ (AMQP 0-9-1) ---------------------------------------------------------------------------
+
+_amqp_connections: dict[str, Any] = {}
+
+
+class AmqpDriver(Driver):
+    PREFETCH = 64
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.channel: Any = None
+        self.queues: dict[str, Any] = {}
+        self.buffers: dict[str, asyncio.Queue[Any]] = {}
+
+    async def connect(self) -> None:
+        import aio_pika
+
+        # One connection per worker process, one channel per driver (RabbitMQ's usual shape).
+        conn = _amqp_connections.get(self.url)
+        if conn is None:
+            conn = await aio_pika.connect(self.url)
+            _amqp_connections[self.url] = conn
+        self.channel = await conn.channel(publisher_confirms=True)
+        await self.channel.set_qos(prefetch_count=self.PREFETCH)
+
+    async def _queue(self, name: str) -> Any:
+        q = self.queues.get(name)
+        if q is None:
+            q = await self.channel.declare_queue(name, durable=True)
+            self.queues[name] = q
+        return q
+
+    async def push(self, queue: str, body: bytes) -> None:
+        import aio_pika
+
+        await self._queue(queue)
+        msg = aio_pika.Message(body, delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
+        await self.channel.default_exchange.publish(msg, routing_key=queue)
+
+    async def pull(self, queue: str, timeout: float) -> Any | None:
+        buf = self.buffers.get(queue)
+        if buf is None:
+            buf = asyncio.Queue()
+            self.buffers[queue] = buf
+            q = await self._queue(queue)
+            await q.consume(buf.put, no_ack=False)
+        # A consumer is pushed messages; "nothing within t" needs some wait even for t=0.
+        try:
+            return await asyncio.wait_for(buf.get(), max(timeout, 0.5))
+        except TimeoutError:
+            return None
+
+    async def probe_pull(self, queue: str) -> Any | None:
+        q = await self._queue(queue)
+        return await q.get(no_ack=False, fail=False)
+
+    async def ack(self, queue: str, handle: Any) -> None:
+        await handle.ack()
+
+    async def delete(self, queue: str) -> None:
+        await self.channel.queue_delete(queue)
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.channel.close()
+        for url in list(_amqp_connections):
+            conn = _amqp_connections.pop(url)
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+
+# -- Redis streams ---------------------------------------------------------------------------------
+
+_GROUP = "bench"
+
+
+class RedisDriver(Driver):
+    _seq = 0
+
+    def __init__(self, host: str, port: int) -> None:
+        self.addr = (host, port)
+        self.client: Any = None
+        self.groups: set[str] = set()
+        RedisDriver._seq += 1
+        self.consumer = f"c{RedisDriver._seq}"
+
+    async def connect(self) -> None:
+        import redis.asyncio as aioredis
+
+        self.client = aioredis.Redis(host=self.addr[0], port=self.addr[1])
+        await self.client.ping()
+
+    async def _group(self, queue: str) -> None:
+        if queue in self.groups:
+            return
+        import redis.exceptions
+
+        try:
+            await self.client.xgroup_create(queue, _GROUP, id="0", mkstream=True)
+        except redis.exceptions.ResponseError as e:
+            if "BUSYGROUP" not in str(e):
+                raise
+        self.groups.add(queue)
+
+    async def push(self, queue: str, body: bytes) -> None:
+        await self._group(queue)
+        await self.client.xadd(queue, {b"b": body})
+
+    async def pull(self, queue: str, timeout: float) -> Any | None:
+        await self._group(queue)
+        block = int(timeout * 1000) if timeout > 0 else None
+        got = await self.client.xreadgroup(_GROUP, self.consumer, {queue: ">"}, count=1, block=block)
+        if not got or not got[0][1]:
+            return None
+        return got[0][1][0][0]
+
+    async def ack(self, queue: str, handle: Any) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.xack(queue, _GROUP, handle)
+        pipe.xdel(queue, handle)
+        await pipe.execute()
+
+    async def delete(self, queue: str) -> None:
+        await self.client.delete(queue)
+        self.groups.discard(queue)
+
+    async def close(self) -> None:
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                await self.client.aclose()
+
+
+def make_driver(kind: str, addr: list[Any] | str) -> Driver:
+    if kind == "rpc":
+        return RpcDriver(addr[0], int(addr[1]))
+    if kind == "http":
+        return HttpDriver(addr[0], int(addr[1]))
+    if kind == "amqp":
+        assert isinstance(addr, str)
+        return AmqpDriver(addr)
+    if kind == "redis":
+        return RedisDriver(addr[0], int(addr[1]))
+    raise ValueError(f"unknown driver {kind!r}")
+
+
+DRIVERS = ("rpc", "http", "amqp", "redis")

@@ -1,0 +1,309 @@
+"""The Python load generator: worker processes running lanes of clients on uvloop.
+
+A lane is one driver (one connection) with a role and a count; ``window`` concurrent loops on a
+lane pipeline its requests where the protocol allows. Workers connect, print ``READY``, wait for
+``GO`` on stdin (so that all start together), run until their counts are done or the time bound,
+and print ``RESULT <json>`` with counts, latencies and their own CPU time.
+
+    python -m bench.pygen '<spec json>'      (run by :func:`run_lanes`)
+
+Roles: ``push`` (``quota`` pushes), ``drain`` (pull t=0 and ack until empty or ``quota``),
+``consume`` (pull t=``pull_t`` and ack until empty or ``quota``), ``idle`` (long polls with
+t=30 until stopped), ``probe`` (``quota`` times: one pull t=0, then its ack, timed apart).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import resource
+import select
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.drivers import Driver, make_driver
+
+__all__ = ["Lane", "LaneSet", "run_lanes"]
+
+
+@dataclass
+class Lane:
+    role: str
+    queue: str
+    quota: int = 0
+    window: int = 1
+
+
+@dataclass
+class LaneSet:
+    """Counts and latencies (ms) of a set of lanes; merged across workers."""
+
+    pushed: int = 0
+    acked: int = 0
+    empties: int = 0
+    errors: int = 0
+    first: float = 0.0
+    last: float = 0.0
+    lat: list[float] = field(default_factory=list)
+    pull_lat: list[float] = field(default_factory=list)
+    ack_lat: list[float] = field(default_factory=list)
+    cpu_s: float = 0.0
+    error_text: str = ""
+
+    def merge(self, other: dict[str, Any]) -> None:
+        self.pushed += other["pushed"]
+        self.acked += other["acked"]
+        self.empties += other["empties"]
+        self.errors += other["errors"]
+        if other["first"] and (not self.first or other["first"] < self.first):
+            self.first = other["first"]
+        self.last = max(self.last, other["last"])
+        self.lat += other["lat"]
+        self.pull_lat += other["pull_lat"]
+        self.ack_lat += other["ack_lat"]
+        self.cpu_s += other["cpu_s"]
+        self.error_text = self.error_text or other["error_text"]
+
+
+# -- worker side ------------------------------------------------------------------------------------
+
+
+class _Worker:
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.body = b"x" * int(spec["body"])
+        self.pull_t = float(spec["pull_t"])
+        self.res = LaneSet()
+        self.deadline = 0.0
+
+    def _mark(self) -> None:
+        now = time.monotonic()
+        if not self.res.first:
+            self.res.first = now
+        self.res.last = now
+
+    async def _lane(self, driver: Driver, lane: Lane) -> None:
+        left = [lane.quota]
+
+        async def push_loop() -> None:
+            while left[0] > 0 and time.monotonic() < self.deadline:
+                left[0] -= 1
+                t = time.perf_counter()
+                await driver.push(lane.queue, self.body)
+                self.res.lat.append((time.perf_counter() - t) * 1000)
+                self.res.pushed += 1
+                self._mark()
+
+        async def take_loop(timeout: float) -> None:
+            while left[0] > 0 and time.monotonic() < self.deadline:
+                t = time.perf_counter()
+                handle = await driver.pull(lane.queue, timeout)
+                t2 = time.perf_counter()
+                self.res.lat.append((t2 - t) * 1000)
+                if handle is None:
+                    self.res.empties += 1
+                    return
+                left[0] -= 1
+                await driver.ack(lane.queue, handle)
+                self.res.lat.append((time.perf_counter() - t2) * 1000)
+                self.res.acked += 1
+                self._mark()
+
+        async def idle_loop() -> None:
+            while time.monotonic() < self.deadline:
+                if await driver.pull(lane.queue, 30) is not None:
+                    self.res.acked += 1
+
+        async def probe_loop() -> None:
+            for _ in range(lane.quota):
+                t = time.perf_counter()
+                handle = await driver.probe_pull(lane.queue)
+                t2 = time.perf_counter()
+                if handle is None:
+                    self.res.empties += 1
+                    return
+                await driver.ack(lane.queue, handle)
+                t3 = time.perf_counter()
+                self.res.pull_lat.append((t2 - t) * 1000)
+                self.res.ack_lat.append((t3 - t2) * 1000)
+                self.res.lat.append((t3 - t) * 1000)
+                self.res.acked += 1
+                self._mark()
+
+        if lane.role == "push":
+            loops = [push_loop() for _ in range(lane.window)]
+        elif lane.role in ("drain", "consume"):
+            timeout = 0.0 if lane.role == "drain" else self.pull_t
+            loops = [take_loop(timeout) for _ in range(lane.window)]
+        elif lane.role == "idle":
+            loops = [idle_loop()]
+        elif lane.role == "probe":
+            loops = [probe_loop()]
+        else:
+            raise ValueError(f"unknown role {lane.role!r}")
+        await asyncio.gather(*loops)
+
+    async def main(self) -> None:
+        lanes = [Lane(**x) for x in self.spec["lanes"]]
+        drivers = [make_driver(self.spec["driver"], self.spec["addr"]) for _ in lanes]
+        sem = asyncio.Semaphore(64)
+
+        async def connect(d: Driver) -> None:
+            async with sem:
+                await d.connect()
+
+        await asyncio.gather(*(connect(d) for d in drivers))
+        print("READY", flush=True)
+        loop = asyncio.get_running_loop()
+        go = loop.create_future()
+        loop.add_reader(sys.stdin.fileno(), lambda: go.done() or go.set_result(None))
+        await go
+        loop.remove_reader(sys.stdin.fileno())
+        sys.stdin.readline()
+        self.deadline = time.monotonic() + float(self.spec["seconds"])
+        ru0 = resource.getrusage(resource.RUSAGE_SELF)
+        tasks = [loop.create_task(self._lane(d, lane)) for d, lane in zip(drivers, lanes, strict=True)]
+        # Idle lanes run until told to stop (a second line on stdin) or their time bound.
+        stop = loop.create_future()
+        loop.add_reader(sys.stdin.fileno(), lambda: stop.done() or stop.set_result(None))
+        _done, _ = await asyncio.wait(
+            [*tasks, stop] if any(lane.role == "idle" for lane in lanes) else tasks,
+            timeout=float(self.spec["seconds"]) + 30,
+            return_when=asyncio.FIRST_COMPLETED if any(lane.role == "idle" for lane in lanes) else "ALL_COMPLETED",
+        )
+        for t in tasks:
+            if not t.done():
+                t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+            if t.done() and not t.cancelled() and t.exception() is not None:
+                self.res.errors += 1
+                exc = t.exception()
+                assert exc is not None
+                where = traceback.extract_tb(exc.__traceback__)[-1]
+                text = f"{exc!r} at {Path(where.filename).name}:{where.lineno}"
+                self.res.error_text = self.res.error_text or text[:300]
+        ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        self.res.cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+        for d in drivers:
+            with contextlib.suppress(Exception):
+                await d.close()
+        print("RESULT " + json.dumps(self.res.__dict__), flush=True)
+
+
+def _worker_main(spec_text: str) -> None:
+    spec = json.loads(spec_text)
+    try:
+        import uvloop
+
+        runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    except ImportError:
+        runner = asyncio.Runner()
+    with runner:
+        runner.run(_Worker(spec).main())
+
+
+# -- driver side ------------------------------------------------------------------------------------
+
+
+class Workers:
+    """Worker processes for one cell: started and connected, then released together."""
+
+    def __init__(self, driver: str, addr: Any, lanes: list[Lane], *, procs: int, seconds: float,
+                 body: int = 100, pull_t: float = 1.0) -> None:  # fmt: skip
+        procs = max(1, min(procs, len(lanes)))
+        self.popens: list[subprocess.Popen[str]] = []
+        self.seconds = seconds
+        for i in range(procs):
+            spec = {
+                "driver": driver, "addr": addr, "lanes": [lane.__dict__ for lane in lanes[i::procs]],
+                "seconds": seconds, "body": body, "pull_t": pull_t,
+            }  # fmt: skip
+            self.popens.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "bench.pygen", json.dumps(spec)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    start_new_session=True,
+                )
+            )
+
+    def ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        for p in self.popens:
+            assert p.stdout is not None
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
+                    raise RuntimeError("load generator did not connect in time")
+                line = p.stdout.readline()
+                if not line:
+                    err = p.stderr.read() if p.stderr else ""
+                    raise RuntimeError(f"load generator failed: {err[-800:]}")
+                if line.startswith("READY"):
+                    break
+
+    def go(self) -> None:
+        for p in self.popens:
+            assert p.stdin is not None
+            p.stdin.write("GO\n")
+            p.stdin.flush()
+
+    def stop_idle(self) -> None:
+        for p in self.popens:
+            with contextlib.suppress(OSError):
+                assert p.stdin is not None
+                p.stdin.write("STOP\n")
+                p.stdin.flush()
+
+    def results(self) -> LaneSet:
+        total = LaneSet()
+        deadline = time.monotonic() + self.seconds + 60
+        try:
+            for p in self.popens:
+                assert p.stdout is not None
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
+                        raise RuntimeError("load generator did not finish in time")
+                    line = p.stdout.readline()
+                    if not line:
+                        err = p.stderr.read() if p.stderr else ""
+                        raise RuntimeError(f"load generator failed: {err[-800:]}")
+                    if line.startswith("RESULT "):
+                        total.merge(json.loads(line[7:]))
+                        break
+        finally:
+            self.kill()
+        return total
+
+    def kill(self) -> None:
+        for p in self.popens:
+            if p.poll() is None:
+                p.kill()
+            with contextlib.suppress(Exception):
+                p.wait(5)
+
+
+def run_lanes(driver: str, addr: Any, lanes: list[Lane], *, procs: int, seconds: float,
+              body: int = 100, pull_t: float = 1.0) -> LaneSet:  # fmt: skip
+    w = Workers(driver, addr, lanes, procs=procs, seconds=seconds, body=body, pull_t=pull_t)
+    try:
+        w.ready()
+        w.go()
+        return w.results()
+    finally:
+        w.kill()
+
+
+if __name__ == "__main__":
+    _worker_main(sys.argv[1])

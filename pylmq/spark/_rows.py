@@ -100,9 +100,7 @@ def push_columns(
     types = dict(fields)
     extra = [n for n in names if n not in WRITE_COLUMNS]
     if extra:
-        raise BadRequest(
-            f"lmq write takes the columns body, content_type and queue; select away {', '.join(extra)}"
-        )
+        raise BadRequest(f"lmq write takes the columns body, content_type and queue; select away {', '.join(extra)}")
     if "body" not in types:
         raise BadRequest("lmq write needs a 'body' column (binary or string)")
     if types["body"] not in ("binary", "string"):

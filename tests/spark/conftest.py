@@ -122,4 +122,3 @@ def wait_until(what: str, check: Any, deadline: float = 60.0) -> None:
         if time.monotonic() > end:
             pytest.fail(f"gave up waiting {deadline:.0f} s for {what}")
         time.sleep(0.2)
-

@@ -1,0 +1,505 @@
+"""Membership of a pylmq node in an Erlang LMQ cluster: join, leave, peers, node-down, fallback.
+
+A :class:`Cluster` owns, on the node's hidden Erlang distribution node:
+
+- the ``lmq_event`` process, which takes part in LMQ's event protocol (LMQ-FACTS.md section 5):
+  it accepts ``{notify, {remote, Event}}``; ``{join_node, N}`` adds N to this node's broadcast
+  list, a remote ``new_message`` wakes this node's pullers, remote ``queue_created`` /
+  ``queue_deleted`` update the queue manager (checked against the mirror, which is the
+  authority: an event can be older than what the mirror already knows);
+- the mirror's subscriber process: subscribed through ``mnesia_subscr`` (for its own pid, which
+  mnesia_subscr links to) on ONE Erlang replica node, so each event arrives once. When that node
+  goes down, or the link reports the subscription gone, it re-subscribes on another peer and
+  re-scans every table (events in the gap are lost, see :mod:`pylmq.cluster.mirror`);
+- the peer list (Mnesia's running db nodes that this node is connected to), refreshed every
+  second, and the Python members (other pylmq nodes, found among the cluster's hidden nodes
+  with ``lmq_cluster:hello``), for ``lmq-admin status`` and event broadcast.
+
+Joining (``lmq-admin join NODE`` or ``{join, Node}`` in app.config): connect and check that
+NODE runs Mnesia; announce this node with ``{join_node, Self}`` to every Erlang node's
+``lmq_event`` (a pylmq node never asks LMQ to run ``lmq_console:add_new_node`` on it: real LMQ
+would record it as a db node whose table copies never load); subscribe and scan; put the Python
+side's own messages into the cluster; then serve the cluster's queues (the store switches to
+``cluster`` mode, like LMQ's join restarts its application). Leaving stops serving the cluster's
+queues: the subscriptions end, and the node starts over on its own, empty, as LMQ's leave does;
+messages it had delivered and that are not acked come back elsewhere at their deadline.
+
+When the last Erlang peer is gone the node goes on alone: its local store is seeded from the
+mirror (every queue, its props, the default props and every record with its id, state and
+deadline) and serves (``standalone``, logged at warning and shown by ``lmq-admin status``).
+Several pylmq nodes that lose the cluster together each go on with a full copy (availability
+first: a message may then be delivered by each of them; none is lost).
+
+Re-joining (``lmq-admin join`` to a restarted Erlang node): the cluster wins where it has data
+and the Python side fills in what it lacks. Queue props and the default list already in the
+cluster are kept; queues only the Python side has are created with its props; every record the
+Python side holds whose uuid the cluster does not have is written with its id, state, retry
+and content (``mnesia:dirty_write``, the one write outside ``lmq_lib``: no ``lmq_lib`` call keeps
+an id). So messages pushed or still unacked during the standalone time go back into the
+cluster, and a cluster that came back empty is seeded from the Python side's data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+from pylmq.cluster.mirror import ADMIN_TABLES, LMQ_INFO, QUEUE_INFO, SCHEMA
+from pylmq.cluster.terms import default_list_to_term, message_to_term, name_from_atom, name_to_atom, props_to_term
+from pylmq.core.manager import QueueManager
+from pylmq.dist import Atom, Node, Process
+from pylmq.dist.terms import Pid, Term
+from pylmq.errors import ClusterError, DistError
+from pylmq.store.mnesia import CLUSTER, LOCAL, MnesiaStore
+
+__all__ = ["Cluster"]
+
+log = logging.getLogger("pylmq.cluster")
+
+A = Atom
+NOTIFY, REMOTE = A("notify"), A("remote")
+JOIN_NODE, NEW_MESSAGE = A("join_node"), A("new_message")
+QUEUE_CREATED, QUEUE_DELETED = A("queue_created"), A("queue_deleted")
+SYNC_NOTIFY, EXIT, OK, ERROR = A("sync_notify"), A("EXIT"), A("ok"), A("error")
+TABLE, SIMPLE = A("table"), A("simple")
+REFRESH_INTERVAL = 1.0
+CALL_TIMEOUT = 15.0
+
+
+class Cluster:
+    def __init__(
+        self, dist: Node, store: MnesiaStore, manager: QueueManager, *, refresh_interval: float = REFRESH_INTERVAL
+    ) -> None:
+        self.dist = dist
+        self.store = store
+        self.manager = manager
+        self.refresh_interval = refresh_interval
+        self.sub_node: str | None = None
+        self.db_nodes: set[str] = set()  # every Erlang db node seen since the join
+        self.running: list[str] = []  # Erlang peers serving: running db nodes we are connected to
+        self.python_nodes: dict[str, bool] = {}  # other pylmq members -> connected
+        self.event_nodes: set[str] = set()  # nodes that announced themselves with join_node
+        self._not_pylmq: set[str] = set()
+        self._sync_lock = asyncio.Lock()
+        self._op_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._refresher: asyncio.Task[None] | None = None
+        self._subscriber: Process | None = None
+        self._events = dist.spawn("lmq_event", self._on_event)
+        store.mirror.listener = self
+        dist.register_function("lmq_cluster", "hello", self._hello)
+        self._cancel_monitor = dist.monitor_node("*", self._on_nodedown)
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def mode(self) -> str:
+        return self.store.mode
+
+    def status_nodes(self) -> tuple[list[str], list[str]]:
+        """(all nodes, active nodes), Erlang and Python, this node included."""
+        me = self.dist.name
+        every = self.db_nodes | set(self.python_nodes) | {me}
+        active = {me}
+        if self.mode == CLUSTER:
+            active |= set(self.running) | {n for n, up in self.python_nodes.items() if up}
+        return sorted(every), sorted(active)
+
+    # ------------------------------------------------------------------ PeerLink (for the store)
+
+    def peers(self) -> list[str]:
+        return list(self.running)
+
+    async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
+        return await self.dist.rpc(peer, module, function, args, timeout)
+
+    def pushed(self, name: str) -> None:
+        self._broadcast((NEW_MESSAGE, name_to_atom(name)))
+
+    def props_changed(self, names: list[str]) -> None:
+        for name in names:
+            self._broadcast((QUEUE_CREATED, name_to_atom(name)))
+
+    def _broadcast(self, event: Term) -> None:
+        connected = set(self.dist.connected_nodes())
+        targets = (set(self.running) | self.event_nodes | set(self.python_nodes)) & connected
+        msg = (NOTIFY, (REMOTE, event))
+        for node in targets:
+            self.dist.send((A("lmq_event"), A(node)), msg)
+
+    # ------------------------------------------------------------------ join / leave
+
+    async def join(self, node: str) -> None:
+        async with self._op_lock:
+            if self.mode == CLUSTER:
+                raise ClusterError(f"already in the cluster of {self.sub_node}; leave first")
+            if node == self.dist.name or not await self.dist.ping(node):
+                raise ClusterError(f"node {node} is not reachable")
+            try:
+                running = await self.dist.rpc(node, "mnesia", "system_info", [A("is_running")], CALL_TIMEOUT)
+            except DistError as e:
+                raise ClusterError(f"cannot ask {node} about Mnesia: {e.detail}") from e
+            if running is not A("yes"):
+                raise ClusterError(f"node {node} does not run Mnesia (is_running: {running!r})")
+            self.sub_node = node
+            self.running = []
+            await self._refresh_members()
+            await self._resync()
+            seeded = await self._seed_cluster()
+            await self.store.clear_local()
+            self.store.become_cluster(self)
+            await self._sync_manager()
+            self._refresher = asyncio.get_running_loop().create_task(self._refresh_loop(), name="cluster-refresh")
+            log.warning(
+                "joined the LMQ cluster of %s: Erlang nodes %s, %d queues, %d messages of this node put in",
+                node,
+                ", ".join(self.running),
+                len(self.store.mirror.queue_props),
+                seeded,
+            )
+
+    async def leave(self) -> None:
+        async with self._op_lock:
+            if self.mode == LOCAL:
+                raise ClusterError("not in a cluster")
+            await self._stop_refresher()
+            self._end_subscriber()
+            await self.store.become_local()
+            self.sub_node = None
+            self.running = []
+            self.db_nodes.clear()
+            self.python_nodes.clear()
+            await self._sync_manager()
+            log.warning("left the LMQ cluster: serving this node's own queues only")
+
+    async def close(self) -> None:
+        """Stop the tasks (the node is stopping); the cluster keeps the data."""
+        await self._stop_refresher()
+        for t in list(self._tasks):
+            t.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._end_subscriber()
+        self._cancel_monitor()
+
+    async def _stop_refresher(self) -> None:
+        if self._refresher is not None:
+            self._refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresher
+            self._refresher = None
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("cluster task %s failed", task.get_name(), exc_info=task.exception())
+
+    async def _sync_manager(self) -> None:
+        """Make the manager's queues those of the store (after a mode switch)."""
+        names = set(self.store.queue_names())
+        for name in self.manager.queue_names():
+            if name not in names:
+                await self.manager.on_remote_queue_deleted(name)
+        for name in sorted(names):
+            self.manager.on_remote_queue_created(name)
+        self.manager.refresh_props()
+
+    # ------------------------------------------------------------------ seeding the cluster
+
+    async def _seed_cluster(self) -> int:
+        """The Python side's data into the cluster: what the cluster lacks (module docstring)."""
+        node = self.sub_node
+        assert node is not None
+        local, mirror = self.store.local, self.store.mirror
+        if not mirror.defaults and local.default_props():
+            term = default_list_to_term(local.default_props())
+            await self.dist.rpc(node, "lmq_lib", "set_lmq_info", [A("default_props"), term], CALL_TIMEOUT)
+        written = 0
+        for name in local.queue_names():
+            atom = name_to_atom(name)
+            if name not in mirror.queue_props:
+                props = props_to_term(local.queue_props(name) or {})
+                await self.dist.rpc(node, "lmq_lib", "create", [atom, props], CALL_TIMEOUT)
+            t = mirror.table(name)
+            have = {m.id[1] for m in t.rows.values()} if t is not None else set()
+            for msg in local.messages(name):
+                if msg.id[1] in have:
+                    continue
+                result = await self.dist.rpc(node, "mnesia", "dirty_write", [atom, message_to_term(msg)], CALL_TIMEOUT)
+                if result is not OK:
+                    raise ClusterError(
+                        f"could not put message {msg.id[1].hex()} of {name} into the cluster: {result!r}"
+                    )
+                written += 1
+        return written
+
+    # ------------------------------------------------------------------ membership
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.refresh_interval)
+            try:
+                await self._refresh_members()
+            except (DistError, TimeoutError, ClusterError) as e:
+                log.info("cluster membership refresh failed: %s", e)
+
+    async def _refresh_members(self) -> None:
+        node = self.sub_node
+        if node is None:
+            return
+        running = await self.dist.rpc(node, "mnesia", "system_info", [A("running_db_nodes")], CALL_TIMEOUT)
+        db = await self.dist.rpc(node, "mnesia", "system_info", [A("db_nodes")], CALL_TIMEOUT)
+        if not isinstance(running, list) or not isinstance(db, list):
+            raise ClusterError(f"{node} answered running_db_nodes {running!r}, db_nodes {db!r}")
+        self.db_nodes |= {n.name for n in db if isinstance(n, Atom)}
+        serving = []
+        for n in sorted(x.name for x in running if isinstance(x, Atom)):
+            if n not in self.running:
+                try:
+                    await self.dist.connect(n)
+                except DistError as e:
+                    log.info("cannot reach Erlang node %s: %s", n, e.detail)
+                    continue
+                self._announce(n)
+                log.info("Erlang node %s serves the cluster", n)
+            serving.append(n)
+        # Keep the subscription node first: it is the one whose events the mirror follows.
+        self.running = sorted(serving, key=lambda n: n != self.sub_node)
+        await self._find_python_nodes(node)
+
+    def _announce(self, node: str) -> None:
+        self.dist.send((A("lmq_event"), A(node)), (NOTIFY, (REMOTE, (JOIN_NODE, self.dist.atom))))
+
+    async def _find_python_nodes(self, node: str) -> None:
+        hidden = await self.dist.rpc(node, "erlang", "nodes", [A("hidden")], CALL_TIMEOUT)
+        for n in (x.name for x in hidden if isinstance(x, Atom)) if isinstance(hidden, list) else []:
+            if n == self.dist.name or n in self._not_pylmq or self.python_nodes.get(n):
+                continue
+            try:
+                reply = await self.dist.rpc(n, "lmq_cluster", "hello", [self.dist.atom], 2.0)
+            except DistError as e:
+                if "undef" in e.detail:
+                    self._not_pylmq.add(n)
+                continue
+            except TimeoutError:
+                continue
+            if reply is OK:
+                self._python_member(n)
+
+    def _python_member(self, node: str) -> None:
+        if not self.python_nodes.get(node):
+            log.info("pylmq node %s is a member", node)
+        self.python_nodes[node] = True
+        self.event_nodes.add(node)
+
+    def _hello(self, node: Term) -> Term:
+        if not isinstance(node, Atom) or self.mode != CLUSTER:
+            return (ERROR, A("not_joined"))
+        self._python_member(node.name)
+        return OK
+
+    def _on_nodedown(self, peer: str, reason: str) -> None:
+        if peer in self.python_nodes:
+            self.python_nodes[peer] = False
+        if peer not in self.running:
+            return
+        self.running.remove(peer)
+        if self.mode != CLUSTER:
+            return
+        log.warning("Erlang node %s is down (%s); %d left", peer, reason, len(self.running))
+        if not self.running:
+            self._spawn(self._go_standalone(), "cluster-standalone")
+        elif peer == self.sub_node:
+            self.sub_node = self.running[0]
+            self._spawn(self._resync_or_standalone(), "cluster-resync")
+
+    async def _resync_or_standalone(self) -> None:
+        try:
+            await self._resync()
+        except (DistError, TimeoutError, ClusterError) as e:
+            log.error("re-subscribing on %s failed: %s", self.sub_node, e)
+
+    async def _go_standalone(self) -> None:
+        async with self._op_lock:
+            if self.mode != CLUSTER or self.running:
+                return
+            await self._stop_refresher()
+            self._end_subscriber()
+            queues, messages = await self.store.become_standalone()
+            self.manager.refresh_props()
+            log.warning(
+                "every Erlang node of the cluster is gone: continuing standalone with %d messages in %d queues",
+                messages,
+                queues,
+            )
+
+    # ------------------------------------------------------------------ the mirror's subscription
+
+    def _ensure_subscriber(self) -> Process:
+        if self._subscriber is None or not self._subscriber.alive:
+            proc = self.dist.spawn(None, self._on_table_event)
+            proc.trap_exit = True  # mnesia_subscr links to us; its node's death must not kill us
+            self._subscriber = proc
+        return self._subscriber
+
+    def _end_subscriber(self) -> None:
+        if self._subscriber is not None and self._subscriber.alive:
+            # Linked mnesia_subscr servers get the exit and drop every subscription of the pid.
+            self._subscriber.exit(A("shutdown"))
+        self._subscriber = None
+
+    def _on_table_event(self, proc: Process, msg: Term) -> None:
+        if self.store.mirror.apply(msg):
+            return
+        if type(msg) is tuple and len(msg) == 3 and msg[0] is EXIT and isinstance(msg[1], Pid):
+            node = msg[1].node.name
+            if node == self.sub_node and node in self.dist.connected_nodes() and self.mode == CLUSTER:
+                log.warning("mnesia_subscr on %s dropped the mirror's subscriptions; re-subscribing", node)
+                self._spawn(self._resync_or_standalone(), "cluster-resync")
+
+    async def _subscribe(self, node: str, table: Atom) -> bool:
+        """True when subscribed (or already); False if the table is gone."""
+        proc = self._ensure_subscriber()
+        for _ in range(50):
+            r = await self.dist.rpc(
+                node, "mnesia_subscr", "subscribe", [proc.pid, (TABLE, table, SIMPLE)], CALL_TIMEOUT
+            )
+            if type(r) is tuple and r and r[0] is OK:
+                return True
+            reason = r[1] if type(r) is tuple and len(r) == 2 and r[0] is ERROR else None
+            kind = reason[0] if type(reason) is tuple and reason else reason
+            if kind is A("already_exists"):
+                return True
+            if kind is A("no_exists"):
+                return False
+            if kind is not A("not_active_local"):
+                raise ClusterError(f"subscribing to {table.name} on {node} failed: {r!r}")
+            await asyncio.sleep(0.05)  # the table is still loading on that node
+        raise ClusterError(f"table {table.name} did not become active on {node}")
+
+    async def _scan(self, node: str, table: Atom) -> list[Term] | None:
+        try:
+            rows = await self.dist.rpc(node, "ets", "tab2list", [table], CALL_TIMEOUT)
+        except DistError:
+            return None  # gone between subscribe and scan (badarg)
+        return rows if isinstance(rows, list) else None
+
+    async def _resync(self) -> None:
+        """Subscribe to everything on the subscription node and scan it (after any gap)."""
+        async with self._sync_lock:
+            node = self.sub_node
+            if node is None:
+                return
+            mirror = self.store.mirror
+            for t in (QUEUE_INFO, LMQ_INFO):
+                mirror.begin(t)
+            await self._subscribe(node, SCHEMA)
+            for t in (QUEUE_INFO, LMQ_INFO):
+                await self._subscribe(node, t)
+            tables = await self.dist.rpc(node, "mnesia", "system_info", [A("tables")], CALL_TIMEOUT)
+            queues = [t for t in tables if isinstance(t, Atom) and t not in ADMIN_TABLES and t is not SCHEMA]
+            wanted = {name_from_atom(t) for t in queues}
+            for name in list(mirror.tables):
+                if name not in wanted:
+                    mirror.drop(name_to_atom(name))
+            for t in queues:
+                mirror.begin(t)
+            live = [t for t in queues if await self._subscribe(node, t)]
+            for t in (QUEUE_INFO, LMQ_INFO, *live):
+                rows = await self._scan(node, t)
+                if rows is None:
+                    mirror.drop(t)
+                else:
+                    mirror.load(t, rows)
+            for t in queues:
+                if t not in live:
+                    mirror.drop(t)
+
+    async def _load_table(self, table: Atom) -> None:
+        async with self._sync_lock:
+            node = self.sub_node
+            if node is None or table not in self.store.mirror.loading():
+                return
+            if not await self._subscribe(node, table):
+                self.store.mirror.drop(table)
+                return
+            rows = await self._scan(node, table)
+            if rows is None:
+                self.store.mirror.drop(table)
+            else:
+                self.store.mirror.load(table, rows)
+
+    # ------------------------------------------------------------------ MirrorListener
+
+    def _serving(self) -> bool:
+        return self.mode == CLUSTER
+
+    def on_queue_created(self, name: str) -> None:
+        if self._serving():
+            self.manager.on_remote_queue_created(name)
+            self.manager.refresh_props([name])
+
+    def on_queue_props(self, name: str) -> None:
+        if self._serving():
+            self.manager.refresh_props([name])
+
+    def on_queue_deleted(self, name: str) -> None:
+        if self._serving():
+            self._spawn(self.manager.on_remote_queue_deleted(name), f"cluster-delete-{name}")
+
+    def on_messages(self, name: str) -> None:
+        if self._serving():
+            self.manager.on_remote_new_message(name)
+
+    def on_defaults(self) -> None:
+        if self._serving():
+            self.manager.refresh_props()
+
+    def on_table_created(self, table: Atom) -> None:
+        if self.sub_node is not None:
+            self._spawn(self._load_table(table), f"cluster-load-{table.name}")
+
+    # ------------------------------------------------------------------ lmq_event
+
+    def _on_event(self, proc: Process, msg: Term) -> None:
+        if type(msg) is not tuple:
+            return
+        if len(msg) == 2 and msg[0] is NOTIFY:
+            event = msg[1]
+        elif len(msg) == 3 and type(msg[2]) is tuple and len(msg[2]) == 2 and msg[2][0] is SYNC_NOTIFY:
+            event = msg[2][1]
+            caller, tag = msg[1] if type(msg[1]) is tuple and len(msg[1]) == 2 else (msg[0], None)
+            if isinstance(caller, Pid):
+                proc.send(caller, (tag, OK))  # gen_event:sync_notify waits for this
+        else:
+            return
+        if type(event) is tuple and len(event) == 2 and event[0] is REMOTE:
+            self._on_remote(event[1])
+
+    def _on_remote(self, event: Term) -> None:
+        if type(event) is not tuple or len(event) != 2 or not isinstance(event[1], Atom):
+            return
+        kind, arg = event
+        if kind is JOIN_NODE:
+            self.event_nodes.add(arg.name)
+            return
+        if not self._serving():
+            return
+        name = name_from_atom(arg)
+        mirror = self.store.mirror
+        if kind is NEW_MESSAGE:
+            self.manager.on_remote_new_message(name)
+        elif kind is QUEUE_CREATED and name in mirror.queue_props:
+            # The mirror decides whether the queue exists: an event may be older than it.
+            self.manager.on_remote_queue_created(name)
+            self.manager.refresh_props([name])
+        elif kind is QUEUE_DELETED and name not in mirror.queue_props and name in self.manager.queue_names():
+            self._spawn(self.manager.on_remote_queue_deleted(name), f"cluster-delete-{name}")

@@ -1,0 +1,314 @@
+"""A local, indexed mirror of the cluster's LMQ tables, fed by Mnesia table events.
+
+Sans-IO: :class:`Mirror` takes the terms that ``mnesia_subscr`` sends to a subscribed pid
+(``{mnesia_table_event, Event}``, simple subscriptions) and the rows of table scans, and keeps:
+
+- one :class:`MirrorTable` per queue table, an ordered set keyed by message id exactly like the
+  Mnesia ``ordered_set`` (a heap of ids with lazy deletion: first record, size, bytes in
+  O(log n));
+- every queue's own props (``'__lmq_queue_info__'``) and the default list (``'__lmq_info__'``).
+
+Whoever owns the subscription (:mod:`pylmq.cluster.cluster`) subscribes, then scans. Events are
+applied as they come; while a table is *loading* they are also recorded. :meth:`Mirror.load`
+replaces the table by the scan and replays the recorded events on top. Every event is a write or a
+delete of one key, so replaying events that the scan already reflects is harmless (last event per
+key wins), and events that came after the scan are not lost whatever order the scan's answer and
+the events arrived in. After any gap (subscription node down, reconnect) the owner begins loading
+again and re-scans every table.
+
+A :class:`MirrorListener` hears what the queue layer cares about: queues appearing, changing
+props or disappearing, records changing (wake waiters), the default list changing, and queue
+tables appearing or disappearing in the schema (the owner then subscribes to / scans them).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from typing import Protocol
+
+from pylmq.cluster.terms import (
+    default_list_from_term,
+    message_from_term,
+    name_from_atom,
+    props_from_term,
+)
+from pylmq.core.message import Message, MessageId
+from pylmq.core.props import DefaultList, RawProps
+from pylmq.core.table import RECORD_OVERHEAD
+from pylmq.dist.terms import Atom, Term
+
+__all__ = ["ADMIN_TABLES", "LMQ_INFO", "QUEUE_INFO", "SCHEMA", "Mirror", "MirrorListener", "MirrorTable"]
+
+log = logging.getLogger("pylmq.cluster.mirror")
+
+A = Atom
+SCHEMA = A("schema")
+QUEUE_INFO = A("__lmq_queue_info__")
+LMQ_INFO = A("__lmq_info__")
+ADMIN_TABLES = frozenset({QUEUE_INFO, LMQ_INFO})
+EVENT = A("mnesia_table_event")
+WRITE = A("write")
+DELETE = A("delete")
+DELETE_OBJECT = A("delete_object")
+DEFAULT_PROPS = A("default_props")
+
+
+class MirrorListener(Protocol):
+    def on_queue_created(self, name: str) -> None: ...
+
+    def on_queue_props(self, name: str) -> None: ...
+
+    def on_queue_deleted(self, name: str) -> None: ...
+
+    def on_messages(self, name: str) -> None:
+        """Records of the queue changed: something may have become deliverable."""
+        ...
+
+    def on_defaults(self) -> None: ...
+
+    def on_table_created(self, table: Atom) -> None:
+        """A queue table appeared in the schema: subscribe to it and scan it."""
+        ...
+
+
+class MirrorTable:
+    """One queue table: rows keyed by id, in id order through a heap with lazy deletion."""
+
+    __slots__ = ("_heap", "bytes", "rows")
+
+    def __init__(self) -> None:
+        self.rows: dict[MessageId, Message] = {}
+        self._heap: list[MessageId] = []
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def put(self, msg: Message) -> None:
+        old = self.rows.get(msg.id)
+        if old is not None:
+            self.bytes -= old.nbytes() + RECORD_OVERHEAD
+        else:
+            heapq.heappush(self._heap, msg.id)
+        self.rows[msg.id] = msg
+        self.bytes += msg.nbytes() + RECORD_OVERHEAD
+        if len(self._heap) > 2 * len(self.rows) + 1024:
+            self._heap = list(self.rows)
+            heapq.heapify(self._heap)
+
+    def delete(self, key: MessageId) -> None:
+        old = self.rows.pop(key, None)
+        if old is not None:
+            self.bytes -= old.nbytes() + RECORD_OVERHEAD
+
+    def first(self) -> Message | None:
+        heap, rows = self._heap, self.rows
+        while heap:
+            msg = rows.get(heap[0])
+            if msg is not None:
+                return msg
+            heapq.heappop(heap)
+        return None
+
+    def waittime(self, now: float) -> float | None:
+        msg = self.first()
+        return None if msg is None else max(0.0, msg.id[0] - now)
+
+    def by_uuid(self, uuid: bytes) -> Message | None:
+        """O(n): only for the rare checks after a peer died mid-call."""
+        for msg in self.rows.values():
+            if msg.id[1] == uuid:
+                return msg
+        return None
+
+    def messages(self) -> list[Message]:
+        return sorted(self.rows.values(), key=lambda m: m.id)
+
+    def replace(self, msgs: list[Message]) -> None:
+        self.rows = {m.id: m for m in msgs}
+        self._heap = list(self.rows)
+        heapq.heapify(self._heap)
+        self.bytes = sum(m.nbytes() + RECORD_OVERHEAD for m in msgs)
+
+
+class Mirror:
+    def __init__(self, listener: MirrorListener | None = None) -> None:
+        self.listener = listener
+        self.tables: dict[str, MirrorTable] = {}
+        self.queue_props: dict[str, RawProps] = {}
+        self.defaults: DefaultList = []
+        self.seq: dict[str, int] = {}  # per queue, bumped on every change of its records
+        self._recording: dict[Atom, list[Term]] = {}
+        self.events = 0
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def table(self, name: str) -> MirrorTable | None:
+        return self.tables.get(name)
+
+    def loading(self) -> list[Atom]:
+        return list(self._recording)
+
+    # -- loading -----------------------------------------------------------------------------------
+
+    def begin(self, table: Atom) -> None:
+        """Start recording events of ``table`` (subscribe next, then scan, then :meth:`load`)."""
+        self._recording[table] = []
+        if table not in ADMIN_TABLES and table is not SCHEMA:
+            self.tables.setdefault(name_from_atom(table), MirrorTable())
+
+    def load(self, table: Atom, rows: list[Term]) -> None:
+        """The scan of ``table``: it becomes the table's state, recorded events replayed on top."""
+        recorded = self._recording.pop(table, None)
+        if recorded is None:
+            return  # dropped while its scan was on the way (or never begun): the scan is stale
+        if table is QUEUE_INFO:
+            self._load_queue_info(rows)
+        elif table is LMQ_INFO:
+            self._load_lmq_info(rows)
+        else:
+            name = name_from_atom(table)
+            t = self.tables.setdefault(name, MirrorTable())
+            msgs: list[Message] = []
+            for row in rows:
+                try:
+                    msgs.append(message_from_term(row))
+                except ValueError:
+                    log.warning("queue table %s holds a row that is not a message: %r", name, row)
+            t.replace(msgs)
+        for event in recorded:
+            self._apply(event)
+        if table not in ADMIN_TABLES:
+            self._changed(name_from_atom(table))
+
+    def drop(self, table: Atom) -> None:
+        """The queue table is gone (deleted, or not in the schema after a re-scan)."""
+        self._recording.pop(table, None)
+        name = name_from_atom(table)
+        if self.tables.pop(name, None) is not None:
+            self.seq.pop(name, None)
+            if name in self.queue_props:
+                # LMQ deletes the queue_info row first; a table going without it is still a delete.
+                del self.queue_props[name]
+                if self.listener is not None:
+                    self.listener.on_queue_deleted(name)
+
+    def _load_queue_info(self, rows: list[Term]) -> None:
+        new: dict[str, RawProps] = {}
+        for row in rows:
+            if isinstance(row, tuple) and len(row) == 3 and isinstance(row[1], Atom):
+                new[name_from_atom(row[1])] = props_from_term(row[2])
+        old = self.queue_props
+        self.queue_props = new
+        if self.listener is None:
+            return
+        for name in old:
+            if name not in new:
+                self.listener.on_queue_deleted(name)
+        for name, props in new.items():
+            if name not in old:
+                self.listener.on_queue_created(name)
+            elif old[name] != props:
+                self.listener.on_queue_props(name)
+
+    def _load_lmq_info(self, rows: list[Term]) -> None:
+        defaults: DefaultList = []
+        for row in rows:
+            if isinstance(row, tuple) and len(row) == 3 and row[1] is DEFAULT_PROPS:
+                defaults = default_list_from_term(row[2])
+        self._set_defaults(defaults)
+
+    def _set_defaults(self, defaults: DefaultList) -> None:
+        if defaults != self.defaults:
+            self.defaults = defaults
+            if self.listener is not None:
+                self.listener.on_defaults()
+
+    # -- events ---------------------------------------------------------------------------------------
+
+    def apply(self, msg: Term) -> bool:
+        """One message from mnesia_subscr; False if it is not a table event."""
+        if not (type(msg) is tuple and len(msg) == 2 and msg[0] is EVENT and type(msg[1]) is tuple):
+            return False
+        self.events += 1
+        event = msg[1]
+        record = event[1] if len(event) >= 2 else None
+        if not (type(record) is tuple and record and isinstance(record[0], Atom)):
+            return True
+        table = record[0]
+        rec = self._recording.get(table)
+        if rec is not None:
+            rec.append(event)
+        self._apply(event)
+        return True
+
+    def _apply(self, event: Term) -> None:
+        op, record = event[0], event[1]
+        table = record[0]
+        if table is SCHEMA:
+            self._schema(op, record)
+        elif table is QUEUE_INFO:
+            self._queue_info(op, record)
+        elif table is LMQ_INFO:
+            if len(record) == 3 and record[1] is DEFAULT_PROPS:
+                self._set_defaults([] if op is not WRITE else default_list_from_term(record[2]))
+        else:
+            self._queue_row(table, op, record)
+
+    def _schema(self, op: Atom, record: Term) -> None:
+        if len(record) < 2 or not isinstance(record[1], Atom):
+            return
+        table = record[1]
+        if table in ADMIN_TABLES or table is SCHEMA:
+            return
+        if op is WRITE:
+            # create_table writes its schema row twice, add_table_copy rewrites it: only new
+            # tables are news.
+            if name_from_atom(table) not in self.tables:
+                self.begin(table)
+                if self.listener is not None:
+                    self.listener.on_table_created(table)
+        elif op is DELETE or op is DELETE_OBJECT:
+            self.drop(table)
+
+    def _queue_info(self, op: Atom, record: Term) -> None:
+        if len(record) < 2 or not isinstance(record[1], Atom):
+            return
+        name = name_from_atom(record[1])
+        if op is WRITE and len(record) == 3:
+            props = props_from_term(record[2])
+            old = self.queue_props.get(name)
+            self.queue_props[name] = props
+            if self.listener is not None:
+                if old is None:
+                    self.listener.on_queue_created(name)
+                elif old != props:
+                    self.listener.on_queue_props(name)
+        elif op is DELETE or op is DELETE_OBJECT:
+            existed = self.queue_props.pop(name, None) is not None
+            if existed and self.listener is not None:
+                self.listener.on_queue_deleted(name)
+
+    def _queue_row(self, table: Atom, op: Atom, record: Term) -> None:
+        name = name_from_atom(table)
+        t = self.tables.get(name)
+        if t is None:
+            return  # a table we no longer (or not yet) mirror; its load will bring it
+        if op is WRITE:
+            try:
+                t.put(message_from_term(record))
+            except ValueError:
+                log.warning("queue table %s: event with a row that is not a message: %r", name, record)
+                return
+        elif op is DELETE:
+            if len(record) == 2 and isinstance(record[1], tuple) and len(record[1]) == 2:
+                t.delete((float(record[1][0]), record[1][1]))
+        elif op is DELETE_OBJECT and len(record) == 6 and isinstance(record[1], tuple):
+            t.delete((float(record[1][0]), record[1][1]))
+        self._changed(name)
+
+    def _changed(self, name: str) -> None:
+        self.seq[name] = self.seq.get(name, 0) + 1
+        if self.listener is not None:
+            self.listener.on_messages(name)

@@ -1,0 +1,402 @@
+"""The `mnesia` store: the queues are the Erlang cluster's Mnesia tables.
+
+In a mixed cluster the queue tables are LMQ's own (LMQ-FACTS.md section 5: one ``ordered_set``
+per queue named by the queue atom, ``'__lmq_queue_info__'``, ``'__lmq_info__'``). A Python node
+cannot run Mnesia (it is a hidden node), so every mutation is one rpc to ``lmq_lib`` on a live
+Erlang peer, which runs it as one Mnesia transaction: locking and ordering are Mnesia's, exactly
+as between Erlang nodes. Any connected peer serves a call (the link hands them out in turn), so
+there is no master. Reads (queue names, props, sizes, wake-up timing) come from the local
+:class:`~pylmq.cluster.mirror.Mirror`, kept by :mod:`pylmq.cluster.cluster` from Mnesia table
+events, without round trips.
+
+The store has three modes:
+
+- ``local``: not joined; everything goes to the node's own store (durable or memory).
+- ``cluster``: joined; mutations by rpc, reads from the mirror.
+- ``standalone``: every Erlang peer is gone; the local store was seeded from the mirror and
+  serves alone (see :meth:`MnesiaStore.become_standalone`).
+
+Failover, per operation, when the peer serving a call dies (or stays silent past the rpc
+timeout) after the call was sent, so that its outcome is unknown:
+
+- ``enqueue`` is not idempotent: the record's id is made on the Erlang side, so a retry cannot
+  tell whether the first attempt committed and could store the message twice. It is NOT retried:
+  the caller gets a :class:`~pylmq.errors.ClusterError` (HTTP 503) and the client, which knows
+  whether a duplicate matters, decides. A call that could not be sent (no connected peer) is
+  tried on the next peer.
+- ``dequeue`` is retried on another peer. If the first attempt committed, its message sits in
+  processing under a deadline nobody will ever see; it is redelivered when the deadline passes
+  (LMQ's own redelivery), so nothing is lost and nothing is delivered twice within a timeout.
+- ``done``/``retain``/``release``/``put_back`` are retried on another peer. If the retry says
+  ``not_found``, the first attempt is taken to have committed (a committed ack, ext, nack or
+  put-back is exactly what makes the retry find nothing) and the call succeeds. The only other
+  ways to get that answer are a deadline that passed during the failover or a second settle of
+  the same delivery, and in both the message's fate is what LMQ gives it anyway.
+- ``create``/``delete``/props/default props are idempotent and are retried.
+
+A dequeue that finds nothing although the mirror shows a deliverable first record (the mirror
+lags the cluster by an event, or this host's clock runs ahead of the peer's) holds the queue:
+:meth:`MnesiaStore.waittime` reports a short wait (doubling up to a second) until the mirror
+hears of a change of that queue, so waiting pulls neither spin nor sleep through a message.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Protocol
+
+from pylmq.cluster.mirror import Mirror
+from pylmq.cluster.terms import (
+    default_list_to_term,
+    item_to_term,
+    message_from_term,
+    name_to_atom,
+    props_to_term,
+    retry_to_term,
+)
+from pylmq.core.clock import Clock, SystemClock
+from pylmq.core.message import Item, Message, Retry
+from pylmq.core.props import DefaultList, RawProps
+from pylmq.core.table import AccumResult
+from pylmq.dist.terms import Atom, Term
+from pylmq.errors import ClusterError, NodeDown, RemoteError
+from pylmq.store.local import LocalStore
+
+__all__ = ["CLUSTER", "LOCAL", "MODES", "STANDALONE", "MnesiaStore", "PeerLink"]
+
+log = logging.getLogger("pylmq.store.mnesia")
+
+A = Atom
+LOCAL, CLUSTER, STANDALONE = "local", "cluster", "standalone"
+MODES = (LOCAL, CLUSTER, STANDALONE)
+OK, EMPTY, ERROR, NOT_FOUND = A("ok"), A("empty"), A("error"), A("not_found")
+NO_QUEUE = (ERROR, A("no_queue_exists"))
+ACCUM_REPLY = {OK: "no", (A("accum"), A("new")): "new", (A("accum"), A("yes")): "yes"}
+RPC_TIMEOUT = 30.0
+HOLD_FIRST, HOLD_MAX = 0.05, 1.0
+
+
+class PeerLink(Protocol):
+    """What the store needs from the cluster membership (:class:`pylmq.cluster.Cluster`)."""
+
+    def peers(self) -> list[str]:
+        """Connected Erlang peers able to serve a call, in the order to try them."""
+        ...
+
+    async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term: ...
+
+    def pushed(self, name: str) -> None:
+        """A push on this node committed: tell every node's lmq_event (``new_message``)."""
+        ...
+
+    def props_changed(self, names: list[str]) -> None:
+        """Queue props changed here: tell Erlang nodes to reload them (``queue_created``)."""
+        ...
+
+
+class _Unknown(Exception):
+    """The call was sent and its peer died or went silent: its outcome is unknown."""
+
+
+def _whole(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else x
+
+
+class MnesiaStore:
+    def __init__(self, local: LocalStore, clock: Clock | None = None) -> None:
+        self.local = local
+        self.clock: Clock = clock or SystemClock()
+        self.mirror = Mirror()
+        self.mode = LOCAL
+        self.link: PeerLink | None = None
+        self._turn = itertools.count()
+        self._holds: dict[str, tuple[int, float, float]] = {}  # name -> (mirror seq, until, length)
+
+    @property
+    def kind(self) -> str:
+        return "mnesia" if self.mode == CLUSTER else self.local.kind
+
+    @property
+    def clustered(self) -> bool:
+        return self.mode == CLUSTER
+
+    # -- life cycle -----------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        await self.local.open()
+
+    async def close(self) -> None:
+        await self.local.close()
+
+    async def barrier(self) -> None:
+        # In the cluster a mutation is as durable as LMQ makes it (ram_copies on every db node)
+        # once its transaction returned; alone, the local store's policy applies.
+        if self.mode != CLUSTER:
+            await self.local.barrier()
+
+    # -- mode switches (driven by the cluster) ---------------------------------------------------------
+
+    def become_cluster(self, link: PeerLink) -> None:
+        self.link = link
+        self._holds.clear()
+        self.mode = CLUSTER
+
+    async def become_standalone(self) -> tuple[int, int]:
+        """Every Erlang peer is gone: the local store becomes a copy of the mirror and serves.
+
+        Records keep their ids, states and deadlines, so deliveries in flight can still be acked
+        here and unacked ones come back at their deadline. Returns (queues, messages) seeded.
+        """
+        # LocalStore's mutations never suspend, so no request sees a half-seeded store.
+        local, mirror = self.local, self.mirror
+        for name in list(local.queue_names()):
+            await local.delete(name)
+        await local.set_default_props(list(mirror.defaults))
+        names = set(mirror.queue_props) | set(mirror.tables)
+        count = 0
+        for name in sorted(names):
+            await local.create(name, dict(mirror.queue_props.get(name, {})))
+            table = local.tables[name]
+            t = mirror.table(name)
+            for msg in t.messages() if t is not None else []:
+                table.restore(msg)
+                if local.journal is not None:
+                    local.journal.put(name, msg)
+                count += 1
+        self.mode = STANDALONE
+        self._holds.clear()
+        await local.barrier()
+        return len(names), count
+
+    async def become_local(self) -> None:
+        """Left the cluster: the node starts over on its own (as LMQ's leave), empty."""
+        self.mode = LOCAL
+        self._holds.clear()
+        for name in list(self.local.queue_names()):
+            await self.local.delete(name)
+        await self.local.barrier()
+
+    async def clear_local(self) -> None:
+        """After the Python side's data went into the cluster at join."""
+        for name in list(self.local.queue_names()):
+            await self.local.delete(name)
+        await self.local.barrier()
+
+    # -- calls ---------------------------------------------------------------------------------------------
+
+    def _link(self) -> PeerLink:
+        if self.link is None:
+            raise ClusterError("not joined to a cluster")
+        return self.link
+
+    async def _call(self, function: str, args: list[Term], *, retry_unknown: bool) -> tuple[Term, bool]:
+        """``lmq_lib:function(args)`` on a peer; returns (result, whether an earlier attempt's
+        outcome is unknown). Peers are taken in turn; see the module docstring for failover."""
+        link = self._link()
+        unknown = False
+        peers = link.peers()
+        if not peers:
+            raise ClusterError("no Erlang LMQ peer is reachable")
+        start = next(self._turn) % len(peers)
+        last: Exception | None = None
+        for peer in peers[start:] + peers[:start]:
+            try:
+                return await link.rpc(peer, "lmq_lib", function, args, RPC_TIMEOUT), unknown
+            except (NodeDown, TimeoutError) as e:
+                last = e
+                unknown = True
+                if not retry_unknown:
+                    raise ClusterError(
+                        f"peer {peer} went away during lmq_lib:{function}; its outcome is unknown, retry if needed"
+                    ) from e
+                log.warning("peer %s went away during lmq_lib:%s; trying another peer", peer, function)
+            except RemoteError as e:
+                raise ClusterError(f"lmq_lib:{function} failed on {peer}: {e.detail}") from e
+        raise ClusterError(f"no Erlang LMQ peer could run lmq_lib:{function}: {last}")
+
+    @staticmethod
+    def _check(function: str, result: Term) -> Term:
+        if isinstance(result, tuple) and len(result) == 2 and result[0] is ERROR and result != NO_QUEUE:
+            raise ClusterError(f"lmq_lib:{function} answered {result!r:.300}")
+        return result
+
+    # -- queues and properties -------------------------------------------------------------------
+
+    def queue_names(self) -> list[str]:
+        if self.mode != CLUSTER:
+            return self.local.queue_names()
+        return list(self.mirror.queue_props)
+
+    def queue_props(self, name: str) -> RawProps | None:
+        if self.mode != CLUSTER:
+            return self.local.queue_props(name)
+        return self.mirror.queue_props.get(name)
+
+    def default_props(self) -> DefaultList:
+        if self.mode != CLUSTER:
+            return self.local.default_props()
+        return list(self.mirror.defaults)
+
+    async def create(self, name: str, props: RawProps | None = None) -> bool:
+        if self.mode != CLUSTER:
+            return await self.local.create(name, props)
+        atom = name_to_atom(name)
+        existed = name in self.mirror.queue_props
+        if props is None:
+            if existed:
+                return False
+            # lmq_lib:create/1 of an existing queue would reset its props: look first, as
+            # LMQ's queue start does.
+            found, _ = await self._call("queue_info", [atom], retry_unknown=True)
+            if isinstance(found, list):
+                self.mirror.queue_props.setdefault(name, {})
+                return False
+            self._check("create", (await self._call("create", [atom], retry_unknown=True))[0])
+            self.mirror.queue_props.setdefault(name, {})
+            return True
+        self._check("create", (await self._call("create", [atom, props_to_term(props)], retry_unknown=True))[0])
+        self.mirror.queue_props[name] = dict(props)
+        return not existed
+
+    async def delete(self, name: str) -> bool:
+        if self.mode != CLUSTER:
+            return await self.local.delete(name)
+        existed = name in self.mirror.queue_props or name in self.mirror.tables
+        self._check("delete", (await self._call("delete", [name_to_atom(name)], retry_unknown=True))[0])
+        self.mirror.queue_props.pop(name, None)
+        return existed
+
+    async def set_queue_props(self, name: str, props: RawProps) -> None:
+        if self.mode != CLUSTER:
+            return await self.local.set_queue_props(name, props)
+        # create/2 replaces the props of an existing queue and announces queue_created, which
+        # makes Erlang LMQ nodes reload the props they cache in their queue processes.
+        await self.create(name, props)
+
+    async def set_default_props(self, defaults: DefaultList) -> None:
+        if self.mode != CLUSTER:
+            return await self.local.set_default_props(defaults)
+        term = default_list_to_term(defaults)
+        self._check(
+            "set_lmq_info", (await self._call("set_lmq_info", [A("default_props"), term], retry_unknown=True))[0]
+        )
+        self.mirror.defaults = list(defaults)
+        # LMQ reloads default props only in the queues of the node that set them.
+        self._link().props_changed(list(self.mirror.queue_props))
+
+    # -- messages ----------------------------------------------------------------------------------------
+
+    async def enqueue(self, name: str, item: Item, retry: Retry, accum: float) -> AccumResult:
+        if self.mode != CLUSTER:
+            return await self.local.enqueue(name, item, retry, accum)
+        atom = name_to_atom(name)
+        args = [atom, item_to_term(item), [(A("accum"), round(accum * 1000)), (A("retry"), retry_to_term(retry))]]
+        result, _ = await self._call("enqueue", args, retry_unknown=False)
+        if result == NO_QUEUE:
+            # Nothing was written; the queue was deleted under us: created on use, as LMQ does.
+            await self.create(name)
+            result, _ = await self._call("enqueue", args, retry_unknown=False)
+        reply = ACCUM_REPLY.get(result)
+        if reply is None:
+            raise ClusterError(f"lmq_lib:enqueue answered {result!r:.300}")
+        self._link().pushed(name)
+        return reply
+
+    async def dequeue(self, name: str, timeout: float) -> tuple[Message, float] | None:
+        if self.mode != CLUSTER:
+            return await self.local.dequeue(name, timeout)
+        t = self.mirror.table(name)
+        first = t.first() if t is not None else None
+        seq = self.mirror.seq.get(name, 0)
+        result, _ = await self._call("dequeue", [name_to_atom(name), _whole(timeout)], retry_unknown=True)
+        if result is EMPTY or result == NO_QUEUE:
+            self._hold(name, seq)
+            return None
+        self._check("dequeue", result)
+        try:
+            msg = message_from_term(result)
+        except ValueError as e:
+            raise ClusterError(f"lmq_lib:dequeue answered {result!r:.300}") from e
+        self._holds.pop(name, None)
+        now = self.clock.now()
+        retention = now - first.id[0] if first is not None and first.id[0] <= now else 0.0
+        return msg, max(0.0, retention)
+
+    async def _settle(self, function: str, args: list[Term]) -> bool:
+        result, unknown = await self._call(function, args, retry_unknown=True)
+        if result is OK:
+            return True
+        if result is NOT_FOUND or result == NO_QUEUE:
+            return unknown  # see the module docstring: the lost attempt committed
+        self._check(function, result)
+        raise ClusterError(f"lmq_lib:{function} answered {result!r:.300}")
+
+    async def done(self, name: str, uuid: bytes) -> bool:
+        if self.mode != CLUSTER:
+            return await self.local.done(name, uuid)
+        return await self._settle("done", [name_to_atom(name), uuid])
+
+    async def retain(self, name: str, uuid: bytes, timeout: float) -> bool:
+        if self.mode != CLUSTER:
+            return await self.local.retain(name, uuid, timeout)
+        return await self._settle("retain", [name_to_atom(name), uuid, _whole(timeout)])
+
+    async def release(self, name: str, uuid: bytes) -> bool:
+        if self.mode != CLUSTER:
+            return await self.local.release(name, uuid)
+        ok = await self._settle("release", [name_to_atom(name), uuid])
+        if ok:
+            self._link().pushed(name)  # available again: waiting pullers anywhere may take it
+        return ok
+
+    async def put_back(self, name: str, uuid: bytes) -> bool:
+        if self.mode != CLUSTER:
+            return await self.local.put_back(name, uuid)
+        ok = await self._settle("put_back", [name_to_atom(name), uuid])
+        if ok:
+            self._link().pushed(name)
+        return ok
+
+    # -- reads -----------------------------------------------------------------------------------------
+
+    def _hold(self, name: str, seq: int) -> None:
+        if self.mirror.seq.get(name, 0) != seq:
+            return  # the mirror moved during the call: look again at once
+        old = self._holds.get(name)
+        length = HOLD_FIRST if old is None or old[0] != seq else min(HOLD_MAX, old[2] * 2)
+        self._holds[name] = (seq, self.clock.now() + length, length)
+
+    def waittime(self, name: str) -> float | None:
+        if self.mode != CLUSTER:
+            return self.local.waittime(name)
+        t = self.mirror.table(name)
+        if t is None:
+            return None
+        now = self.clock.now()
+        wait = t.waittime(now)
+        hold = self._holds.get(name)
+        if wait is None or hold is None:
+            return wait
+        if hold[0] != self.mirror.seq.get(name, 0):
+            del self._holds[name]
+            return wait
+        return max(wait, hold[1] - now)
+
+    def size(self, name: str) -> int:
+        if self.mode != CLUSTER:
+            return self.local.size(name)
+        t = self.mirror.table(name)
+        return 0 if t is None else len(t)
+
+    def memory(self, name: str) -> int:
+        if self.mode != CLUSTER:
+            return self.local.memory(name)
+        t = self.mirror.table(name)
+        return 0 if t is None else t.bytes
+
+    def messages(self, name: str) -> list[Message]:
+        if self.mode != CLUSTER:
+            return self.local.messages(name)
+        t = self.mirror.table(name)
+        return [] if t is None else t.messages()

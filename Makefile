@@ -2,11 +2,11 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= test
+EXTRAS ?= test,spark
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 PYTEST_ARGS ?=
 
-.PHONY: run rel test lint check pytest deps erlang interop statsd bench clean
+.PHONY: run rel test lint check pytest deps erlang java interop statsd bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,12 @@ erlang:
 	@command -v erl >/dev/null 2>&1 || { \
 	  echo "erl not found: installing erlang-nox"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq erlang-nox erlang-dev; }
+
+# The Spark tests run a local Spark (pyspark 4 needs Java 17+); install Debian's when missing.
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "java not found: installing openjdk-17-jre-headless"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
 
 # The Erlang test peer of the interop tests (interop/README.md).
 INTEROP_BEAMS := $(patsubst interop/src/%.erl,interop/ebin/%.beam,$(wildcard interop/src/*.erl))
@@ -40,7 +46,7 @@ rel: $(STAMP)
 	sh rel/build.sh "$(abspath $(BIN)/python)" "$(REL_DIR)"
 
 lint: $(STAMP)
-	$(BIN)/ruff check pylmq tests bench
+	$(BIN)/ruff check pylmq tests bench examples
 	$(BIN)/mypy pylmq
 
 # The StatsD daemon (npm) for tests/ops/test_statsd_daemon.py; installed only when missing.
@@ -50,7 +56,7 @@ $(STATSD_JS):
 	npm install --prefix .cache/statsd --no-audit --no-fund statsd@0.9.0
 
 # pytest exits 5 when it collected no test at all: that is a failure here, never a pass.
-pytest: $(STAMP) erlang interop statsd
+pytest: $(STAMP) erlang java interop statsd
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 

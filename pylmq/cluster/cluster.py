@@ -146,6 +146,8 @@ class Cluster:
                 raise ClusterError(f"node {node} does not run Mnesia (is_running: {running!r})")
             self.sub_node = node
             self.running = []
+            self.db_nodes.clear()
+            self.python_nodes.clear()
             await self._refresh_members()
             await self._resync()
             seeded = await self._seed_cluster()
@@ -279,10 +281,15 @@ class Cluster:
         self.dist.send((A("lmq_event"), A(node)), (NOTIFY, (REMOTE, (JOIN_NODE, self.dist.atom))))
 
     async def _find_python_nodes(self, node: str) -> None:
+        """Other pylmq nodes: hidden nodes of the cluster that answer ``lmq_cluster:hello`` while
+        they serve it; a member that stopped serving (left, standalone, gone) is inactive."""
         hidden = await self.dist.rpc(node, "erlang", "nodes", [A("hidden")], CALL_TIMEOUT)
-        for n in (x.name for x in hidden if isinstance(x, Atom)) if isinstance(hidden, list) else []:
-            if n == self.dist.name or n in self._not_pylmq or self.python_nodes.get(n):
-                continue
+        candidates = {x.name for x in hidden if isinstance(x, Atom)} if isinstance(hidden, list) else set()
+        connected = set(self.dist.connected_nodes())
+        candidates |= set(self.python_nodes) & connected
+        for n in set(self.python_nodes) - connected:
+            self.python_nodes[n] = False
+        for n in sorted(candidates - self._not_pylmq - {self.dist.name}):
             try:
                 reply = await self.dist.rpc(n, "lmq_cluster", "hello", [self.dist.atom], 2.0)
             except DistError as e:
@@ -293,6 +300,8 @@ class Cluster:
                 continue
             if reply is OK:
                 self._python_member(n)
+            elif n in self.python_nodes:
+                self.python_nodes[n] = False
 
     def _python_member(self, node: str) -> None:
         if not self.python_nodes.get(node):

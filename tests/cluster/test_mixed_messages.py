@@ -31,6 +31,12 @@ def first_record(mixed: Mixed, queue: str) -> Any:
     return got if got == "empty" else ErlMessage.from_term(got)
 
 
+def queue_size(mixed: Mixed, py: Any, queue: str) -> int | None:
+    """The size of the queue in lmq_console:status() of pylmq node py (None: not listed)."""
+    queues = dict(mixed.status(py)["queues"])
+    return dict(queues[queue.encode()])["size"] if queue.encode() in queues else None
+
+
 def test_push_on_erlang_is_pulled_on_pylmq_with_the_id_erlang_holds_and_acked_on_erlang(
     mixed: Mixed, queue: str
 ) -> None:
@@ -124,8 +130,7 @@ def test_a_queue_created_on_erlang_appears_on_pylmq_and_one_deleted_on_pylmq_is_
     mixed: Mixed, queue: str
 ) -> None:
     mixed.erl.a.push(queue, b"x")
-    sizes = eventually(lambda: mixed.status(mixed.p2)["queues"], lambda qs: queue.encode() in dict(qs))
-    assert dict(dict(sizes)[queue.encode()])["size"] == 1
+    assert eventually(lambda: queue_size(mixed, mixed.p2, queue), lambda n: n == 1) == 1
     mixed.p1.client().delete_queue(queue)
     assert queue not in mixed.erl.b.rpc("lmq_lib", "all_queue_names")
     gone = eventually(lambda: dict(mixed.status(mixed.p2)["queues"]), lambda qs: queue.encode() not in qs)
@@ -154,6 +159,9 @@ def test_status_on_a_pylmq_node_lists_all_four_nodes_and_the_queue_sizes(mixed: 
         mixed.erl.a.push(queue, f"{i}".encode())
     mixed.p2.client().push(queue, b"3")
     four = sorted([mixed.erl.a.name, mixed.erl.b.name, mixed.p1.name, mixed.p2.name])
-    status = eventually(lambda: mixed.status(mixed.p1), lambda s: s["active_nodes"] == four)
+    status = eventually(
+        lambda: mixed.status(mixed.p1),
+        lambda s: s["active_nodes"] == four and dict(dict(s["queues"]).get(queue.encode(), [])).get("size") == 4,
+    )
     assert (status["all_nodes"], status["active_nodes"], status["mode"]) == (four, four, "cluster")
     assert dict(dict(status["queues"])[queue.encode()])["size"] == 4

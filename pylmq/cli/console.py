@@ -43,7 +43,10 @@ _NO_RATES = MeterRates(0, 0.0, 0.0, 0.0, 0.0)
 _IDLE = QueueStats(_NO_RATES, _NO_RATES, HistogramStats())
 
 
-def status_term(manager: QueueManager, all_nodes: Iterable[str], active_nodes: Iterable[str]) -> Term:
+def status_term(
+    manager: QueueManager, all_nodes: Iterable[str], active_nodes: Iterable[str], *, mode: str | None = None
+) -> Term:
+    """``mode`` (a node that can cluster): ``local``, ``cluster`` or ``standalone``."""
     queues: list[Term] = []
     for q in manager.status():
         p = q["props"]
@@ -52,11 +55,14 @@ def status_term(manager: QueueManager, all_nodes: Iterable[str], active_nodes: I
         props = [(A("accum"), p.accum * 1000.0), (A("retry"), retry), (A("timeout"), float(p.timeout))]
         info = [(A("size"), q["size"]), (A("memory"), q["memory"]), (A("props"), props)]
         queues.append((q["name"].encode(), info))
-    return [
+    term: list[Term] = [
         (A("all_nodes"), [A(n) for n in all_nodes]),
         (A("active_nodes"), [A(n) for n in active_nodes]),
         (A("queues"), queues),
     ]
+    if mode is not None:
+        term.insert(2, (A("mode"), A(mode)))
+    return term
 
 
 def _rates_term(m: MeterRates) -> Term:
@@ -94,6 +100,11 @@ def _proplist(term: Term) -> dict[str, Term]:
     return {k.name: v for k, v in (x for x in term if isinstance(x, tuple) and len(x) == 2) if isinstance(k, Atom)}
 
 
+def text(term: Term) -> str:
+    """An atom, binary or Erlang string as text."""
+    return _text(term)
+
+
 def _text(term: Term) -> str:
     if isinstance(term, Atom):
         return term.name
@@ -121,6 +132,8 @@ def format_status(term: Term) -> str:
         f"Active nodes: {', '.join(_text(n) for n in status.get('active_nodes', []))}",
         "",
     ]
+    if _text(status.get("mode", "")) == "standalone":
+        lines.insert(2, "Standalone: every Erlang node of the cluster is gone; serving alone")
     for name, info in status.get("queues", []):
         q = _proplist(info)
         props = _proplist(q.get("props", []))

@@ -15,12 +15,16 @@ import os
 from pathlib import Path
 
 from pylmq.cli import console
+from pylmq.cluster import Cluster
 from pylmq.config import Settings
+from pylmq.core.clock import SystemClock
 from pylmq.dist import Atom, Node, erl_string, start_node
-from pylmq.errors import ConfigError, DistError
+from pylmq.errors import ClusterError, ConfigError, DistError
 from pylmq.log import get_logger
 from pylmq.metrics import PeriodicGauges, QueueMetrics, StatsdEmitter
-from pylmq.node import LMQNode, NodeOptions
+from pylmq.node import LMQNode, NodeOptions, make_store
+from pylmq.store.local import LocalStore
+from pylmq.store.mnesia import MnesiaStore
 
 __all__ = ["Service", "node_options"]
 
@@ -39,6 +43,12 @@ def node_options(s: Settings) -> NodeOptions:
     )
 
 
+def _local_store(opts: NodeOptions) -> LocalStore:
+    store = make_store(opts, SystemClock())
+    assert isinstance(store, LocalStore)
+    return store
+
+
 class Service:
     def __init__(self, settings: Settings, *, pid_file: Path | None = None, statsd: bool = True) -> None:
         """``statsd=False`` sends no StatsD datagrams at all (LMQ always sends them)."""
@@ -46,7 +56,11 @@ class Service:
         self.pid_file = pid_file
         self.statsd = StatsdEmitter(settings.statsd_host, settings.statsd_port) if statsd else None
         self.metrics = QueueMetrics(self.statsd)
-        self.node = LMQNode(node_options(settings), observer=self.metrics)
+        opts = node_options(settings)
+        # A node with an Erlang name can join a mixed cluster: its store can switch to Mnesia.
+        self.store = MnesiaStore(_local_store(opts)) if settings.node_name is not None else None
+        self.node = LMQNode(opts, observer=self.metrics, store=self.store)
+        self.cluster: Cluster | None = None
         self.gauges = (
             PeriodicGauges(self.statsd, settings.stats_interval, self._sizes) if self.statsd is not None else None
         )
@@ -91,16 +105,44 @@ class Service:
         d = self.dist
         d.register_function(console.MODULE, "status", self._status)
         d.register_function(console.MODULE, "stats", lambda: console.stats_term(self.node.manager, self.metrics))
-        d.register_function(console.MODULE, "join", console.not_supported)
-        d.register_function(console.MODULE, "leave", console.not_supported)
+        if self.store is not None:
+            self.cluster = Cluster(d, self.store, self.node.manager)
+            d.register_function(console.MODULE, "join", self._join)
+            d.register_function(console.MODULE, "leave", self._leave)
+            if self.settings.join:
+                answer = await self._join(Atom(self.settings.join))
+                if answer is not Atom("ok"):
+                    log.error("could not join the cluster at start", node=self.settings.join, answer=repr(answer))
+        else:
+            d.register_function(console.MODULE, "join", console.not_supported)
+            d.register_function(console.MODULE, "leave", console.not_supported)
         d.register_function(console.MODULE, "stop", self._stop_requested)
         # What LMQ's nodetool sends for `stop` and `pid`-style queries, so its scripts work too.
         d.register_function("init", "stop", self._stop_requested)
         d.register_function("os", "getpid", lambda: erl_string(str(os.getpid())))
 
     def _status(self) -> object:
-        nodes = [self.node_name]
-        return console.status_term(self.node.manager, nodes, nodes)
+        if self.cluster is None:
+            nodes = [self.node_name]
+            return console.status_term(self.node.manager, nodes, nodes)
+        every, active = self.cluster.status_nodes()
+        return console.status_term(self.node.manager, every, active, mode=self.cluster.mode)
+
+    async def _join(self, node: object) -> object:
+        assert self.cluster is not None
+        try:
+            await self.cluster.join(node.name if isinstance(node, Atom) else console.text(node))
+        except ClusterError as e:
+            return (Atom("error"), (Atom(e.reason), e.detail.encode()))
+        return Atom("ok")
+
+    async def _leave(self, *_args: object) -> object:
+        assert self.cluster is not None
+        try:
+            await self.cluster.leave()
+        except ClusterError as e:
+            return (Atom("error"), (Atom(e.reason), e.detail.encode()))
+        return Atom("ok")
 
     def _stop_requested(self, *_args: object) -> Atom:
         log.notice("stop requested over distribution")
@@ -116,6 +158,9 @@ class Service:
         if self.gauges is not None:
             await self.gauges.stop()
         try:
+            if self.cluster is not None:
+                await self.cluster.close()
+                self.cluster = None
             await self.node.stop()
         finally:
             if self.dist is not None:

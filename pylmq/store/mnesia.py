@@ -109,13 +109,10 @@ class MnesiaStore:
         self.clock: Clock = clock or SystemClock()
         self.mirror = Mirror()
         self.mode = LOCAL
+        self.kind = local.kind  # "mnesia" while serving the cluster's queues
         self.link: PeerLink | None = None
         self._turn = itertools.count()
         self._holds: dict[str, tuple[int, float, float]] = {}  # name -> (mirror seq, until, length)
-
-    @property
-    def kind(self) -> str:
-        return "mnesia" if self.mode == CLUSTER else self.local.kind
 
     @property
     def clustered(self) -> bool:
@@ -140,7 +137,7 @@ class MnesiaStore:
     def become_cluster(self, link: PeerLink) -> None:
         self.link = link
         self._holds.clear()
-        self.mode = CLUSTER
+        self.mode, self.kind = CLUSTER, "mnesia"
 
     async def become_standalone(self) -> tuple[int, int]:
         """Every Erlang peer is gone: the local store becomes a copy of the mirror and serves.
@@ -164,14 +161,14 @@ class MnesiaStore:
                 if local.journal is not None:
                     local.journal.put(name, msg)
                 count += 1
-        self.mode = STANDALONE
+        self.mode, self.kind = STANDALONE, local.kind
         self._holds.clear()
         await local.barrier()
         return len(names), count
 
     async def become_local(self) -> None:
         """Left the cluster: the node starts over on its own (as LMQ's leave), empty."""
-        self.mode = LOCAL
+        self.mode, self.kind = LOCAL, self.local.kind
         self._holds.clear()
         for name in list(self.local.queue_names()):
             await self.local.delete(name)

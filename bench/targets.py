@@ -115,9 +115,10 @@ class Pylmq(Target):
         argv = [
             sys.executable, "-m", "pylmq", "--http", f"127.0.0.1:{self.http_port}",
             "--rpc", f"127.0.0.1:{self.rpc_port}", "--store", self.store, "--data-dir", str(data / "data"),
-            "--fsync", self.fsync, "--log-level", "warning",
+            "--fsync", self.fsync, "--log-level", "warning", "--statsd", "off", "--stats-interval", "0",
         ]  # fmt: skip
-        self.proc = Proc(argv, name=self.name, log=data / "server.log")
+        # Run in the scratch directory: no etc/ or log/ of the checkout is read or written.
+        self.proc = Proc(argv, name=self.name, log=data / "server.log", cwd=data)
         _wait_started(self.proc, self.http_port, 30, self.name)
         if not wait_port(self.rpc_port, time.monotonic() + 10, self.proc.popen):
             raise Skip(f"{self.name}: RPC port not open")
@@ -126,7 +127,7 @@ class Pylmq(Target):
         return ["127.0.0.1", self.http_port if protocol == "http" else self.rpc_port]
 
     def info(self) -> dict[str, Any]:
-        return {"store": self.store, "fsync": self.fsync, "log_level": "warning"}
+        return {"store": self.store, "fsync": self.fsync, "log_level": "warning", "statsd": "off"}
 
 
 # -- an LMQ somewhere else (the original Erlang LMQ) -----------------------------------------------------

@@ -225,12 +225,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--keys", type=int, default=3)
     ap.add_argument("--windows", type=int, default=4)
     ap.add_argument("--per-window", type=int, default=20)
+    ap.add_argument(
+        "--shuffle-partitions", type=int, default=4, help="state partitions (fixed by the first checkpoint)"
+    )
     ap.add_argument("--deadline", type=float, default=120.0, help="demo: seconds to wait for the results")
     args = ap.parse_args(argv)
     if not args.demo and not args.url:
         ap.error("give --url, or --demo to run on generated data")
     out = args.out or tempfile.mkdtemp(prefix="lmq-pipeline-")
-    spark = SparkSession.builder.appName("lmq-pipeline").getOrCreate()
+    # Spark's Python workers must import pylmq: run them with this interpreter unless told otherwise.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("lmq-pipeline")
+    spark = builder.config("spark.sql.shuffle.partitions", str(args.shuffle_partitions)).getOrCreate()
     if args.demo:
         return demo(
             spark, out, keys=args.keys, windows=args.windows, per_window=args.per_window, deadline=args.deadline

@@ -62,5 +62,19 @@ def test_demo_command_runs_on_its_own_node_and_checks_its_output(
     spark: SparkSession, pipeline: ModuleType, tmp_path: Path
 ) -> None:
     # The demo takes the running session (getOrCreate): the fixture makes it the tests' one.
-    rc = pipeline.main(["--demo", "--keys", "2", "--windows", "2", "--per-window", "5", "--out", str(tmp_path)])
+    rc = pipeline.main(
+        [
+            "--demo",
+            "--keys",
+            "2",
+            "--windows",
+            "2",
+            "--per-window",
+            "5",
+            "--shuffle-partitions",
+            "2",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert rc == 0, "the demo's results did not match the generated events (see its output)"

@@ -4,6 +4,9 @@ Reading pulls and leaves the messages in processing: the caller acks them (``ack
 its job succeeded. Writing pushes rows as they come, pipelined, and returns only once every
 push of the partition was answered, so Spark counts a task as done only when its rows are in
 the queue. LMQ has no idempotent push: a task that Spark runs again pushes its rows again.
+When a write task fails on the JVM side (an upstream expression raised), Spark does not wait for
+its Python writer, which may go on pushing the rows it already received: pushes of a failed
+attempt can land after the failure was reported (seen with pyspark 4.3).
 """
 
 from __future__ import annotations

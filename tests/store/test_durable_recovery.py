@@ -7,6 +7,7 @@ A "crash" reopens a copy of the data directory taken after a barrier without clo
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -277,3 +278,23 @@ async def test_barrier_after_close_is_refused(open_store: OpenStore) -> None:
     await s.close()
     with pytest.raises(StoreError):
         await s.barrier()
+
+
+async def test_write_failure_fails_the_barrier_for_good_and_keeps_what_was_durable(open_store: OpenStore) -> None:
+    s = await open_store()
+    await s.enqueue("q", make_item(b"durable"), 2, 0)
+    await s.barrier()
+    # The journal's descriptor now writes to /dev/full: every write fails with ENOSPC.
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, s._fd)
+    os.close(full)
+    await s.enqueue("q", make_item(b"not durable"), 2, 0)
+    with pytest.raises(StoreError, match="No space left"):
+        await s.barrier()
+    await s.enqueue("q", make_item(b"after the failure"), 2, 0)
+    with pytest.raises(StoreError, match="No space left"):
+        await s.barrier()
+    with pytest.raises(StoreError):
+        await s.close()
+    s2 = await open_store(s.data_dir)
+    assert [m.content[1] for m in s2.messages("q")] == [b"durable"]

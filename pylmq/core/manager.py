@@ -242,8 +242,12 @@ class QueueManager:
     # -- properties ------------------------------------------------------------------------------
 
     async def get_props(self, name: str) -> Props:
-        """Effective properties (the queue is created on use, as in LMQ)."""
-        return (await self.ensure(name)).props
+        """Effective properties. Reading them creates no queue (LMQ's ``get_props`` only reads),
+        so a fan-out push or /stats does not see a queue someone merely looked at."""
+        q = self._queues.get(name)
+        if q is not None:
+            return q.props
+        return self._props_for(validate_name(name))
 
     def raw_props(self, name: str) -> RawProps | None:
         return self.store.queue_props(name)

@@ -1,0 +1,23 @@
+"""Observable facts of LMQ's HTTP API found by the compatibility audit (LMQ's handlers and its
+test suite lmq_api_http_SUITE), each checked through a real socket."""
+
+from __future__ import annotations
+
+JSON_CT = {"Content-Type": "application/json"}
+
+
+async def test_reading_a_queues_properties_does_not_create_the_queue(api) -> None:
+    # LMQ's GET /properties/:name only computes the effective properties: no queue appears,
+    # so a later fan-out push does not reach it and /stats does not list it.
+    r = await api.props("ghost")
+    assert (r.status, r.body) == (200, b'{"accum":0,"retry":2,"timeout":30}'), r
+    fan = await api.push_all("^ghost$", b"x")
+    assert (fan.status, fan.json()) == (200, {}), f"expected no queue to reach, got {fan!r}"
+    queues = (await api.request("GET", "/stats")).json()["queues"]
+    assert "ghost" not in queues, f"expected no queue 'ghost' after a GET of its properties, got {sorted(queues)}"
+
+
+async def test_reading_properties_of_an_unknown_queue_applies_the_default_list(api) -> None:
+    body = b'[["^dflt/",{"retry":0}]]'
+    assert (await api.request("PUT", "/properties", data=body, headers=JSON_CT)).status == 204
+    assert (await api.props("dflt/a")).json() == {"accum": 0, "retry": 0, "timeout": 30}

@@ -24,7 +24,8 @@ Methods, as LMQ's ``lmq_api`` (all names and ids are strings; timeouts are secon
 Content on pull: an item stored as ``application/x-msgpack`` is sent back as the msgpack value it
 holds (byte for byte what was pushed over RPC, so top-level true/false/nil round-trip); any other
 item (pushed over HTTP with another content-type, or x-msgpack bytes that do not decode) is sent
-as msgpack bin holding the raw body, as LMQ does.
+as its body in the old spec's raw type, as LMQ's server packs binaries (current clients read it as
+str), or as bin when the body is not UTF-8 (no current client could decode it as str).
 
 Errors go in the error slot as ``[reason, detail]`` (see :mod:`pylmq.api.msgpack_rpc`), e.g.
 ``["not_found", "..."]`` for an unknown or expired id, ``["queue_not_found", ...]``,
@@ -179,6 +180,23 @@ def _is_msgpack(item: Item) -> bool:
     return ct.split(b";", 1)[0].strip().lower() == MSGPACK_CONTENT_TYPE
 
 
+def _raw(body: bytes) -> bytes:
+    """``body`` as LMQ's RPC server packs every binary: msgpack-erlang's old-spec raw type
+    (fixraw, raw16, raw32), which current clients read as str. Only for valid UTF-8: other bytes
+    go as bin, since a current client could not decode a str holding them."""
+    if not body.isascii():
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            return pack(body)
+    n = len(body)
+    if n < 32:
+        return bytes((0xA0 | n,)) + body
+    if n < 0x10000:
+        return b"\xda" + n.to_bytes(2, "big") + body
+    return b"\xdb" + n.to_bytes(4, "big") + body
+
+
 def _item_value(item: Item) -> bytes:
     """The item as a msgpack value: its own bytes when it holds exactly one msgpack value."""
     body = item[1]
@@ -187,9 +205,9 @@ def _item_value(item: Item) -> bytes:
             # Only checks that the bytes are one whole value before splicing them into a reply.
             msgpack.unpackb(body, raw=False, use_list=False, strict_map_key=False, unicode_errors="surrogateescape")
         except Exception:
-            return pack(body)
+            return _raw(body)
         return body
-    return pack(body)
+    return _raw(body)
 
 
 def _array_header(n: int) -> bytes:

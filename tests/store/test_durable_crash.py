@@ -168,7 +168,7 @@ def load_then_kill(node: Node, ledger: Ledger, rng: random.Random) -> None:
     ]
     for t in threads:
         t.start()
-    time.sleep(rng.uniform(0.2, 1.5))
+    time.sleep(rng.uniform(0.2, 1.0))
     node.kill()
     stop.set()
     for t in threads:

@@ -169,8 +169,9 @@ class Queue:
                 waiter = self._first_live()
                 if waiter is None:
                     # Every waiter left while the store worked: the message goes back unharmed.
+                    # Look again after: a waiter that came meanwhile found this server busy.
                     await self.store.put_back(self.name, delivery.message.uuid)
-                    return
+                    continue
                 waiter.finish(delivery)
         except Exception:
             log.exception("serving waiters of queue %s failed", self.name)

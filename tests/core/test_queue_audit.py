@@ -1,0 +1,64 @@
+"""Waiter and wake-up edge cases found by the audit: a store that suspends inside its operations
+(as the Mnesia store does, one transaction on a peer per call) opens windows that the memory
+store never does."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pylmq.core import QueueManager, make_item
+from pylmq.core.message import Message
+from pylmq.store import MemoryStore
+
+
+class GatedStore(MemoryStore):
+    """A memory store whose dequeue and put_back wait on gates while they are set up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dequeue_gate: asyncio.Event | None = None
+        self.put_back_gate: asyncio.Event | None = None
+        self.put_back_entered = asyncio.Event()
+
+    async def dequeue(self, name: str, timeout: float) -> tuple[Message, float] | None:
+        if self.dequeue_gate is not None:
+            await self.dequeue_gate.wait()
+        return await super().dequeue(name, timeout)
+
+    async def put_back(self, name: str, uuid: bytes) -> bool:
+        self.put_back_entered.set()
+        if self.put_back_gate is not None:
+            await self.put_back_gate.wait()
+        return await super().put_back(name, uuid)
+
+
+@pytest.fixture
+async def gated():
+    store = GatedStore()
+    m = QueueManager(store)
+    await m.start()
+    yield m, store
+    await m.close()
+
+
+async def test_waiter_arriving_while_a_message_is_put_back_gets_it(gated) -> None:
+    manager, store = gated
+    await manager.ensure("q")
+    first = asyncio.create_task(manager.pull("q", None))
+    await asyncio.sleep(0.01)
+    store.dequeue_gate, store.put_back_gate = asyncio.Event(), asyncio.Event()
+    await manager.push("q", make_item(b"m"))  # the queue's server takes it for `first` ...
+    await asyncio.sleep(0.01)
+    first.cancel()  # ... who leaves while the store works
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    store.dequeue_gate.set()
+    await asyncio.wait_for(store.put_back_entered.wait(), 2)  # the message is going back
+    second = asyncio.create_task(manager.pull("q", 2))
+    await asyncio.sleep(0.01)
+    store.put_back_gate.set()
+    d = await second
+    assert d is not None and d.message.content[1] == b"m", f"expected the put-back message, got {d!r}"
+

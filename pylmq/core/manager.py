@@ -38,7 +38,7 @@ log = logging.getLogger("pylmq.manager")
 
 # Names of LMQ's own Mnesia tables: a queue of that name would overwrite cluster metadata.
 RESERVED_NAMES = frozenset({"__lmq_info__", "__lmq_queue_info__", "schema"})
-MAX_NAME_LENGTH = 255  # a queue name is an Erlang atom in the cluster
+MAX_NAME_LENGTH = 255  # a queue name is an Erlang atom in the cluster (255 latin1 characters)
 
 
 def validate_name(name: Any) -> str:
@@ -49,8 +49,9 @@ def validate_name(name: Any) -> str:
             raise InvalidQueueName("queue name is not valid UTF-8") from e
     if not isinstance(name, str) or not name:
         raise InvalidQueueName(f"a non-empty queue name is required, got {name!r}")
-    if len(name) > MAX_NAME_LENGTH:
-        raise InvalidQueueName(f"queue name longer than {MAX_NAME_LENGTH} characters")
+    # The cluster's atom is made from the name's UTF-8 bytes, one character per byte.
+    if len(name) > MAX_NAME_LENGTH or (not name.isascii() and len(name.encode("utf-8", "replace")) > MAX_NAME_LENGTH):
+        raise InvalidQueueName(f"queue name longer than {MAX_NAME_LENGTH} bytes (UTF-8)")
     if name in RESERVED_NAMES:
         raise InvalidQueueName(f"{name!r} is reserved for LMQ's own tables")
     if "\x00" in name:

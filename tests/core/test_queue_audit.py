@@ -10,6 +10,7 @@ import pytest
 
 from pylmq.core import QueueManager, make_item
 from pylmq.core.message import Message
+from pylmq.errors import InvalidQueueName
 from pylmq.store import MemoryStore
 
 
@@ -62,3 +63,10 @@ async def test_waiter_arriving_while_a_message_is_put_back_gets_it(gated) -> Non
     d = await second
     assert d is not None and d.message.content[1] == b"m", f"expected the put-back message, got {d!r}"
 
+
+async def test_queue_name_longer_than_an_erlang_atom_in_bytes_is_refused(gated) -> None:
+    # LMQ names a queue binary_to_atom(Name, latin1): at most 255 BYTES of the name's UTF-8.
+    manager, _ = gated
+    await manager.push("キ" * 85, make_item(b"fits: 255 bytes"))
+    with pytest.raises(InvalidQueueName):
+        await manager.push("キ" * 86, make_item(b"258 bytes"))

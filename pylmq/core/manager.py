@@ -141,6 +141,8 @@ class QueueManager:
         await self.store.barrier()
 
     async def _close_queue(self, q: Queue) -> None:
+        if self.observer is not None:
+            self.observer.on_delete(q.name)
         for w in await q.close():
             if w not in self._any_waiters:
                 w.finish(None)

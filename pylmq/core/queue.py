@@ -44,6 +44,10 @@ class QueueObserver(Protocol):
 
     def on_pull(self, queue: str, retention: float) -> None: ...
 
+    def on_delete(self, queue: str) -> None:
+        """The queue is gone (here or elsewhere in the cluster): drop what is kept for it."""
+        ...
+
 
 class Waiter:
     """A client waiting for a message; one waiter may wait on several queues (pull-any)."""

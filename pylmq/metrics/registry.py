@@ -116,6 +116,8 @@ class QueueMetrics:
         """Drop a deleted queue's metrics."""
         self._queues.pop(queue, None)
 
+    on_delete = forget
+
     def stats(self, queue: str) -> QueueStats | None:
         entry = self._queues.get(queue)
         if entry is None:

@@ -11,6 +11,7 @@ import pytest
 from pylmq.core import QueueManager, make_item
 from pylmq.core.message import Message
 from pylmq.errors import InvalidQueueName
+from pylmq.metrics import QueueMetrics
 from pylmq.store import MemoryStore
 
 
@@ -70,3 +71,22 @@ async def test_queue_name_longer_than_an_erlang_atom_in_bytes_is_refused(gated) 
     await manager.push("キ" * 85, make_item(b"fits: 255 bytes"))
     with pytest.raises(InvalidQueueName):
         await manager.push("キ" * 86, make_item(b"258 bytes"))
+
+
+async def test_deleting_a_queue_drops_its_meters() -> None:
+    # Per-queue meters are ticked every few seconds: a node with short-lived queues must not
+    # keep one set per queue it ever had.
+    metrics = QueueMetrics()
+    manager = QueueManager(MemoryStore(), observer=metrics)
+    await manager.start()
+    try:
+        await manager.push("tmp", make_item(b"x"))
+        await manager.pull("tmp", 0)
+        assert metrics.stats("tmp") is not None
+        await manager.delete("tmp")
+        assert metrics.stats("tmp") is None, "expected the deleted queue's meters to be gone"
+        await manager.push("gone-remotely", make_item(b"x"))
+        await manager.on_remote_queue_deleted("gone-remotely")
+        assert metrics.stats("gone-remotely") is None
+    finally:
+        await manager.close()

@@ -78,6 +78,7 @@ class QueueManager:
         self.observer = observer
         self._queues: dict[str, Queue] = {}
         self._any_waiters: dict[Waiter, re.Pattern[str]] = {}
+        self._any_turn = 0  # where the next pull-any starts looking: every queue gets turns
         self._closed = False
 
     # -- life cycle ---------------------------------------------------------------------------
@@ -173,6 +174,12 @@ class QueueManager:
         """From any matching queue, including queues created while waiting."""
         pattern = compile_regex(regex)
         queues = [self._queues[n] for n in sorted(self._queues) if pattern.search(n)]
+        if len(queues) > 1:
+            # LMQ asks all matching queues at once and takes the first answer, so a queue with
+            # a backlog does not hold the others back; taking turns gives the same.
+            self._any_turn += 1
+            start = self._any_turn % len(queues)
+            queues = queues[start:] + queues[:start]
         return await self._pull(queues, timeout, pattern)
 
     async def _pull(

@@ -90,3 +90,18 @@ async def test_deleting_a_queue_drops_its_meters() -> None:
         assert metrics.stats("gone-remotely") is None
     finally:
         await manager.close()
+
+
+async def test_pull_any_does_not_starve_a_queue_behind_a_busy_one(gated) -> None:
+    # LMQ asks every matching queue at once and the first answer wins, so every queue with a
+    # backlog gets its turns; always starting from the first name would drain "a" before "b".
+    manager, _ = gated
+    for name in ("a", "b"):
+        for i in range(3):
+            await manager.push(name, make_item(b"%d" % i))
+    got = []
+    for _ in range(4):
+        d = await manager.pull_any("^[ab]$", 0)
+        assert d is not None
+        got.append(d.queue)
+    assert sorted(got[:2]) == ["a", "b"] and sorted(got[2:]) == ["a", "b"], f"expected turns, got {got}"

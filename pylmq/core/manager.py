@@ -185,12 +185,20 @@ class QueueManager:
     async def _pull(
         self, queues: list[Queue], timeout: float | None, pattern: re.Pattern[str] | None
     ) -> Delivery | None:
+        at_once = timeout is not None and timeout <= 0
         for q in queues:
-            if not q.has_waiters():
-                d = await q.try_take()
-                if d is not None:
-                    return await self._confirm(d)
-        if timeout is not None and timeout <= 0:
+            if q.has_waiters():
+                if not at_once:
+                    continue  # join the line below: earlier waiters come first
+                # As in LMQ, a t=0 pull is answered after the waiters already in line have
+                # been served in this round; what is left then is its to take.
+                await q.served()
+                if q.has_waiters():
+                    continue
+            d = await q.try_take()
+            if d is not None:
+                return await self._confirm(d)
+        if at_once:
             return None
         loop = asyncio.get_running_loop()
         waiter = Waiter(loop.create_future())

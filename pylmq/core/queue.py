@@ -147,6 +147,14 @@ class Queue:
             return
         self._serving = asyncio.get_running_loop().create_task(self._serve(), name=f"serve:{self.name}")
 
+    async def served(self) -> None:
+        """Return once the waiters' current round of service is over (a no-op when idle)."""
+        task = self._serving
+        if task is not None:
+            # wait(), not await: a caller that gives up must not stop the service of the others,
+            # and a service stopped by close() must not look like a cancellation of the caller.
+            await asyncio.wait((task,))
+
     def _first_live(self) -> Waiter | None:
         while self._waiters:
             w = next(iter(self._waiters))

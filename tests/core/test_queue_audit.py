@@ -105,3 +105,18 @@ async def test_pull_any_does_not_starve_a_queue_behind_a_busy_one(gated) -> None
         assert d is not None
         got.append(d.queue)
     assert sorted(got[:2]) == ["a", "b"] and sorted(got[2:]) == ["a", "b"], f"expected turns, got {got}"
+
+
+async def test_pull_with_t_0_gets_a_message_left_over_after_the_waiters_are_served(gated) -> None:
+    # LMQ queues a t=0 pull behind the clients already waiting and answers it in the same
+    # round: the waiters get the first messages, the t=0 pull the next one, if any.
+    manager, _ = gated
+    waiting = asyncio.create_task(manager.pull("q", 2))
+    await asyncio.sleep(0.01)
+    await manager.push("q", make_item(b"first"))
+    await manager.push("q", make_item(b"second"))
+    now = await manager.pull("q", 0)
+    assert now is not None and now.message.content[1] == b"second", f"expected the second message, got {now!r}"
+    got = await waiting
+    assert got is not None and got.message.content[1] == b"first"
+    assert await manager.pull("q", 0) is None

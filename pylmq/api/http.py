@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
+from urllib.parse import unquote_to_bytes
 
 from aiohttp import hdrs, web
 from multidict import CIMultiDict
@@ -46,7 +47,7 @@ from pylmq.core.manager import QueueManager
 from pylmq.core.message import Item, MessageType, make_item, uuid_text
 from pylmq.core.props import export_props, parse_default_list, parse_props
 from pylmq.core.queue import Delivery
-from pylmq.errors import BadRequest, InvalidRegex, LMQError
+from pylmq.errors import BadRequest, InvalidQueueName, InvalidRegex, LMQError
 from pylmq.metrics import HistogramStats, MeterRates, QueueStats
 
 __all__ = [
@@ -147,6 +148,20 @@ def _item(request: web.Request, body: bytes) -> Item:
     return make_item(body, raw)
 
 
+def _queue_name(request: web.Request) -> str:
+    """The queue name from the path. The router leaves a percent-escape that is not UTF-8 as
+    it was ("%E9"), which would alias the queue really named so ("%25E9"): refuse those."""
+    name = request.match_info["name"]
+    if "%" in name:
+        segments = request.rel_url.raw_path.split("/")
+        segment = segments[2] if len(segments) > 2 else ""
+        try:
+            unquote_to_bytes(segment).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidQueueName(f"queue name {segment!r} is not percent-encoded UTF-8") from None
+    return name
+
+
 async def _json_body(request: web.Request) -> Any:
     data = await request.read()
     try:
@@ -236,7 +251,7 @@ _ACCUM_BODIES = {r: _dumps({"accum": r}).encode() for r in ("no", "new", "yes")}
 
 async def push(request: web.Request) -> web.StreamResponse:
     item = _item(request, await request.read())
-    result = await request.app[MANAGER].push(request.match_info["name"], item)
+    result = await request.app[MANAGER].push(_queue_name(request), item)
     return web.Response(body=_ACCUM_BODIES[result], content_type=_JSON)
 
 
@@ -250,7 +265,7 @@ async def push_all(request: web.Request) -> web.StreamResponse:
 async def pull(request: web.Request) -> web.StreamResponse:
     query = request.query
     timeout, cf = parse_timeout(query.get("t")), _compound_format(query)
-    d = await request.app[MANAGER].pull(request.match_info["name"], timeout)
+    d = await request.app[MANAGER].pull(_queue_name(request), timeout)
     return await _deliver(request, d, cf)
 
 
@@ -264,7 +279,7 @@ async def pull_any(request: web.Request) -> web.StreamResponse:
 async def reply(request: web.Request) -> web.StreamResponse:
     op = request.query.get("reply")
     manager = request.app[MANAGER]
-    name, id_ = request.match_info["name"], request.match_info["id"]
+    name, id_ = _queue_name(request), request.match_info["id"]
     if op == "ack":
         await manager.ack(name, id_)
     elif op == "nack":
@@ -277,7 +292,7 @@ async def reply(request: web.Request) -> web.StreamResponse:
 
 
 async def delete_queue(request: web.Request) -> web.StreamResponse:
-    await request.app[MANAGER].delete(request.match_info["name"])
+    await request.app[MANAGER].delete(_queue_name(request))
     return _no_content()
 
 
@@ -297,17 +312,17 @@ async def reset_default_props(request: web.Request) -> web.StreamResponse:
 
 
 async def get_props(request: web.Request) -> web.StreamResponse:
-    return _json(export_props(await request.app[MANAGER].get_props(request.match_info["name"])))
+    return _json(export_props(await request.app[MANAGER].get_props(_queue_name(request))))
 
 
 async def update_props(request: web.Request) -> web.StreamResponse:
     props = parse_props(await _json_body(request))
-    await request.app[MANAGER].update_props(request.match_info["name"], props, merge=True)
+    await request.app[MANAGER].update_props(_queue_name(request), props, merge=True)
     return _no_content()
 
 
 async def reset_props(request: web.Request) -> web.StreamResponse:
-    await request.app[MANAGER].update_props(request.match_info["name"], None)
+    await request.app[MANAGER].update_props(_queue_name(request), None)
     return _no_content()
 
 

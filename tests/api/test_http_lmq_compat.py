@@ -21,3 +21,14 @@ async def test_reading_properties_of_an_unknown_queue_applies_the_default_list(a
     body = b'[["^dflt/",{"retry":0}]]'
     assert (await api.request("PUT", "/properties", data=body, headers=JSON_CT)).status == 204
     assert (await api.props("dflt/a")).json() == {"accum": 0, "retry": 0, "timeout": 30}
+
+
+async def test_percent_encoded_bytes_that_are_not_utf8_are_refused_not_taken_literally(api) -> None:
+    # "%E9" alone is no UTF-8 text; taking it as the three characters "%E9" would make it the
+    # same queue as "%25E9" (a name that really is "%E9").
+    r = await api.request("POST", "/messages/%E9", data=b"x")
+    assert (r.status, r.json()["error"]) == (400, "invalid_queue_name"), r
+    assert (await api.request("POST", "/messages/%25E9", data=b"y")).status == 200
+    got = await api.request("GET", "/messages/%25E9", {"t": 0})
+    assert (got.status, got.headers["x-lmq-queue-name"], got.body) == (200, "%E9", b"y"), got
+    assert (await api.request("GET", "/properties/%E9")).status == 400

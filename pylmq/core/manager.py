@@ -276,9 +276,10 @@ class QueueManager:
         own = self.store.queue_props(name) or {}
         new = {} if props is None else (merge_props(own, props) if merge else dict(props))
         await self.store.set_queue_props(name, new)
-        await self.store.barrier()
+        # In use from the moment they are stored, even if the client leaves during the commit.
         q.props = self._props_for(name)
         q.notify()
+        await self.store.barrier()
         return q.props
 
     def default_props(self) -> DefaultList:
@@ -286,8 +287,8 @@ class QueueManager:
 
     async def set_default_props(self, defaults: DefaultList) -> None:
         await self.store.set_default_props(defaults)
-        await self.store.barrier()
         self.refresh_props()
+        await self.store.barrier()
 
     def refresh_props(self, names: Iterable[str] | None = None) -> None:
         for n in names if names is not None else list(self._queues):

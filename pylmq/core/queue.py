@@ -92,10 +92,12 @@ class Queue:
 
     async def push(self, item: Item) -> AccumResult:
         result = await self.store.enqueue(self.name, item, self.props.retry, self.props.accum)
-        await self.store.barrier()
+        # The message is in the store from here on, whether or not its client waits for the
+        # commit: waiters learn of it now (a delivery waits for the commit itself).
         if self.observer is not None:
             self.observer.on_push(self.name)
         self.notify()
+        await self.store.barrier()
         return result
 
     async def try_take(self) -> Delivery | None:
@@ -119,19 +121,24 @@ class Queue:
     async def ack(self, uuid: bytes) -> None:
         await self._settle(await self.store.done(self.name, uuid))
 
+    # Each change is applied before its commit is awaited, so waiters are told at once: a
+    # client that leaves during the commit must not leave them asleep.
+
     async def nack(self, uuid: bytes) -> None:
-        await self._settle(await self.store.release(self.name, uuid))
+        ok = await self.store.release(self.name, uuid)
         self.notify()
+        await self._settle(ok)
 
     async def ext(self, uuid: bytes) -> None:
         # timeout is read at each ext: a property change applies to messages in flight.
-        await self._settle(await self.store.retain(self.name, uuid, self.props.timeout))
+        ok = await self.store.retain(self.name, uuid, self.props.timeout)
         self.notify()
+        await self._settle(ok)
 
     async def put_back(self, uuid: bytes) -> bool:
         ok = await self.store.put_back(self.name, uuid)
-        await self.store.barrier()
         self.notify()
+        await self.store.barrier()
         return ok
 
     async def _settle(self, ok: bool) -> None:

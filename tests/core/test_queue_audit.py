@@ -5,6 +5,7 @@ store never does."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 import pytest
 
@@ -23,6 +24,14 @@ class GatedStore(MemoryStore):
         self.dequeue_gate: asyncio.Event | None = None
         self.put_back_gate: asyncio.Event | None = None
         self.put_back_entered = asyncio.Event()
+        self.barrier_gate: asyncio.Event | None = None
+        self.barrier_entered = asyncio.Event()
+
+    async def barrier(self) -> None:
+        # The durable store's group commit: the caller waits here for the fsync.
+        if self.barrier_gate is not None:
+            self.barrier_entered.set()
+            await self.barrier_gate.wait()
 
     async def dequeue(self, name: str, timeout: float) -> tuple[Message, float] | None:
         if self.dequeue_gate is not None:
@@ -120,3 +129,48 @@ async def test_pull_with_t_0_gets_a_message_left_over_after_the_waiters_are_serv
     got = await waiting
     assert got is not None and got.message.content[1] == b"first"
     assert await manager.pull("q", 0) is None
+
+
+async def _cancelled_in_barrier(store: GatedStore, op: Awaitable[object]) -> None:
+    """Run ``op`` until it waits for durability, then cancel it (its client went away)."""
+    gate = store.barrier_gate = asyncio.Event()
+    store.barrier_entered.clear()
+    task = asyncio.ensure_future(op)
+    await asyncio.wait_for(store.barrier_entered.wait(), 2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    store.barrier_gate = None
+    gate.set()  # the commit completes for whoever else waits on it
+
+
+async def test_push_whose_client_left_during_the_commit_still_wakes_a_waiter(gated) -> None:
+    manager, store = gated
+    await manager.ensure("q")
+    waiting = asyncio.create_task(manager.pull("q", 2))
+    await asyncio.sleep(0.01)
+    await _cancelled_in_barrier(store, manager.push("q", make_item(b"m")))
+    d = await waiting
+    assert d is not None and d.message.content[1] == b"m", f"expected the pushed message, got {d!r}"
+
+
+async def test_nack_whose_client_left_during_the_commit_still_wakes_a_waiter(gated) -> None:
+    manager, store = gated
+    await manager.push("q", make_item(b"m"))
+    first = await manager.pull("q", 0)
+    assert first is not None
+    waiting = asyncio.create_task(manager.pull("q", 2))
+    await asyncio.sleep(0.01)
+    await _cancelled_in_barrier(store, manager.nack("q", first.message.uuid))
+    d = await waiting
+    assert d is not None and d.message.content[1] == b"m", f"expected the nacked message, got {d!r}"
+
+
+async def test_props_change_whose_client_left_during_the_commit_still_applies(gated) -> None:
+    manager, store = gated
+    await manager.ensure("q")
+    await _cancelled_in_barrier(store, manager.update_props("q", {"retry": 7}))
+    assert manager.raw_props("q") == {"retry": 7}
+    assert (await manager.get_props("q")).retry == 7, "the stored props must be the ones in use"
+    await _cancelled_in_barrier(store, manager.set_default_props([("^q$", {"timeout": 5.0})]))
+    assert (await manager.get_props("q")).timeout == 5.0

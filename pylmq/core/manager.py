@@ -134,11 +134,15 @@ class QueueManager:
 
     async def delete(self, name: str) -> None:
         q = self._queues.pop(name, None)
-        existed = await self.store.delete(name)
+        try:
+            existed = await self.store.delete(name)
+        finally:
+            # Also when the store failed or the caller left midway: a Queue no longer in
+            # the table would keep its waiters forever (a surviving queue is attached anew).
+            if q is not None:
+                await self._close_queue(q)
         if q is None and not existed:
             raise QueueNotFound(f"no queue named {name!r}")
-        if q is not None:
-            await self._close_queue(q)
         await self.store.barrier()
 
     async def _close_queue(self, q: Queue) -> None:

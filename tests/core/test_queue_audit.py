@@ -174,3 +174,33 @@ async def test_props_change_whose_client_left_during_the_commit_still_applies(ga
     assert (await manager.get_props("q")).retry == 7, "the stored props must be the ones in use"
     await _cancelled_in_barrier(store, manager.set_default_props([("^q$", {"timeout": 5.0})]))
     assert (await manager.get_props("q")).timeout == 5.0
+
+
+class SlowDeleteStore(MemoryStore):
+    """Deleting takes a while (one Mnesia transaction on a peer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delete_entered = asyncio.Event()
+
+    async def delete(self, name: str) -> bool:
+        self.delete_entered.set()
+        await asyncio.sleep(10)
+        return await super().delete(name)
+
+
+async def test_delete_whose_client_left_midway_does_not_strand_the_queues_waiters() -> None:
+    manager = QueueManager(SlowDeleteStore())
+    await manager.start()
+    try:
+        await manager.ensure("q")
+        waiting = asyncio.create_task(manager.pull("q", None))
+        await asyncio.sleep(0.01)
+        deleting = asyncio.create_task(manager.delete("q"))
+        await asyncio.wait_for(manager.store.delete_entered.wait(), 2)  # type: ignore[attr-defined]
+        deleting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await deleting
+        assert await asyncio.wait_for(waiting, 2) is None, "the waiter of a queue being deleted must be answered"
+    finally:
+        await manager.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["FULL", "QUICK", "Budget", "Cell", "Skip", "percentile"]
+__all__ = ["FULL", "LIGHT_DEPTHS", "LIGHT_WORKLOADS", "QUICK", "Budget", "Cell", "Skip", "percentile"]
 
 
 class Skip(Exception):
@@ -44,18 +44,22 @@ QUICK = Budget(
 )
 
 FULL = Budget(
-    cell_seconds=10.0,
+    cell_seconds=6.0,
     push_count=100_000,
     drain_count=50_000,
-    steady_count=60_000,
+    steady_count=50_000,
     big_count=15_000,
     concurrency=(1, 16, 64),
     depths=(1_000, 100_000, 1_000_000),
     probes=500,
-    prefill_seconds=120.0,
+    prefill_seconds=75.0,
     idle_clients=1_000,
     fanin_c=16,
 )
+
+LIGHT_WORKLOADS = ("w1_push", "w3_steady", "w5_depth")
+"""What the secondary targets of a full run (the other fsync policies) measure, to fit 15 min."""
+LIGHT_DEPTHS = (1_000, 100_000)
 
 
 def percentile(sorted_values: list[float], p: float) -> float | None:

@@ -28,6 +28,8 @@ __all__ = ["Delivery", "Queue", "QueueObserver", "Waiter"]
 
 log = logging.getLogger("pylmq.queue")
 
+RETRY_AFTER_ERROR = 0.5  # seconds before waiters are served again after the store failed
+
 
 @dataclass(slots=True, frozen=True)
 class Delivery:
@@ -193,7 +195,10 @@ class Queue:
                     continue
                 waiter.finish(delivery)
         except Exception:
-            log.exception("serving waiters of queue %s failed", self.name)
+            log.exception("serving waiters of queue %s failed; trying again in %ss", self.name, RETRY_AFTER_ERROR)
+            # Nothing else may come to wake the waiters: a store that failed once (a peer
+            # gone mid-transaction) gets asked again.
+            self._arm_timer(RETRY_AFTER_ERROR)
         finally:
             self._serving = None
 

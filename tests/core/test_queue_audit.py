@@ -11,7 +11,7 @@ import pytest
 
 from pylmq.core import QueueManager, make_item
 from pylmq.core.message import Message
-from pylmq.errors import InvalidQueueName
+from pylmq.errors import InvalidQueueName, StoreError
 from pylmq.metrics import QueueMetrics
 from pylmq.store import MemoryStore
 
@@ -202,5 +202,34 @@ async def test_delete_whose_client_left_midway_does_not_strand_the_queues_waiter
         with pytest.raises(asyncio.CancelledError):
             await deleting
         assert await asyncio.wait_for(waiting, 2) is None, "the waiter of a queue being deleted must be answered"
+    finally:
+        await manager.close()
+
+
+class FlakyStore(MemoryStore):
+    """The first dequeue fails (a peer of the Mnesia store went away mid-transaction)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 0
+
+    async def dequeue(self, name: str, timeout: float) -> tuple[Message, float] | None:
+        if self.failures == 0 and self.waittime(name) == 0:
+            self.failures += 1
+            raise StoreError("peer gone")
+        return await super().dequeue(name, timeout)
+
+
+async def test_waiters_are_served_again_after_the_store_failed_once() -> None:
+    manager = QueueManager(FlakyStore())
+    await manager.start()
+    try:
+        await manager.ensure("q")
+        waiting = asyncio.create_task(manager.pull("q", 5))
+        await asyncio.sleep(0.01)
+        await manager.push("q", make_item(b"m"))
+        d = await waiting
+        assert manager.store.failures == 1  # type: ignore[attr-defined]
+        assert d is not None and d.message.content[1] == b"m", f"expected the message after a retry, got {d!r}"
     finally:
         await manager.close()

@@ -191,6 +191,14 @@ def _header_text(value: bytes) -> str | None:
     return text
 
 
+def _header_name(queue: str) -> str:
+    """The queue name as a header value: control characters (never allowed in a header, but
+    allowed in a name) percent-escaped, so the queue stays pullable."""
+    if _BAD_HEADER_CHARS.search(queue) is None:
+        return queue
+    return _BAD_HEADER_CHARS.sub(lambda m: f"%{ord(m.group()):02X}", queue)
+
+
 def delivery_response(d: Delivery, cf: str = "multipart") -> web.Response:
     """The 200 response for a delivered message, headers and body as LMQ sends them."""
     msg = d.message
@@ -211,7 +219,7 @@ def delivery_response(d: Delivery, cf: str = "multipart") -> web.Response:
                 headers.add(name, value)
         headers.setdefault(hdrs.CONTENT_TYPE, "application/octet-stream")
         mid = uuid_text(msg.uuid)
-    headers["x-lmq-queue-name"] = d.queue
+    headers["x-lmq-queue-name"] = _header_name(d.queue)
     headers["x-lmq-message-id"] = mid
     headers["x-lmq-message-type"] = msg.type.value
     headers["x-lmq-retry-remaining"] = "infinity" if msg.retry is None else str(msg.retry)

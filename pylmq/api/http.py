@@ -335,7 +335,8 @@ async def reset_props(request: web.Request) -> web.StreamResponse:
 
 
 def stats_document(manager: QueueManager, metrics: StatsSource | None, node: str) -> dict[str, Any]:
-    """LMQ's ``/stats`` shape: node lists, then per queue its meters, size, memory, nodes, props."""
+    """LMQ's ``/stats`` shape: node lists, then per queue its meters, size, memory, nodes, props
+    (as LMQ stores them: accum in milliseconds, unlike GET /properties)."""
     queues: dict[str, Any] = {}
     for q in manager.status():
         entry: dict[str, Any] = {}
@@ -344,7 +345,10 @@ def stats_document(manager: QueueManager, metrics: StatsSource | None, node: str
         entry["size"] = q["size"]
         entry["memory"] = q["memory"]
         entry["nodes"] = [node]
-        entry["props"] = export_props(q["props"])
+        props = export_props(q["props"])
+        # LMQ prints the stored property list here, accum in whole milliseconds.
+        props["accum"] = round(q["props"].accum * 1000)
+        entry["props"] = props
         queues[q["name"]] = entry
     return {"active_nodes": [node], "all_nodes": [node], "queues": queues}
 

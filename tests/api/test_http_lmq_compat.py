@@ -41,3 +41,12 @@ async def test_queue_with_a_control_character_in_its_name_can_be_pulled(api) -> 
     r = await api.request("GET", "/messages/a%0Ab", {"t": 0})
     assert (r.status, r.body, r.headers.get("x-lmq-queue-name")) == (200, b"x", "a%0Ab"), r
     assert (await api.ack("a\nb", r.id)).status == 204
+
+
+async def test_stats_show_a_queues_accum_in_milliseconds_as_lmq_keeps_it(api) -> None:
+    # LMQ's /stats prints the queue's property list as stored: accum in whole milliseconds
+    # (GET /properties converts to seconds, /stats does not).
+    await api.set_props("acc", accum=0.2, timeout=1.5)
+    props = (await api.request("GET", "/stats")).json()["queues"]["acc"]["props"]
+    assert props == {"accum": 200, "retry": 2, "timeout": 1.5}, f"expected accum in ms, got {props}"
+    assert (await api.props("acc")).json()["accum"] == 0.2

@@ -155,10 +155,12 @@ def _export_value(v: Any) -> Any:
 
 
 def export_props(props: Props | RawProps, *, accum_key: str = "accum") -> dict[str, Any]:
-    """Props as the APIs return them (seconds; whole numbers as integers, as LMQ prints them)."""
+    """Props as the APIs return them (seconds; whole numbers as integers, as LMQ prints them).
+    Effective props come in LMQ's sorted key order; raw props (a default list entry) in the
+    order they were given, as LMQ stores them."""
     raw = props.to_raw() if isinstance(props, Props) else props
     out: dict[str, Any] = {}
-    for k in KEYS:
-        if k in raw:
+    for k in raw:
+        if k in KEYS:
             out[accum_key if k == "accum" else k] = _export_value(raw[k])
     return out

@@ -50,3 +50,11 @@ async def test_stats_show_a_queues_accum_in_milliseconds_as_lmq_keeps_it(api) ->
     props = (await api.request("GET", "/stats")).json()["queues"]["acc"]["props"]
     assert props == {"accum": 200, "retry": 2, "timeout": 1.5}, f"expected accum in ms, got {props}"
     assert (await api.props("acc")).json()["accum"] == 0.2
+
+
+async def test_default_list_keeps_the_key_order_it_was_given(api) -> None:
+    # LMQ stores each entry's properties as given and prints them back in that order.
+    body = b'[["a/.*",{"timeout":5,"retry":1}],["b/.*",{"retry":0,"accum":1.5}]]'
+    assert (await api.request("PUT", "/properties", data=body, headers=JSON_CT)).status == 204
+    got = (await api.request("GET", "/properties")).body
+    assert got == body, f"expected {body!r}, got {got!r}"

@@ -208,6 +208,9 @@ class QueueManager:
         waiter = Waiter(loop.create_future())
         if pattern is not None:
             self._any_waiters[waiter] = pattern
+            # Queues created while the store was asked above are matched again here; from now
+            # on _attach adds the waiter to new ones.
+            queues = [q for n, q in self._queues.items() if pattern.search(n)]
         for q in queues:
             q.add_waiter(waiter)
         timer = loop.call_later(timeout, waiter.finish, None) if timeout is not None else None

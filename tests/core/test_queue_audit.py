@@ -233,3 +233,16 @@ async def test_waiters_are_served_again_after_the_store_failed_once() -> None:
         assert d is not None and d.message.content[1] == b"m", f"expected the message after a retry, got {d!r}"
     finally:
         await manager.close()
+
+
+async def test_pull_any_sees_a_queue_created_while_it_looked_at_the_others(gated) -> None:
+    manager, store = gated
+    await manager.ensure("job-1")
+    store.dequeue_gate = asyncio.Event()
+    waiting = asyncio.create_task(manager.pull_any("^job-", 2))
+    await asyncio.sleep(0.01)  # it is asking job-1's store for a message
+    await manager.push("job-2", make_item(b"new queue"))
+    store.dequeue_gate.set()
+    d = await waiting
+    assert d is not None and d.queue == "job-2", f"expected the message of the new queue, got {d!r}"
+

@@ -213,6 +213,8 @@ class QueueManager:
             queues = [q for n, q in self._queues.items() if pattern.search(n)]
         for q in queues:
             q.add_waiter(waiter)
+        if pattern is None and not waiter.queues:
+            waiter.finish(None)  # its queue was deleted while the store was asked
         timer = loop.call_later(timeout, waiter.finish, None) if timeout is not None else None
         try:
             delivery = await waiter.future

@@ -116,6 +116,8 @@ class Queue:
         return any(w.live for w in self._waiters)
 
     def add_waiter(self, waiter: Waiter) -> None:
+        if self._closed:
+            return  # deleted meanwhile: no one would ever serve it here
         self._waiters[waiter] = None
         waiter.queues.append(self)
         self.notify()

@@ -246,3 +246,13 @@ async def test_pull_any_sees_a_queue_created_while_it_looked_at_the_others(gated
     d = await waiting
     assert d is not None and d.queue == "job-2", f"expected the message of the new queue, got {d!r}"
 
+
+async def test_pull_of_a_queue_deleted_while_it_asked_the_store_ends_empty(gated) -> None:
+    manager, store = gated
+    await manager.ensure("q")
+    store.dequeue_gate = asyncio.Event()
+    waiting = asyncio.create_task(manager.pull("q", None))
+    await asyncio.sleep(0.01)  # it is asking the store for a message
+    await manager.delete("q")
+    store.dequeue_gate.set()
+    assert await asyncio.wait_for(waiting, 2) is None, "a pull of a deleted queue must end, as one waiting does"

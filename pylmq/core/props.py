@@ -93,8 +93,9 @@ def compile_regex(pattern: Any) -> re.Pattern[str]:
             pattern = pattern.decode()
         except UnicodeDecodeError as e:
             raise InvalidRegex("regex is not valid UTF-8") from e
-    if not isinstance(pattern, str) or pattern == "":
-        raise InvalidRegex(f"a non-empty regex string is required, got {pattern!r}")
+    # An empty pattern is a valid regex that matches every name, as in LMQ (PCRE).
+    if not isinstance(pattern, str):
+        raise InvalidRegex(f"a regex string is required, got {pattern!r}")
     try:
         return re.compile(pattern)
     except re.error as e:

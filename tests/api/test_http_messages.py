@@ -330,6 +330,21 @@ async def test_fan_out_pushes_to_every_existing_matching_queue(api) -> None:
     assert (await api.pull("other")).status == 204
 
 
+async def test_fan_out_with_an_empty_regex_reaches_every_queue_as_in_lmq(api) -> None:
+    for name in ("e1", "e2"):
+        assert (await api.request("DELETE", f"/properties/{api.q(name)}")).status == 204
+    r = await api.push_all("", b"all")
+    assert r.status == 200, r
+    assert r.json() == {"e1": {"accum": "no"}, "e2": {"accum": "no"}}
+
+
+async def test_default_props_with_an_empty_regex_apply_to_every_queue(api) -> None:
+    body = b'[["", {"retry": 7}]]'
+    r = await api.request("PUT", "/properties", data=body, headers={"content-type": "application/json"})
+    assert r.status == 204, r
+    assert (await api.request("GET", "/properties/anything")).json()["retry"] == 7
+
+
 async def test_fan_out_creates_no_queue(api) -> None:
     r = await api.push_all("nothing-yet/.*")
     assert (r.status, r.json()) == (200, {}), r

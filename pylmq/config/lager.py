@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pylmq.config.terms import Atom, Term
+from pylmq.config.terms import Atom, Term, proplist
 from pylmq.errors import ConfigError
 
 __all__ = [
@@ -141,17 +141,6 @@ class LagerConfig:
     crash_log_count: int = 14
 
 
-def _proplist(term: Term, where: str) -> dict[str, Term]:
-    if not isinstance(term, list):
-        raise ConfigError(f"{where}: expected a list of {{Key, Value}}, got {term!r}")
-    out: dict[str, Term] = {}
-    for item in term:
-        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], Atom)):
-            raise ConfigError(f"{where}: expected {{Key, Value}} with an atom key, got {item!r}")
-        out[item[0].name] = item[1]
-    return out
-
-
 def _text(value: Term, where: str) -> str:
     if isinstance(value, str):
         return value
@@ -193,7 +182,7 @@ def _file_handler(term: Term, where: str) -> LogHandler:
         return LogHandler(
             _text(file, where), _level(level, where), _count(size, where), _date(date, where), _count(count, where)
         )
-    props = _proplist(term, where)
+    props = proplist(term, where)
     if "file" not in props:
         raise ConfigError(f"{where}: a lager_file_backend needs {{file, Name}}")
     unknown = set(props) - {"file", "level", "size", "date", "count", "formatter", "formatter_config",
@@ -221,7 +210,7 @@ def _file_handlers(value: Term, where: str) -> list[LogHandler]:
 def lager_from_terms(section: Term, where: str = "lager") -> LagerConfig:
     """Read a ``{lager, [...]}`` section. Keys pylmq has no use for are accepted silently when
     they are lager's (``error_logger_redirect``, ...), refused otherwise."""
-    props = _proplist(section, where)
+    props = proplist(section, where)
     base = LagerConfig()
     handlers: Sequence[LogHandler] = base.handlers
     console: str | None = base.console_level

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pylmq.config.lager import LagerConfig, lager_from_terms
-from pylmq.config.terms import Atom, Term, parse_terms
+from pylmq.config.terms import Atom, Term, parse_terms, proplist
 from pylmq.config.vmargs import NameMode, VmArgs, parse_vm_args
 from pylmq.errors import ConfigError
 
@@ -122,17 +122,6 @@ def _coerce(key: str, value: Any, where: str, from_text: bool = False) -> Any:
     return Path(value) if typ is Path else value
 
 
-def _proplist(term: Term, where: str) -> dict[str, Term]:
-    if not isinstance(term, list):
-        raise ConfigError(f"{where}: expected a list of {{Key, Value}}, got {term!r}")
-    out: dict[str, Term] = {}
-    for item in term:
-        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], Atom)):
-            raise ConfigError(f"{where}: expected {{Key, Value}} with an atom key, got {item!r}")
-        out[item[0].name] = item[1]
-    return out
-
-
 def _ip_text(value: Term, where: str) -> str:
     if isinstance(value, str):
         return value
@@ -203,7 +192,7 @@ def _read_app_config(path: Path, acc: dict[str, Any], notices: list[str], depth:
         if app == "lager":
             acc["lager"] = lager_from_terms(entry[1], where)
         elif app in ("lmq", "statsderl", "pylmq"):
-            _apply_app(app, _proplist(entry[1], where), acc, notices, where)
+            _apply_app(app, proplist(entry[1], where), acc, notices, where)
         elif app != "sasl":
             notices.append(f"{where}: application not used by pylmq; ignored")
 

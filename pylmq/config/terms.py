@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from pylmq.dist.terms import Atom, ImproperList
-from pylmq.errors import ConfigSyntaxError
+from pylmq.errors import ConfigError, ConfigSyntaxError
 
-__all__ = ["Atom", "ImproperList", "Term", "parse_terms"]
+__all__ = ["Atom", "ImproperList", "Term", "parse_terms", "proplist"]
 
 
 Term: TypeAlias = (
@@ -404,3 +404,16 @@ def parse_terms(text: str, filename: str = "<string>") -> list[Term]:
     """Every ``.``-terminated term in ``text``, as ``file:consult/1`` returns them."""
     lexer = _Lexer(text, filename)
     return _Parser(lexer.tokens(), lexer).forms()
+
+
+def proplist(term: Term, where: str) -> dict[str, Term]:
+    """An Erlang proplist ``[{Key, Value}, ...]`` with atom keys, as a dict (``where`` names
+    the place in the file for the error)."""
+    if not isinstance(term, list):
+        raise ConfigError(f"{where}: expected a list of {{Key, Value}}, got {term!r}")
+    out: dict[str, Term] = {}
+    for item in term:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], Atom)):
+            raise ConfigError(f"{where}: expected {{Key, Value}} with an atom key, got {item!r}")
+        out[item[0].name] = item[1]
+    return out

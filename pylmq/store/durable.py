@@ -146,7 +146,7 @@ class _Log:
         self.add(self.enc.delete(queue, uuid))
 
 
-_Frozen = list[tuple[str, RawProps, list[Message]]]
+_Frozen = list[tuple[str, RawProps, Iterable[Message]]]
 
 
 class DurableStore(LocalStore):

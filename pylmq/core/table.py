@@ -23,8 +23,8 @@ ref | body, about 60 bytes over the body's own size. ``ts`` is positive, so the 
 - the index is keyed by an int of 60 bits of the uuid (a 32-byte object, against 64 for the
   uuid bytes); the table draws its own uuids so that these keys are unique, and a record whose
   key is taken (a uuid from elsewhere) goes to ``_other``, keyed by the whole uuid;
-- metadata is a one-byte reference into a process-wide table of distinct metadata (the same few
-  content types on nearly every message), see :func:`_md_ref`;
+- metadata is a one-byte reference into the table's list of distinct metadata (the same few
+  content types on nearly every message);
 - nothing in a compact record is tracked by the cyclic GC, so a deep queue adds no GC work.
 
 What does not fit (compound messages, the accumulation record that grows, bodies over
@@ -77,31 +77,36 @@ _STATE_OF = (State.AVAILABLE, State.PROCESSING)
 _CODE_OF = {State.AVAILABLE: _AVAILABLE, State.PROCESSING: _PROCESSING}
 _INFINITY = 255  # retry code of ``None``; 0-254 are themselves
 
-# Distinct metadata seen by compact records, shared by all tables and only ever appended to (a
-# compaction thread may read it while the loop appends).
-_MD: list[Metadata] = [()]
-_MD_REF: dict[Metadata, int] = {(): 0}
-_MD_LEN: list[int] = [0]
 
+class _MetadataTable:
+    """The distinct metadata of one table's compact records, by one-byte reference. Only ever
+    appended to, so a compaction thread may read it while the loop appends."""
 
-def _md_ref(md: Metadata) -> int:
-    """The one-byte reference of this metadata, or -1 when it cannot have one."""
-    try:
-        ref = _MD_REF.get(md)
-    except TypeError:  # unhashable: not a tuple of byte pairs
-        return -1
-    if ref is not None:
-        return ref
-    if len(_MD) > 255 or type(md) is not tuple:
-        return -1
-    for pair in md:
-        if not (type(pair) is tuple and len(pair) == 2 and type(pair[0]) is bytes and type(pair[1]) is bytes):
+    __slots__ = ("lens", "mds", "refs")
+
+    def __init__(self) -> None:
+        self.mds: list[Metadata] = [()]
+        self.refs: dict[Metadata, int] = {(): 0}
+        self.lens: list[int] = [0]
+
+    def ref(self, md: Metadata) -> int:
+        """The reference of this metadata, or -1 when it cannot have one."""
+        try:
+            ref = self.refs.get(md)
+        except TypeError:  # unhashable: not a tuple of byte pairs
             return -1
-    ref = len(_MD)
-    _MD_LEN.append(sum(len(k) + len(v) for k, v in md))
-    _MD.append(md)
-    _MD_REF[md] = ref
-    return ref
+        if ref is not None:
+            return ref
+        if len(self.mds) > 255 or type(md) is not tuple:
+            return -1
+        for pair in md:
+            if not (type(pair) is tuple and len(pair) == 2 and type(pair[0]) is bytes and type(pair[1]) is bytes):
+                return -1
+        ref = len(self.mds)
+        self.lens.append(sum(len(k) + len(v) for k, v in md))
+        self.mds.append(md)
+        self.refs[md] = ref
+        return ref
 
 
 def _key(uuid: bytes) -> int:
@@ -123,29 +128,10 @@ def _retry_code(retry: Retry) -> int:
     return retry if 0 <= retry < _INFINITY else -1
 
 
-def _encode(msg: Message) -> bytes | None:
-    """``msg`` as a compact record, or ``None`` when it must stay a Message."""
-    ts, uuid = msg.id
-    state, content = msg.state, msg.content
-    if msg.type is not MessageType.NORMAL or state is State.ACCUM or not isinstance(content, tuple):
-        return None
-    if not (type(ts) is float and ts > 0.0 and type(uuid) is bytes and len(uuid) == 16):
-        return None
-    md, body = content
-    code, ref = _retry_code(msg.retry), _md_ref(md)
-    if code < 0 or ref < 0 or type(body) is not bytes or len(body) > COMPACT_MAX:
-        return None
-    return _HEAD.pack(ts, uuid, _CODE_OF[state], code, ref) + body
-
-
-def _decode(rec: bytes) -> Message:
+def _decode(rec: bytes, mds: list[Metadata]) -> Message:
     ts, uuid, state, code, ref = _HEAD.unpack_from(rec)
     retry = None if code == _INFINITY else code
-    return Message((ts, uuid), _STATE_OF[state], MessageType.NORMAL, retry, (_MD[ref], rec[_HEAD_SIZE:]))
-
-
-def _rec_nbytes(rec: bytes) -> int:
-    return len(rec) - _HEAD_SIZE + _MD_LEN[rec[26]] + RECORD_OVERHEAD
+    return Message((ts, uuid), _STATE_OF[state], MessageType.NORMAL, retry, (mds[ref], rec[_HEAD_SIZE:]))
 
 
 def _rec_ts(rec: bytes) -> float:
@@ -157,17 +143,19 @@ class TableSnapshot:
     """A table's records as frozen by :meth:`QueueTable.snapshot`: safe to read in another
     thread while the table goes on changing; yields Messages, in no order."""
 
-    __slots__ = ("_entries",)
+    __slots__ = ("_entries", "_mds")
 
-    def __init__(self, entries: list[bytes | Message]) -> None:
+    def __init__(self, entries: list[bytes | Message], mds: list[Metadata]) -> None:
         self._entries = entries
+        self._mds = mds
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def __iter__(self) -> Iterator[Message]:
+        mds = self._mds
         for e in self._entries:
-            yield _decode(e) if type(e) is bytes else e  # type: ignore[misc]
+            yield _decode(e, mds) if type(e) is bytes else e  # type: ignore[misc]
 
 
 class Journal(Protocol):
@@ -193,7 +181,7 @@ Entry = bytes | Message
 
 
 class QueueTable:
-    __slots__ = ("_accum", "_heap", "_index", "_journal", "_other", "_side", "bytes", "name")
+    __slots__ = ("_accum", "_heap", "_index", "_journal", "_md", "_other", "_side", "bytes", "name")
 
     def __init__(self, name: str, journal: Journal | None = None) -> None:
         self.name = name
@@ -206,6 +194,7 @@ class QueueTable:
         self._heap: list[bytes] = []
         # Ids of the Messages in _other, in order.
         self._side: list[MessageId] = []
+        self._md = _MetadataTable()
         self._accum: Message | None = None
         self.bytes = 0
 
@@ -264,11 +253,11 @@ class QueueTable:
 
     def get(self, uuid: bytes) -> Message | None:
         e = self._find(uuid)
-        return _decode(e) if type(e) is bytes else e  # type: ignore[return-value]
+        return _decode(e, self._md.mds) if type(e) is bytes else e  # type: ignore[return-value]
 
     def first(self) -> Message | None:
         e = self._first()
-        return _decode(e) if type(e) is bytes else e  # type: ignore[return-value]
+        return _decode(e, self._md.mds) if type(e) is bytes else e  # type: ignore[return-value]
 
     def waittime(self, now: float) -> float | None:
         """Seconds until the first record is deliverable (0 if now); ``None`` if empty."""
@@ -285,7 +274,7 @@ class QueueTable:
 
     def messages(self) -> list[Message]:
         """All records in id order (for status and tests; O(n log n))."""
-        return sorted(TableSnapshot(self._entries()), key=lambda m: m.id)
+        return sorted(TableSnapshot(self._entries(), self._md.mds), key=lambda m: m.id)
 
     def snapshot(self) -> TableSnapshot:
         """All records, to be read in another thread while this table goes on changing (the
@@ -297,16 +286,30 @@ class QueueTable:
         if acc is not None and self._other.get(acc.id[1]) is acc and isinstance(acc.content, list):
             i = next(i for i in range(len(self._index), len(entries)) if entries[i] is acc)
             entries[i] = Message(acc.id, acc.state, acc.type, acc.retry, list(acc.content))
-        return TableSnapshot(entries)
+        return TableSnapshot(entries, self._md.mds)
 
     # -- raw mutations (no journal): used by the operations below and by recovery ----------------
+
+    def _encode(self, msg: Message) -> bytes | None:
+        """``msg`` as a compact record, or ``None`` when it must stay a Message."""
+        ts, uuid = msg.id
+        state, content = msg.state, msg.content
+        if msg.type is not MessageType.NORMAL or state is State.ACCUM or not isinstance(content, tuple):
+            return None
+        if not (type(ts) is float and ts > 0.0 and type(uuid) is bytes and len(uuid) == 16):
+            return None
+        md, body = content
+        code, ref = _retry_code(msg.retry), self._md.ref(md)
+        if code < 0 or ref < 0 or type(body) is not bytes or len(body) > COMPACT_MAX:
+            return None
+        return _HEAD.pack(ts, uuid, _CODE_OF[state], code, ref) + body
 
     def _place(self, rec: bytes) -> None:
         """Add a compact record whose uuid is not in the table."""
         if self._index.setdefault(_rec_key(rec), rec) is not rec:
             self._other[rec[8:24]] = rec
         heapq.heappush(self._heap, rec[:_ID_SIZE] if rec[24] == _PROCESSING else rec)
-        self.bytes += _rec_nbytes(rec)
+        self.bytes += len(rec) - _HEAD_SIZE + self._md.lens[rec[26]] + RECORD_OVERHEAD
         if len(self._heap) > 2 * len(self) + 1024:
             self._compact_heaps()
 
@@ -316,7 +319,7 @@ class QueueTable:
         old = self._find(uuid)
         if old is not None:
             self._drop(uuid, old)
-        rec = _encode(msg)
+        rec = self._encode(msg)
         if rec is not None:
             self._place(rec)
             return
@@ -334,7 +337,7 @@ class QueueTable:
                 del self._index[k]
             else:
                 del self._other[uuid]
-            self.bytes -= _rec_nbytes(e)
+            self.bytes -= len(e) - _HEAD_SIZE + self._md.lens[e[26]] + RECORD_OVERHEAD
             return
         del self._other[uuid]
         assert isinstance(e, Message)
@@ -386,8 +389,8 @@ class QueueTable:
                 if not want and self._journal is None:
                     return None
                 retry = None if code == _INFINITY else code
-                return Message((ts, new_uuid_), state, MessageType.NORMAL, retry, (_MD[ref], body))
-            old = _decode(e)
+                return Message((ts, new_uuid_), state, MessageType.NORMAL, retry, (self._md.mds[ref], body))
+            old = _decode(e, self._md.mds)
         else:
             assert isinstance(e, Message)
             old = e
@@ -408,7 +411,7 @@ class QueueTable:
         if old is None:
             return
         if type(old) is bytes:
-            content: Item | list[Item] = (_MD[old[26]], old[_HEAD_SIZE:])
+            content: Item | list[Item] = (self._md.mds[old[26]], old[_HEAD_SIZE:])
             mtype = MessageType.NORMAL
         else:
             assert isinstance(old, Message)
@@ -429,6 +432,7 @@ class QueueTable:
         self._other.clear()
         self._heap.clear()
         self._side.clear()
+        self._md = _MetadataTable()  # a snapshot being written may still read the old one
         self._accum = None
         self.bytes = 0
 
@@ -438,7 +442,7 @@ class QueueTable:
         """Push one item. ``retry`` is the queue's retry property (deliveries = retry + 1)."""
         if accum <= 0:
             retry = _inc(retry)
-            body, ref, code = item[1], _md_ref(item[0]), _retry_code(retry)
+            body, ref, code = item[1], self._md.ref(item[0]), _retry_code(retry)
             if ref >= 0 and code >= 0 and type(body) is bytes and len(body) <= COMPACT_MAX and now > 0.0:
                 uuid = self._fresh_uuid()
                 self._place(_HEAD.pack(now, uuid, _AVAILABLE, code, ref) + body)

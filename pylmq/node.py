@@ -86,7 +86,7 @@ class LMQNode:
         if isinstance(observer, QueueMetrics):
             self.metrics = observer
         self.manager = QueueManager(self.store, self.clock, observer or self.metrics)
-        self._runner: web.AppRunner | None = None
+        self._runner: web.BaseRunner | None = None
         self._site: web.TCPSite | None = None
         self._rpc: object | None = None
         self.http_address: tuple[str, int] | None = None
@@ -113,23 +113,19 @@ class LMQNode:
         )
 
     async def _start_http(self, host: str, port: int) -> None:
-        from pylmq.api.http import create_app
+        from pylmq.api.http import create_server
 
-        app = create_app(self.manager, metrics=self.metrics, node_name=self.opts.node_name)
-        # handler_cancellation: a long-poll whose client disconnects is cancelled, so the
-        # message it may have taken is put back (LMQ does the same with a monitor).
-        self._runner = web.AppRunner(
-            app, handler_cancellation=True, shutdown_timeout=self.opts.shutdown_timeout, access_log=None
-        )
+        server = create_server(self.manager, metrics=self.metrics, node_name=self.opts.node_name)
+        self._runner = web.ServerRunner(server, shutdown_timeout=self.opts.shutdown_timeout)
         await self._runner.setup()
         self._site = web.TCPSite(self._runner, host, port, reuse_address=True)
         try:
             await self._site.start()
         except OSError as e:
             raise ConfigError(f"cannot listen for HTTP on {host}:{port}: {e.strerror or e}") from e
-        server = self._site._server
-        assert server is not None
-        sock = server.sockets[0]  # type: ignore[attr-defined]
+        listener = self._site._server
+        assert listener is not None
+        sock = listener.sockets[0]  # type: ignore[attr-defined]
         self.http_address = sock.getsockname()[:2]
 
     async def _start_rpc(self, host: str, port: int) -> None:

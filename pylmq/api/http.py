@@ -1,9 +1,10 @@
 """The HTTP API of LMQ (LMQ-FACTS section 3) on aiohttp.
 
 Every handler parses the request, makes one call on the :class:`QueueManager` and encodes the
-answer; queue semantics live in ``pylmq.core``. Errors are raised as :class:`LMQError` and turned
-into ``{"error": reason, "detail": ...}`` with the error's status by one middleware, which also
-writes the access log (logger ``pylmq.access``, info level, one line per request).
+answer; queue semantics live in ``pylmq.core``. :class:`HttpApi` routes a request by its path
+segments (one table, below), turns :class:`LMQError` into ``{"error": reason, "detail": ...}``
+with the error's status, and writes the access log (logger ``pylmq.access``, info level, one
+line per request).
 
 Routes (also under LMQ's older prefixes ``/msgs`` and ``/props``)::
 
@@ -14,9 +15,14 @@ Routes (also under LMQ's older prefixes ``/msgs`` and ``/props``)::
     GET|PUT|DELETE   /properties      default list    GET|PATCH|DELETE /properties/:name
     GET    /stats
 
-Request bodies are limited to :data:`DEFAULT_MAX_BODY` (64 MiB, adjustable per app); a larger
-body is answered 413. A message taken for a client that is gone before its response is fully
-written is put back with its retry intact.
+A node serves the API with :func:`create_server`: aiohttp's low-level server (its C parser, its
+requests and responses) calling :meth:`HttpApi.handle` directly, because the Application's
+router and middleware chain cost more per request than pylmq's own work on push, pull and ack.
+:func:`create_app` mounts the same API in an ``aiohttp.web.Application`` for embedding.
+
+Request bodies are limited to :data:`DEFAULT_MAX_BODY` (64 MiB, adjustable); a larger body is
+answered 413. A message taken for a client that is gone before its response is fully written
+is put back with its retry intact.
 """
 
 from __future__ import annotations
@@ -31,9 +37,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
-from urllib.parse import unquote_to_bytes
+from urllib.parse import unquote, unquote_to_bytes
 
 from aiohttp import hdrs, web
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.http import HttpVersion11
+from aiohttp.http_parser import RawRequestMessage
+from aiohttp.streams import StreamReader
+from aiohttp.web_protocol import RequestHandler
 from multidict import CIMultiDict
 
 from pylmq.api.compound import (
@@ -54,9 +65,11 @@ __all__ = [
     "DEFAULT_MAX_BODY",
     "MANAGER",
     "STATS",
+    "HttpApi",
     "StatsConfig",
     "StatsSource",
     "create_app",
+    "create_server",
     "delivery_response",
     "parse_timeout",
     "stats_document",
@@ -124,7 +137,7 @@ def _compound_format(query: Mapping[str, str]) -> str:
     return cf
 
 
-def _qre(request: web.Request) -> str:
+def _qre(request: web.BaseRequest) -> str:
     qre = request.query.get("qre")
     if qre is None:
         raise InvalidRegex("the qre parameter (a regex of queue names) is required")
@@ -136,7 +149,7 @@ def _qre(request: web.Request) -> str:
 _ct_cache: dict[str, bytes] = {}
 
 
-def _item(request: web.Request, body: bytes) -> Item:
+def _item(request: web.BaseRequest, body: bytes) -> Item:
     ct = request.headers.get(hdrs.CONTENT_TYPE)
     if ct is None:
         return make_item(body)
@@ -148,21 +161,23 @@ def _item(request: web.Request, body: bytes) -> Item:
     return make_item(body, raw)
 
 
-def _queue_name(request: web.Request) -> str:
-    """The queue name from the path. The router leaves a percent-escape that is not UTF-8 as
-    it was ("%E9"), which would alias the queue really named so ("%25E9"): refuse those."""
-    name = request.match_info["name"]
-    if "%" in name:
-        segments = request.rel_url.raw_path.split("/")
-        segment = segments[2] if len(segments) > 2 else ""
-        try:
-            unquote_to_bytes(segment).decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidQueueName(f"queue name {segment!r} is not percent-encoded UTF-8") from None
-    return name
+def _queue_name(segment: str) -> str:
+    """A queue name from its raw path segment. A percent-escape that is not UTF-8 ("%E9") is
+    refused: taken literally it would alias the queue really named so ("%25E9")."""
+    if "%" not in segment:
+        return segment
+    try:
+        return unquote_to_bytes(segment).decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidQueueName(f"queue name {segment!r} is not percent-encoded UTF-8") from None
 
 
-async def _json_body(request: web.Request) -> Any:
+def _message_id(segment: str) -> str:
+    # Not UTF-8 cannot be a message id either: the manager answers 404 for what it cannot parse.
+    return unquote(segment, errors="replace") if "%" in segment else segment
+
+
+async def _json_body(request: web.BaseRequest) -> Any:
     data = await request.read()
     try:
         return json.loads(data)
@@ -226,7 +241,7 @@ def delivery_response(d: Delivery, cf: str = "multipart") -> web.Response:
     return web.Response(body=body, headers=headers)
 
 
-async def _deliver(request: web.Request, d: Delivery | None, cf: str) -> web.StreamResponse:
+async def _deliver(manager: QueueManager, request: web.BaseRequest, d: Delivery | None, cf: str) -> web.StreamResponse:
     """Write the delivery within the handler, so that a client gone before the response is
     fully written (cancelled handler or closed transport) gets its message put back."""
     if d is None:
@@ -236,7 +251,7 @@ async def _deliver(request: web.Request, d: Delivery | None, cf: str) -> web.Str
         await resp.prepare(request)
         await resp.write_eof()
     except BaseException as e:
-        await asyncio.shield(_put_back(request.app[MANAGER], d))
+        await asyncio.shield(_put_back(manager, d))
         if isinstance(e, ConnectionError):
             # aiohttp's own finish step meets the same closed transport and drops it quietly.
             return resp
@@ -255,83 +270,6 @@ async def _put_back(manager: QueueManager, d: Delivery) -> None:
 # -- handlers ----------------------------------------------------------------------------------
 
 _ACCUM_BODIES = {r: _dumps({"accum": r}).encode() for r in ("no", "new", "yes")}
-
-
-async def push(request: web.Request) -> web.StreamResponse:
-    item = _item(request, await request.read())
-    result = await request.app[MANAGER].push(_queue_name(request), item)
-    return web.Response(body=_ACCUM_BODIES[result], content_type=_JSON)
-
-
-async def push_all(request: web.Request) -> web.StreamResponse:
-    regex = _qre(request)
-    item = _item(request, await request.read())
-    result = await request.app[MANAGER].push_all(regex, item)
-    return _json({name: {"accum": r} for name, r in result.items()})
-
-
-async def pull(request: web.Request) -> web.StreamResponse:
-    query = request.query
-    timeout, cf = parse_timeout(query.get("t")), _compound_format(query)
-    d = await request.app[MANAGER].pull(_queue_name(request), timeout)
-    return await _deliver(request, d, cf)
-
-
-async def pull_any(request: web.Request) -> web.StreamResponse:
-    query = request.query
-    regex, timeout, cf = _qre(request), parse_timeout(query.get("t")), _compound_format(query)
-    d = await request.app[MANAGER].pull_any(regex, timeout)
-    return await _deliver(request, d, cf)
-
-
-async def reply(request: web.Request) -> web.StreamResponse:
-    op = request.query.get("reply")
-    manager = request.app[MANAGER]
-    name, id_ = _queue_name(request), request.match_info["id"]
-    if op == "ack":
-        await manager.ack(name, id_)
-    elif op == "nack":
-        await manager.nack(name, id_)
-    elif op == "ext":
-        await manager.ext(name, id_)
-    else:
-        raise BadRequest(f"reply must be ack, nack or ext, got {op!r}")
-    return _no_content()
-
-
-async def delete_queue(request: web.Request) -> web.StreamResponse:
-    await request.app[MANAGER].delete(_queue_name(request))
-    return _no_content()
-
-
-async def get_default_props(request: web.Request) -> web.StreamResponse:
-    return _json([[regex, export_props(props)] for regex, props in request.app[MANAGER].default_props()])
-
-
-async def set_default_props(request: web.Request) -> web.StreamResponse:
-    defaults = parse_default_list(await _json_body(request))
-    await request.app[MANAGER].set_default_props(defaults)
-    return _no_content()
-
-
-async def reset_default_props(request: web.Request) -> web.StreamResponse:
-    await request.app[MANAGER].set_default_props([])
-    return _no_content()
-
-
-async def get_props(request: web.Request) -> web.StreamResponse:
-    return _json(export_props(await request.app[MANAGER].get_props(_queue_name(request))))
-
-
-async def update_props(request: web.Request) -> web.StreamResponse:
-    props = parse_props(await _json_body(request))
-    await request.app[MANAGER].update_props(_queue_name(request), props, merge=True)
-    return _no_content()
-
-
-async def reset_props(request: web.Request) -> web.StreamResponse:
-    await request.app[MANAGER].update_props(_queue_name(request), None)
-    return _no_content()
 
 
 def stats_document(manager: QueueManager, metrics: StatsSource | None, node: str) -> dict[str, Any]:
@@ -353,40 +291,171 @@ def stats_document(manager: QueueManager, metrics: StatsSource | None, node: str
     return {"active_nodes": [node], "all_nodes": [node], "queues": queues}
 
 
-async def stats(request: web.Request) -> web.StreamResponse:
-    config = request.app[STATS]
-    return _json(stats_document(request.app[MANAGER], config.metrics, config.node_name))
+class HttpApi:
+    """The HTTP API over one queue manager: :meth:`handle` answers any request."""
+
+    def __init__(
+        self, manager: QueueManager, *, metrics: StatsSource | None = None, node_name: str = "nonode@nohost"
+    ) -> None:
+        self.manager = manager
+        self.metrics = metrics
+        self.node_name = node_name
+
+    async def push(self, request: web.BaseRequest, name: str) -> web.StreamResponse:
+        item = _item(request, await request.read())
+        result = await self.manager.push(_queue_name(name), item)
+        return web.Response(body=_ACCUM_BODIES[result], content_type=_JSON)
+
+    async def push_all(self, request: web.BaseRequest) -> web.StreamResponse:
+        regex = _qre(request)
+        item = _item(request, await request.read())
+        result = await self.manager.push_all(regex, item)
+        return _json({name: {"accum": r} for name, r in result.items()})
+
+    async def pull(self, request: web.BaseRequest, name: str) -> web.StreamResponse:
+        query = request.query
+        timeout, cf = parse_timeout(query.get("t")), _compound_format(query)
+        d = await self.manager.pull(_queue_name(name), timeout)
+        return await _deliver(self.manager, request, d, cf)
+
+    async def pull_any(self, request: web.BaseRequest) -> web.StreamResponse:
+        query = request.query
+        regex, timeout, cf = _qre(request), parse_timeout(query.get("t")), _compound_format(query)
+        d = await self.manager.pull_any(regex, timeout)
+        return await _deliver(self.manager, request, d, cf)
+
+    async def reply(self, request: web.BaseRequest, name: str, id_: str) -> web.StreamResponse:
+        op = request.query.get("reply")
+        name, id_ = _queue_name(name), _message_id(id_)
+        if op == "ack":
+            await self.manager.ack(name, id_)
+        elif op == "nack":
+            await self.manager.nack(name, id_)
+        elif op == "ext":
+            await self.manager.ext(name, id_)
+        else:
+            raise BadRequest(f"reply must be ack, nack or ext, got {op!r}")
+        return _no_content()
+
+    async def delete_queue(self, request: web.BaseRequest, name: str) -> web.StreamResponse:
+        await self.manager.delete(_queue_name(name))
+        return _no_content()
+
+    async def get_default_props(self, request: web.BaseRequest) -> web.StreamResponse:
+        return _json([[regex, export_props(props)] for regex, props in self.manager.default_props()])
+
+    async def set_default_props(self, request: web.BaseRequest) -> web.StreamResponse:
+        defaults = parse_default_list(await _json_body(request))
+        await self.manager.set_default_props(defaults)
+        return _no_content()
+
+    async def reset_default_props(self, request: web.BaseRequest) -> web.StreamResponse:
+        await self.manager.set_default_props([])
+        return _no_content()
+
+    async def get_props(self, request: web.BaseRequest, name: str) -> web.StreamResponse:
+        return _json(export_props(await self.manager.get_props(_queue_name(name))))
+
+    async def update_props(self, request: web.BaseRequest, name: str) -> web.StreamResponse:
+        props = parse_props(await _json_body(request))
+        await self.manager.update_props(_queue_name(name), props, merge=True)
+        return _no_content()
+
+    async def reset_props(self, request: web.BaseRequest, name: str) -> web.StreamResponse:
+        await self.manager.update_props(_queue_name(name), None)
+        return _no_content()
+
+    async def stats(self, request: web.BaseRequest) -> web.StreamResponse:
+        return _json(stats_document(self.manager, self.metrics, self.node_name))
+
+    # -- one request: route, expect, errors, access log ------------------------------------------
+
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        """The answer to any request (aiohttp's low-level handler signature)."""
+        start = time.perf_counter()
+        status = 500
+        try:
+            resp = await self._dispatch(request)
+            status = resp.status
+            return resp
+        except LMQError as e:
+            status = e.http_status
+            return _error(status, e.reason, e.detail)
+        except web.HTTPException as e:  # from aiohttp itself: 413 on a body over the limit
+            status = e.status
+            if status < 400:
+                raise
+            return _http_error(e)
+        except asyncio.CancelledError:
+            status = 499  # the client went away (nginx's code for it)
+            raise
+        except Exception:
+            log.exception("%s %s failed", request.method, request.raw_path)
+            return _error(500, "internal_error", "the server failed; see its log")
+        finally:
+            if access_log.isEnabledFor(logging.INFO):
+                access_log.info(
+                    "%s %s %d %.1fms", request.method, request.raw_path, status, (time.perf_counter() - start) * 1000
+                )
+
+    async def _dispatch(self, request: web.BaseRequest) -> web.StreamResponse:
+        path = request.raw_path.partition("?")[0]
+        if not path.startswith("/"):  # an absolute-form target: http://host/path
+            path = request.rel_url.raw_path
+        found = _resolve(path)
+        if found is None:
+            return _error(404, "not_found", f"no such resource: {request.path}")
+        resource, args = found
+        handler = resource.methods.get(request.method)
+        if handler is None:
+            detail = f"{request.method} not allowed here; allowed: {resource.allow}"
+            return _error(405, "method_not_allowed", detail, {"Allow": resource.allow})
+        if hdrs.EXPECT in request.headers:
+            await _expect(request)
+        return await handler(self, request, *args)
+
+
+async def _expect(request: web.BaseRequest) -> None:
+    """``Expect: 100-continue``: tell the client to send its body (as aiohttp's router does)."""
+    expect = request.headers[hdrs.EXPECT]
+    if request.version != HttpVersion11:
+        return
+    if expect.lower() != "100-continue":
+        raise web.HTTPExpectationFailed(text=f"unknown Expect: {expect}")
+    await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    request.writer.output_size = 0  # the response proper has not started
 
 
 # -- routes ------------------------------------------------------------------------------------
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Handler = Callable[..., Awaitable[web.StreamResponse]]
+"""An :class:`HttpApi` method: ``(api, request, *path_parameters)``."""
 
 # (method, path under the messages prefix or the properties prefix, handler). The same table is
 # served under the current prefixes and under LMQ's older ``/msgs`` and ``/props``.
 _MESSAGE_ROUTES: tuple[tuple[str, str, Handler], ...] = (
-    ("GET", "", pull_any),
-    ("POST", "", push_all),
-    ("GET", "/{name}", pull),
-    ("POST", "/{name}", push),
-    ("POST", "/{name}/{id}", reply),
+    ("GET", "", HttpApi.pull_any),
+    ("POST", "", HttpApi.push_all),
+    ("GET", "/{name}", HttpApi.pull),
+    ("POST", "/{name}", HttpApi.push),
+    ("POST", "/{name}/{id}", HttpApi.reply),
 )
 _PROPERTY_ROUTES: tuple[tuple[str, str, Handler], ...] = (
-    ("GET", "", get_default_props),
-    ("PUT", "", set_default_props),
-    ("DELETE", "", reset_default_props),
-    ("GET", "/{name}", get_props),
-    ("PATCH", "/{name}", update_props),
-    ("DELETE", "/{name}", reset_props),
+    ("GET", "", HttpApi.get_default_props),
+    ("PUT", "", HttpApi.set_default_props),
+    ("DELETE", "", HttpApi.reset_default_props),
+    ("GET", "/{name}", HttpApi.get_props),
+    ("PATCH", "/{name}", HttpApi.update_props),
+    ("DELETE", "/{name}", HttpApi.reset_props),
 )
 _PREFIXES = (("/messages", "/properties"), ("/msgs", "/props"))
 _OTHER_ROUTES: tuple[tuple[str, str, Handler], ...] = (
-    ("DELETE", "/queues/{name}", delete_queue),
-    ("GET", "/stats", stats),
+    ("DELETE", "/queues/{name}", HttpApi.delete_queue),
+    ("GET", "/stats", HttpApi.stats),
 )
 
 
-def _route_table() -> list[web.RouteDef]:
+def _route_table() -> list[tuple[str, str, Handler]]:
     table: list[tuple[str, str, Handler]] = []
     for msgs, props in _PREFIXES:
         for prefix, routes in ((msgs, _MESSAGE_ROUTES), (props, _PROPERTY_ROUTES)):
@@ -394,13 +463,56 @@ def _route_table() -> list[web.RouteDef]:
                 table.append((method, prefix + path, handler))
                 if not path:  # LMQ's router ignores a trailing slash: /properties/ too
                     table.append((method, prefix + "/", handler))
-    table += _OTHER_ROUTES
-    # No implicit HEAD on GET routes: a HEAD must not pull a message and throw it away.
-    no_head = {"allow_head": False}
-    return [web.route(method, path, handler, **(no_head if method == "GET" else {})) for method, path, handler in table]
+    return table + list(_OTHER_ROUTES)
 
 
-# -- errors and access log ---------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Resource:
+    """One path template: its segments (None where a parameter goes) and its methods. There is
+    no implicit HEAD: a HEAD must not pull a message and throw it away."""
+
+    segments: tuple[str | None, ...]
+    methods: dict[str, Handler]
+    allow: str  # the Allow header of a 405
+
+
+def _resource_index() -> dict[tuple[str, int], list[_Resource]]:
+    """Resources by (first segment, number of segments): a request looks at one short list."""
+    methods: dict[str, dict[str, Handler]] = {}
+    for method, path, handler in _route_table():
+        methods.setdefault(path, {})[method] = handler
+    index: dict[tuple[str, int], list[_Resource]] = {}
+    for path, by_method in methods.items():
+        parts = path.split("/")[1:]
+        segments = tuple(None if p.startswith("{") else p for p in parts)
+        resource = _Resource(segments, by_method, ", ".join(sorted(by_method)))
+        index.setdefault((parts[0], len(parts)), []).append(resource)
+    return index
+
+
+_RESOURCES = _resource_index()
+
+
+def _resolve(path: str) -> tuple[_Resource, list[str]] | None:
+    """The resource for a raw path and its raw (still percent-encoded) parameters. Fixed
+    segments compare decoded; a parameter is never empty."""
+    parts = path.split("/")[1:]
+    head = unquote(parts[0]) if "%" in parts[0] else parts[0]
+    for resource in _RESOURCES.get((head, len(parts)), ()):
+        args: list[str] = []
+        for want, got in zip(resource.segments[1:], parts[1:], strict=True):
+            if want is None:
+                if not got:
+                    break
+                args.append(got)
+            elif want != (unquote(got) if "%" in got else got):
+                break
+        else:
+            return resource, args
+    return None
+
+
+# -- errors ------------------------------------------------------------------------------------
 
 
 def _error(status: int, reason: str, detail: str, headers: Mapping[str, str] | None = None) -> web.Response:
@@ -408,43 +520,42 @@ def _error(status: int, reason: str, detail: str, headers: Mapping[str, str] | N
     return web.Response(status=status, body=body, content_type=_JSON, headers=headers)
 
 
-def _http_error(request: web.Request, e: web.HTTPException) -> web.Response:
+def _http_error(e: web.HTTPException) -> web.Response:
     reason = (e.reason or "error").lower().replace(" ", "_")
-    if isinstance(e, web.HTTPMethodNotAllowed):
-        allowed = ", ".join(sorted(e.allowed_methods))
-        return _error(e.status, reason, f"{request.method} not allowed here; allowed: {allowed}", {"Allow": allowed})
-    if isinstance(e, web.HTTPNotFound):
-        return _error(e.status, reason, f"no such resource: {request.path}")
     return _error(e.status, reason, e.text or e.reason)
 
 
-@web.middleware
-async def _errors_and_access_log(request: web.Request, handler: Handler) -> web.StreamResponse:
-    start = time.perf_counter()
-    status = 500
-    try:
-        resp = await handler(request)
-        status = resp.status
-        return resp
-    except LMQError as e:
-        status = e.http_status
-        return _error(status, e.reason, e.detail)
-    except web.HTTPException as e:
-        status = e.status
-        if status < 400:
-            raise
-        return _http_error(request, e)
-    except asyncio.CancelledError:
-        status = 499  # the client went away (nginx's code for it)
-        raise
-    except Exception:
-        log.exception("%s %s failed", request.method, request.path_qs)
-        return _error(500, "internal_error", "the server failed; see its log")
-    finally:
-        if access_log.isEnabledFor(logging.INFO):
-            access_log.info(
-                "%s %s %d %.1fms", request.method, request.raw_path, status, (time.perf_counter() - start) * 1000
-            )
+# -- serving -----------------------------------------------------------------------------------
+
+
+def create_server(
+    manager: QueueManager,
+    *,
+    metrics: StatsSource | None = None,
+    node_name: str = "nonode@nohost",
+    client_max_size: int = DEFAULT_MAX_BODY,
+    **kwargs: Any,
+) -> web.Server:
+    """The HTTP API as aiohttp's low-level server (run it with ``web.ServerRunner``). A handler
+    whose client disconnects is cancelled, so a long poll puts back the message it may have
+    taken (LMQ does the same with a monitor). ``kwargs`` go to aiohttp's request handler."""
+    api = HttpApi(manager, metrics=metrics, node_name=node_name)
+    loop = asyncio.get_running_loop()
+
+    def request_factory(
+        message: RawRequestMessage,
+        payload: StreamReader,
+        protocol: RequestHandler,
+        writer: AbstractStreamWriter,
+        task: asyncio.Task[None],
+    ) -> web.BaseRequest:
+        return web.BaseRequest(message, payload, protocol, writer, task, loop, client_max_size=client_max_size)
+
+    return web.Server(api.handle, request_factory=request_factory, handler_cancellation=True, access_log=None, **kwargs)
+
+
+async def _no_expect_handling(request: web.Request) -> None:
+    """HttpApi.handle answers Expect itself, once the route is known to exist."""
 
 
 def create_app(
@@ -454,11 +565,13 @@ def create_app(
     node_name: str = "nonode@nohost",
     client_max_size: int = DEFAULT_MAX_BODY,
 ) -> web.Application:
-    """The HTTP API over ``manager``. ``metrics`` adds push/pull/retention figures to ``/stats``;
+    """The HTTP API as an ``aiohttp.web.Application`` (one catch-all route to
+    :meth:`HttpApi.handle`). ``metrics`` adds push/pull/retention figures to ``/stats``;
     ``node_name`` is what ``/stats`` lists as this node (Erlang's name for a node outside
     distribution by default)."""
-    app = web.Application(middlewares=[_errors_and_access_log], client_max_size=client_max_size)
+    api = HttpApi(manager, metrics=metrics, node_name=node_name)
+    app = web.Application(client_max_size=client_max_size)
     app[MANAGER] = manager
     app[STATS] = StatsConfig(metrics, node_name)
-    app.add_routes(_route_table())
+    app.router.add_route("*", "/{path:.*}", api.handle, expect_handler=_no_expect_handling)
     return app

@@ -40,11 +40,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote, unquote_to_bytes
 
 from aiohttp import hdrs, web
-from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http import HttpVersion11
-from aiohttp.http_parser import RawRequestMessage
-from aiohttp.streams import StreamReader
-from aiohttp.web_protocol import RequestHandler
 from multidict import CIMultiDict
 
 from pylmq.api.compound import (
@@ -55,7 +51,7 @@ from pylmq.api.compound import (
     multipart_content_type,
 )
 from pylmq.core.manager import QueueManager
-from pylmq.core.message import Item, MessageType, make_item, uuid_text
+from pylmq.core.message import Item, MessageType, Metadata, make_item, uuid_text
 from pylmq.core.props import export_props, parse_default_list, parse_props
 from pylmq.core.queue import Delivery
 from pylmq.errors import BadRequest, InvalidQueueName, InvalidRegex, LMQError
@@ -214,6 +210,26 @@ def _header_name(queue: str) -> str:
     return _BAD_HEADER_CHARS.sub(lambda m: f"%{ord(m.group()):02X}", queue)
 
 
+# Messages share their metadata tuples (make_item), so a node sees few distinct ones.
+_stored_cache: dict[Metadata, list[tuple[str, str]]] = {}
+
+
+def _stored_headers(metadata: Metadata) -> list[tuple[str, str]]:
+    """A normal message's stored headers as response headers, content-type always there."""
+    pairs = _stored_cache.get(metadata)
+    if pairs is None:
+        pairs = []
+        for k, v in item_headers(metadata):
+            name, value = _header_text(k), _header_text(v)
+            if name and value is not None and k.lower() not in _FRAMING:
+                pairs.append((name, value))
+        if not any(name.lower() == "content-type" for name, _ in pairs):
+            pairs.append((hdrs.CONTENT_TYPE, "application/octet-stream"))
+        if len(_stored_cache) < 1024:
+            _stored_cache[metadata] = pairs
+    return pairs
+
+
 def delivery_response(d: Delivery, cf: str = "multipart") -> web.Response:
     """The 200 response for a delivered message, headers and body as LMQ sends them."""
     msg = d.message
@@ -228,11 +244,7 @@ def delivery_response(d: Delivery, cf: str = "multipart") -> web.Response:
             body = encode_multipart(mid.encode(), msg.items())
     else:
         metadata, body = msg.items()[0]
-        for k, v in item_headers(metadata):
-            name, value = _header_text(k), _header_text(v)
-            if name and value is not None and k.lower() not in _FRAMING:
-                headers.add(name, value)
-        headers.setdefault(hdrs.CONTENT_TYPE, "application/octet-stream")
+        headers.extend(_stored_headers(metadata))
         mid = uuid_text(msg.uuid)
     headers["x-lmq-queue-name"] = _header_name(d.queue)
     headers["x-lmq-message-id"] = mid
@@ -375,7 +387,23 @@ class HttpApi:
         start = time.perf_counter()
         status = 500
         try:
-            resp = await self._dispatch(request)
+            # Routing inline, not in a coroutine of its own: this runs for every request.
+            target = request.raw_path
+            path = target.partition("?")[0] if "?" in target else target
+            if not path.startswith("/"):  # an absolute-form target: http://host/path
+                path = request.rel_url.raw_path
+            found = _resolved.get(path) or _resolve(path)
+            resp: web.StreamResponse
+            if found is None:
+                resp = _error(404, "not_found", f"no such resource: {request.path}")
+            elif (handler := found[0].methods.get(request.method)) is None:
+                allow = found[0].allow
+                detail = f"{request.method} not allowed here; allowed: {allow}"
+                resp = _error(405, "method_not_allowed", detail, {"Allow": allow})
+            else:
+                if hdrs.EXPECT in request.headers:
+                    await _expect(request)
+                resp = await handler(self, request, *found[1])
             status = resp.status
             return resp
         except LMQError as e:
@@ -397,22 +425,6 @@ class HttpApi:
                 access_log.info(
                     "%s %s %d %.1fms", request.method, request.raw_path, status, (time.perf_counter() - start) * 1000
                 )
-
-    async def _dispatch(self, request: web.BaseRequest) -> web.StreamResponse:
-        path = request.raw_path.partition("?")[0]
-        if not path.startswith("/"):  # an absolute-form target: http://host/path
-            path = request.rel_url.raw_path
-        found = _resolve(path)
-        if found is None:
-            return _error(404, "not_found", f"no such resource: {request.path}")
-        resource, args = found
-        handler = resource.methods.get(request.method)
-        if handler is None:
-            detail = f"{request.method} not allowed here; allowed: {resource.allow}"
-            return _error(405, "method_not_allowed", detail, {"Allow": resource.allow})
-        if hdrs.EXPECT in request.headers:
-            await _expect(request)
-        return await handler(self, request, *args)
 
 
 async def _expect(request: web.BaseRequest) -> None:
@@ -493,7 +505,13 @@ def _resource_index() -> dict[tuple[str, int], list[_Resource]]:
 _RESOURCES = _resource_index()
 
 
-def _resolve(path: str) -> tuple[_Resource, list[str]] | None:
+# Resolved paths with at most a queue name in them: a node sees the same few again and again
+# (message ids make every ack path new: those are not kept).
+_resolved: dict[str, tuple[_Resource, tuple[str, ...]]] = {}
+_RESOLVED_MAX = 4096
+
+
+def _resolve(path: str) -> tuple[_Resource, tuple[str, ...]] | None:
     """The resource for a raw path and its raw (still percent-encoded) parameters. Fixed
     segments compare decoded; a parameter is never empty."""
     parts = path.split("/")[1:]
@@ -508,7 +526,10 @@ def _resolve(path: str) -> tuple[_Resource, list[str]] | None:
             elif want != (unquote(got) if "%" in got else got):
                 break
         else:
-            return resource, args
+            found = resource, tuple(args)
+            if len(args) <= 1 and len(_resolved) < _RESOLVED_MAX:
+                _resolved[path] = found
+            return found
     return None
 
 
@@ -540,17 +561,8 @@ def create_server(
     whose client disconnects is cancelled, so a long poll puts back the message it may have
     taken (LMQ does the same with a monitor). ``kwargs`` go to aiohttp's request handler."""
     api = HttpApi(manager, metrics=metrics, node_name=node_name)
-    loop = asyncio.get_running_loop()
-
-    def request_factory(
-        message: RawRequestMessage,
-        payload: StreamReader,
-        protocol: RequestHandler,
-        writer: AbstractStreamWriter,
-        task: asyncio.Task[None],
-    ) -> web.BaseRequest:
-        return web.BaseRequest(message, payload, protocol, writer, task, loop, client_max_size=client_max_size)
-
+    # aiohttp's own factory, with our body limit (its default is 1 MiB).
+    request_factory = partial(web.BaseRequest, loop=asyncio.get_running_loop(), client_max_size=client_max_size)
     return web.Server(api.handle, request_factory=request_factory, handler_cancellation=True, access_log=None, **kwargs)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -20,11 +21,15 @@ from pylmq.errors import ConfigError
 from pylmq.metrics import QueueMetrics
 from pylmq.store.base import Store
 
+if TYPE_CHECKING:
+    from pylmq.api.http import HttpApi
+
 __all__ = ["LMQNode", "NodeOptions", "make_store", "parse_hostport"]
 
 log = logging.getLogger("pylmq.node")
 
 STORE_KINDS = ("memory", "durable")
+_CANCEL_GRACE = 1.0  # seconds for cancelled HTTP requests to end (puts back included) at a stop
 FSYNC_POLICIES = ("always", "interval", "none")
 
 
@@ -87,6 +92,7 @@ class LMQNode:
             self.metrics = observer
         self.manager = QueueManager(self.store, self.clock, observer or self.metrics)
         self._runner: web.BaseRunner | None = None
+        self._http: HttpApi | None = None
         self._site: web.TCPSite | None = None
         self._rpc: object | None = None
         self.http_address: tuple[str, int] | None = None
@@ -113,10 +119,12 @@ class LMQNode:
         )
 
     async def _start_http(self, host: str, port: int) -> None:
-        from pylmq.api.http import create_server
+        from pylmq.api.http import HttpApi, create_server
 
-        server = create_server(self.manager, metrics=self.metrics, node_name=self.opts.node_name)
-        self._runner = web.ServerRunner(server, shutdown_timeout=self.opts.shutdown_timeout)
+        self._http = HttpApi(self.manager, metrics=self.metrics, node_name=self.opts.node_name)
+        # The requests in progress at a stop get shutdown_timeout in stop(), through the API;
+        # aiohttp's own wait (twice this, per connection) only covers the cancelling after.
+        self._runner = web.ServerRunner(create_server(self._http), shutdown_timeout=_CANCEL_GRACE)
         await self._runner.setup()
         self._site = web.TCPSite(self._runner, host, port, reuse_address=True)
         try:
@@ -127,6 +135,15 @@ class LMQNode:
         assert listener is not None
         sock = listener.sockets[0]  # type: ignore[attr-defined]
         self.http_address = sock.getsockname()[:2]
+
+    def _close_http_listener(self) -> None:
+        """Accept no more HTTP connections; close those idle between requests (the others close
+        once their request is answered)."""
+        if self._site is not None and self._site._server is not None:
+            self._site._server.close()
+        server = self._runner.server if self._runner is not None else None
+        if server is not None and self._http is not None:
+            self._http.begin_stop(server.connections)
 
     async def _start_rpc(self, host: str, port: int) -> None:
         from pylmq.api.rpc import RpcServer
@@ -139,7 +156,14 @@ class LMQNode:
         self._rpc = rpc
 
     async def stop(self) -> None:
-        """Graceful: stop accepting, let in-flight requests finish, end waits, flush the store."""
+        """Graceful: stop accepting, let in-flight requests finish, end waits, flush the store.
+
+        Both listeners close first, and idle HTTP keep-alive connections with them, so nothing
+        new arrives while the queues close: a request let in after that could start a wait no
+        one ends, holding the stop for ``shutdown_timeout``. Waiting pulls then end (answered
+        empty); other requests still running get ``shutdown_timeout`` seconds, then they are
+        cancelled (a message taken for one is put back). The store is flushed last."""
+        self._close_http_listener()
         if self._rpc is not None:
             # Imported only when an RPC server was started: a node without one does not need it.
             from pylmq.api.rpc import RpcServer
@@ -148,9 +172,13 @@ class LMQNode:
                 await self._rpc.close()
         self._rpc = None
         await self.manager.close()
+        if self._http is not None and not await self._http.drain(self.opts.shutdown_timeout):
+            log.warning("HTTP requests still running after %ss: cancelling them", self.opts.shutdown_timeout)
+        self._http = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+            self._site = None
         await self.store.close()
         if self.metrics is not None:
             await self.metrics.stop()

@@ -33,7 +33,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
@@ -41,6 +41,7 @@ from urllib.parse import unquote, unquote_to_bytes
 
 from aiohttp import hdrs, web
 from aiohttp.http import HttpVersion11
+from aiohttp.web_protocol import RequestHandler
 from multidict import CIMultiDict
 
 from pylmq.api.compound import (
@@ -304,7 +305,10 @@ def stats_document(manager: QueueManager, metrics: StatsSource | None, node: str
 
 
 class HttpApi:
-    """The HTTP API over one queue manager: :meth:`handle` answers any request."""
+    """The HTTP API over one queue manager: :meth:`handle` answers any request.
+
+    It knows which connections have a request in progress, for a graceful stop
+    (:meth:`begin_stop`, :meth:`drain`)."""
 
     def __init__(
         self, manager: QueueManager, *, metrics: StatsSource | None = None, node_name: str = "nonode@nohost"
@@ -312,6 +316,33 @@ class HttpApi:
         self.manager = manager
         self.metrics = metrics
         self.node_name = node_name
+        self._busy: set[object] = set()  # connections (aiohttp protocols) with a request in progress
+        self._stopping = False
+        self._drained: asyncio.Event | None = None
+
+    def begin_stop(self, connections: Iterable[RequestHandler]) -> None:
+        """Close the connections that have no request in progress; every later answer closes
+        its connection after it is written. Connections busy with a request are not closed:
+        aiohttp drops what a closing connection receives, and the rest of a request's body
+        would never arrive."""
+        self._stopping = True
+        self._drained = asyncio.Event()
+        if not self._busy:
+            self._drained.set()
+        for conn in connections:
+            if conn not in self._busy:
+                conn.force_close()
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the requests in progress to be answered; whether
+        they all were."""
+        if self._drained is None:
+            raise RuntimeError("drain() before begin_stop()")
+        try:
+            await asyncio.wait_for(self._drained.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
 
     async def push(self, request: web.BaseRequest, name: str) -> web.StreamResponse:
         item = _item(request, await request.read())
@@ -386,6 +417,8 @@ class HttpApi:
         """The answer to any request (aiohttp's low-level handler signature)."""
         start = time.perf_counter()
         status = 500
+        conn = request.protocol
+        self._busy.add(conn)
         try:
             # Routing inline, not in a coroutine of its own: this runs for every request.
             target = request.raw_path
@@ -405,26 +438,35 @@ class HttpApi:
                     await _expect(request)
                 resp = await handler(self, request, *found[1])
             status = resp.status
-            return resp
         except LMQError as e:
             status = e.http_status
-            return _error(status, e.reason, e.detail)
+            resp = _error(status, e.reason, e.detail)
         except web.HTTPException as e:  # from aiohttp itself: 413 on a body over the limit
             status = e.status
             if status < 400:
                 raise
-            return _http_error(e)
+            resp = _http_error(e)
         except asyncio.CancelledError:
             status = 499  # the client went away (nginx's code for it)
             raise
         except Exception:
             log.exception("%s %s failed", request.method, request.raw_path)
-            return _error(500, "internal_error", "the server failed; see its log")
+            resp = _error(500, "internal_error", "the server failed; see its log")
         finally:
+            self._busy.discard(conn)
+            if self._stopping:
+                self._stopped_one()
             if access_log.isEnabledFor(logging.INFO):
                 access_log.info(
                     "%s %s %d %.1fms", request.method, request.raw_path, status, (time.perf_counter() - start) * 1000
                 )
+        if self._stopping:
+            resp.force_close()  # the node is stopping: no next request on this connection
+        return resp
+
+    def _stopped_one(self) -> None:
+        if not self._busy and self._drained is not None:
+            self._drained.set()
 
 
 async def _expect(request: web.BaseRequest) -> None:
@@ -549,18 +591,10 @@ def _http_error(e: web.HTTPException) -> web.Response:
 # -- serving -----------------------------------------------------------------------------------
 
 
-def create_server(
-    manager: QueueManager,
-    *,
-    metrics: StatsSource | None = None,
-    node_name: str = "nonode@nohost",
-    client_max_size: int = DEFAULT_MAX_BODY,
-    **kwargs: Any,
-) -> web.Server:
+def create_server(api: HttpApi, *, client_max_size: int = DEFAULT_MAX_BODY, **kwargs: Any) -> web.Server:
     """The HTTP API as aiohttp's low-level server (run it with ``web.ServerRunner``). A handler
     whose client disconnects is cancelled, so a long poll puts back the message it may have
     taken (LMQ does the same with a monitor). ``kwargs`` go to aiohttp's request handler."""
-    api = HttpApi(manager, metrics=metrics, node_name=node_name)
     # aiohttp's own factory, with our body limit (its default is 1 MiB).
     request_factory = partial(web.BaseRequest, loop=asyncio.get_running_loop(), client_max_size=client_max_size)
     return web.Server(api.handle, request_factory=request_factory, handler_cancellation=True, access_log=None, **kwargs)

@@ -170,8 +170,13 @@ def _queue_name(segment: str) -> str:
 
 
 def _message_id(segment: str) -> str:
-    # Not UTF-8 cannot be a message id either: the manager answers 404 for what it cannot parse.
-    return unquote(segment, errors="replace") if "%" in segment else segment
+    # Escapes that are not UTF-8 stay as sent: the manager answers 404 naming what it got.
+    if "%" not in segment:
+        return segment
+    try:
+        return unquote_to_bytes(segment).decode("utf-8")
+    except UnicodeDecodeError:
+        return segment
 
 
 async def _json_body(request: web.BaseRequest) -> Any:

@@ -86,19 +86,19 @@ class Message:
         return sum(len(body) + sum(len(k) + len(v) for k, v in md) for md, body in self.items())
 
 
-# Random v4 uuids, drawn in blocks: one urandom call per 256 ids instead of one each.
-_BLOCK = 256
+# Random v4 uuids, drawn in blocks: one urandom call per 1024 ids instead of one each, and the
+# version and variant bits set for the whole block at once with two big-int operations.
+_BLOCK = 1024
+_V4_AND = int.from_bytes(bytes.fromhex("ffffffffffff0fff3fffffffffffffff") * _BLOCK, "big")
+_V4_OR = int.from_bytes(bytes.fromhex("00000000000040008000000000000000") * _BLOCK, "big")
 _pool: list[bytes] = []
 
 
 def new_uuid() -> bytes:
     if not _pool:
-        raw = os.urandom(16 * _BLOCK)
-        for i in range(0, len(raw), 16):
-            b = bytearray(raw[i : i + 16])
-            b[6] = (b[6] & 0x0F) | 0x40
-            b[8] = (b[8] & 0x3F) | 0x80
-            _pool.append(bytes(b))
+        n = 16 * _BLOCK
+        raw = ((int.from_bytes(os.urandom(n), "big") & _V4_AND) | _V4_OR).to_bytes(n, "big")
+        _pool.extend([raw[i : i + 16] for i in range(0, n, 16)])
     return _pool.pop()
 
 

@@ -5,9 +5,10 @@ both. These tests push records into each form through the public API and check w
 from __future__ import annotations
 
 import threading
+from uuid import RFC_4122, UUID
 
 from pylmq.core.clock import ManualClock
-from pylmq.core.message import Item, Message, MessageType, State, make_item
+from pylmq.core.message import Item, Message, MessageType, State, make_item, new_uuid
 from pylmq.core.table import COMPACT_MAX, RECORD_OVERHEAD, QueueTable
 
 
@@ -166,3 +167,10 @@ def test_many_ext_and_nack_cycles_keep_one_record_and_its_content() -> None:
         c.advance(0.0001)
     (m,) = t.messages()
     assert (m.state, m.content, len(t)) == (State.AVAILABLE, item(b"only"), 1)
+
+
+def test_new_uuids_are_distinct_random_v4() -> None:
+    got = [new_uuid() for _ in range(5000)]
+    assert len(set(got)) == len(got), "uuids repeat"
+    bad = [u for u in got if (UUID(bytes=u).version, UUID(bytes=u).variant) != (4, RFC_4122)]
+    assert not bad, f"not v4 uuids: {[UUID(bytes=u) for u in bad[:3]]}"

@@ -187,49 +187,75 @@ def _inc(retry: Retry) -> Retry:
 
 
 Entry = bytes | Message
+"""A record as the table holds it: compact bytes or a Message."""
+
+_CHUNK = 256
 
 
 class _Order:
-    """Byte strings in ascending order, first one out: a deque of those that came in order, a
-    heap for the rest. Ids grow with the clock, so nearly every push appends to the deque and
-    nearly every pop is O(1); a heap's sift-down would touch log n entries spread over memory."""
+    """Byte strings in ascending order, first one out.
 
-    __slots__ = ("rest", "run")
+    Those that come in order (nearly all: ids grow with the clock) form a run, taken from the
+    front in O(1), where a heap's sift-down would touch log n entries spread over memory; the
+    others go to a heap, ``rest``. The run is kept as tuples of :data:`_CHUNK` entries plus the
+    list being filled: the cyclic GC stops looking into a tuple of untracked objects, while a
+    deque or list of a million would be walked through on every full collection.
+    """
 
-    def __init__(self, entries: list[bytes] | None = None) -> None:
-        self.run: deque[bytes] = deque()
+    __slots__ = ("_chunk", "_chunks", "_head", "_n", "_tail", "rest")
+
+    def __init__(self, entries: list[bytes] | None = None, chunk: int = _CHUNK) -> None:
+        self._chunk = chunk
+        self._chunks: deque[tuple[bytes, ...]] = deque()
+        self._tail: list[bytes] = []
+        self._head = 0  # entries of the run's first container already taken
+        self._n = 0  # entries in the run
         self.rest: list[bytes] = entries or []
         heapq.heapify(self.rest)
 
     def __len__(self) -> int:
-        return len(self.run) + len(self.rest)
+        return self._n + len(self.rest)
 
     def push(self, e: bytes) -> None:
-        run = self.run
-        if not run or e >= run[-1]:
-            run.append(e)
-        else:
+        tail = self._tail
+        if self._n and e < (tail[-1] if tail else self._chunks[-1][-1]):
             heapq.heappush(self.rest, e)
+            return
+        tail.append(e)
+        self._n += 1
+        if len(tail) >= self._chunk:
+            self._chunks.append(tuple(tail))
+            tail.clear()
 
     def first(self) -> bytes | None:
-        run, rest = self.run, self.rest
-        if rest and (not run or rest[0] < run[0]):
+        run = (self._chunks[0] if self._chunks else self._tail)[self._head] if self._n else None
+        rest = self.rest
+        if rest and (run is None or rest[0] < run):
             return rest[0]
-        return run[0] if run else None
+        return run
 
     def pop_first(self) -> None:
-        run, rest = self.run, self.rest
-        if rest and (not run or rest[0] < run[0]):
-            heapq.heappop(rest)
-        else:
-            run.popleft()
+        chunks, rest = self._chunks, self.rest
+        if rest:
+            run = (chunks[0] if chunks else self._tail)[self._head] if self._n else None
+            if run is None or rest[0] < run:
+                heapq.heappop(rest)
+                return
+        self._n -= 1
+        self._head += 1
+        if chunks:
+            if self._head == len(chunks[0]):
+                chunks.popleft()
+                self._head = 0
+        elif self._head == len(self._tail):
+            self._tail.clear()
+            self._head = 0
 
     def clear(self) -> None:
-        self.run.clear()
+        self._chunks.clear()
+        self._tail.clear()
+        self._head = self._n = 0
         self.rest.clear()
-
-
-"""A record as the table holds it: compact bytes or a Message."""
 
 
 class QueueTable:
@@ -431,9 +457,9 @@ class QueueTable:
         backlog, so they would pile up otherwise. Acked in deadline order, as is usual, the
         record's own entry is first; out of order, it is dropped when it comes first."""
         order = self._proc
-        run = order.run
-        if run and not order.rest and rec.startswith(run[0]):
-            run.popleft()
+        first = order.first()
+        if first is not None and rec.startswith(first):
+            order.pop_first()
         else:
             self._processing_top()
 

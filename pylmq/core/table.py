@@ -67,7 +67,7 @@ while for a larger body the :class:`Message` around it costs relatively little."
 # ts, uuid, state, retry, metadata ref; the body follows.
 _HEAD = struct.Struct(">d16sBBB")
 _HEAD_SIZE = _HEAD.size
-_ID_SIZE = 24  # ts and uuid: a processing record's heap entry
+_ID_SIZE = 24  # ts and uuid: a processing record's entry in its order
 _TS = struct.Struct(">d")
 _U64 = struct.Struct(">Q")
 # The index key: the last 8 bytes of the uuid but for the variant bits of a v4 uuid, i.e. 60
@@ -129,7 +129,7 @@ def _retry_code(retry: Retry) -> int:
     """The record's retry byte, or -1 when the value does not fit."""
     if retry is None:
         return _INFINITY
-    return retry if 0 <= retry < _INFINITY else -1
+    return retry if type(retry) is int and 0 <= retry < _INFINITY else -1
 
 
 def _decode(rec: bytes, mds: list[Metadata]) -> Message:
@@ -396,9 +396,7 @@ class QueueTable:
             return None
         if type(body) is not bytes or len(body) > COMPACT_MAX:
             return None
-        retry = msg.retry
-        rc = _INFINITY if retry is None else retry if 0 <= retry < _INFINITY else -1
-        ref = self._md.ref(md)
+        rc, ref = _retry_code(msg.retry), self._md.ref(md)
         if rc < 0 or ref < 0:
             return None
         return _HEAD.pack(ts, uuid, code, rc, ref) + body
@@ -415,7 +413,7 @@ class QueueTable:
             order.push(rec)
         self.bytes += len(rec) - _HEAD_SIZE + self._md.lens[rec[26]] + RECORD_OVERHEAD
         if len(order) > 2 * (len(self._index) + len(self._other)) + 1024:
-            self._compact_heaps()
+            self._rebuild_orders()
 
     def _insert(self, msg: Message) -> None:
         """Add a record, replacing the one with its uuid if any."""
@@ -431,10 +429,10 @@ class QueueTable:
         self.bytes += msg.nbytes() + RECORD_OVERHEAD
         heapq.heappush(self._side, msg.id)
         if len(self._side) > 2 * len(self._other) + 1024:
-            self._compact_heaps()
+            self._rebuild_orders()
 
     def _drop(self, uuid: bytes, e: Entry) -> None:
-        """Remove the record ``e`` found under ``uuid``; its heap entry goes stale."""
+        """Remove the record ``e`` found under ``uuid``; its entry in an order goes stale."""
         if type(e) is bytes:
             k = _rec_key(e)
             if self._index.get(k) is e:
@@ -469,9 +467,9 @@ class QueueTable:
             self._drop(uuid, e)
         return e
 
-    def _compact_heaps(self) -> None:
+    def _rebuild_orders(self) -> None:
         # Stale entries (re-keyed or deleted records) pile up under ext/nack-heavy traffic;
-        # rebuilding when they outnumber live ones keeps the heaps O(n) and pushes O(log n).
+        # rebuilding when they outnumber live ones keeps the orders O(n) and pushes O(log n).
         heap: list[bytes] = []
         proc: list[bytes] = []
         side: list[MessageId] = []

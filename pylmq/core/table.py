@@ -39,6 +39,7 @@ import heapq
 import struct
 from collections import deque
 from collections.abc import Iterator
+from itertools import islice
 from typing import Protocol
 
 from pylmq.core.message import (
@@ -213,8 +214,24 @@ class _Order:
         self.rest: list[bytes] = entries or []
         heapq.heapify(self.rest)
 
+    @classmethod
+    def of_sorted(cls, entries: list[bytes]) -> _Order:
+        order = cls()
+        for e in entries:
+            order.push(e)
+        return order
+
     def __len__(self) -> int:
         return self._n + len(self.rest)
+
+    def __iter__(self) -> Iterator[bytes]:
+        """The entries in no particular order."""
+        head = self._head
+        for chunk in self._chunks:
+            yield from islice(chunk, head, None)
+            head = 0
+        yield from islice(self._tail, head, None)
+        yield from self.rest
 
     def push(self, e: bytes) -> None:
         tail = self._tail
@@ -259,17 +276,38 @@ class _Order:
 
 
 class QueueTable:
-    __slots__ = ("_accum", "_avail", "_index", "_journal", "_md", "_other", "_proc", "_side", "bytes", "name")
+    __slots__ = (
+        "_accum",
+        "_avail",
+        "_gone",
+        "_index",
+        "_journal",
+        "_lookup",
+        "_md",
+        "_navail",
+        "_other",
+        "_proc",
+        "_side",
+        "bytes",
+        "name",
+    )
 
     def __init__(self, name: str, journal: Journal | None = None) -> None:
         self.name = name
         self._journal = journal
-        # Compact records by the key of their uuid (see the module's docstring).
+        # Processing compact records by the key of their uuid (see the module's docstring).
         self._index: dict[int, bytes] = {}
-        # By whole uuid: Messages, and compact records whose index key was taken.
+        # By whole uuid: Messages, and processing compact records whose index key was taken.
         self._other: dict[bytes, Entry] = {}
-        # Available compact records in id order (the entries are the records).
+        # Available compact records in id order (the entries are the records), in no index:
+        # nothing looks one up by uuid but recovery (ack, ext and nack need a processing one).
         self._avail = _Order()
+        self._navail = 0
+        # id() of available records removed other than from the front (recovery), until they
+        # come first: they are still in _avail, so their ids are not reused meanwhile.
+        self._gone: set[int] = set()
+        # Available records by uuid, built when recovery first looks one up; see recovered().
+        self._lookup: dict[bytes, bytes] | None = None
         # Ids of processing compact records, in order. Apart from _avail because their ids are
         # deadlines: acked ones come first here, and are dropped, about as soon as they are
         # acked, while in _avail they would wait behind the whole backlog.
@@ -282,20 +320,36 @@ class QueueTable:
 
     # -- finding records ---------------------------------------------------------------------------
 
-    def _find(self, uuid: bytes) -> Entry | None:
+    def _find(self, uuid: bytes, available: bool = False) -> Entry | None:
+        """The record with this uuid; an available compact one only if ``available`` (this
+        builds the lookup of them if there is none: O(n), for recovery)."""
         if len(uuid) == 16:
             rec = self._index.get(_key(uuid))
             if rec is not None and rec[8:24] == uuid:
                 return rec
         other = self._other
-        return other.get(uuid) if other else None
+        if other and (e := other.get(uuid)) is not None:
+            return e
+        lookup = self._lookup
+        if lookup is None:
+            if not available:
+                return None
+            lookup = self._lookup = {r[8:24]: r for r in self._available_records()}
+        return lookup.get(uuid)
+
+    def _available_records(self) -> Iterator[bytes]:
+        gone = self._gone
+        for rec in self._avail:
+            if not (gone and id(rec) in gone):
+                yield rec
 
     def _available_top(self) -> bytes | None:
-        """The first live available compact record; stale entries before it are dropped."""
-        order, index, other = self._avail, self._index, self._other
+        """The first live available compact record; removed ones before it are dropped."""
+        order, gone = self._avail, self._gone
         while (rec := order.first()) is not None:
-            if index.get(_rec_key(rec)) is rec or (other and other.get(rec[8:24]) is rec):
+            if not (gone and id(rec) in gone):
                 return rec
+            gone.discard(id(rec))
             order.pop_first()
         return None
 
@@ -342,10 +396,12 @@ class QueueTable:
     # -- reading -----------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._index) + len(self._other)
+        return len(self._index) + len(self._other) + self._navail
 
     def get(self, uuid: bytes) -> Message | None:
-        e = self._find(uuid)
+        """The record with this uuid. For recovery: finding an available record by uuid needs
+        a lookup that is built on first use and kept until :meth:`recovered`."""
+        e = self._find(uuid, True)
         return _decode(e, self._md.mds) if type(e) is bytes else e  # type: ignore[return-value]
 
     def first(self) -> Message | None:
@@ -361,8 +417,10 @@ class QueueTable:
         return max(0.0, ts - now)
 
     def _entries(self) -> list[Entry]:
-        entries: list[Entry] = list(self._index.values())
-        entries += self._other.values()
+        """Every record, Messages first."""
+        entries: list[Entry] = list(self._other.values())
+        entries += self._index.values()
+        entries += self._available_records()
         return entries
 
     def messages(self) -> list[Message]:
@@ -377,7 +435,7 @@ class QueueTable:
         entries = self._entries()
         acc = self._accum
         if acc is not None and self._other.get(acc.id[1]) is acc and isinstance(acc.content, list):
-            i = next(i for i in range(len(self._index), len(entries)) if entries[i] is acc)
+            i = next(i for i in range(len(self._other)) if entries[i] is acc)
             entries[i] = Message(acc.id, acc.state, acc.type, acc.retry, list(acc.content))
         return TableSnapshot(entries, self._md.mds)
 
@@ -402,25 +460,28 @@ class QueueTable:
         return _HEAD.pack(ts, uuid, code, rc, ref) + body
 
     def _place(self, rec: bytes, key: int) -> None:
-        """Add a compact record whose uuid (of index key ``key``) is not in the table."""
-        if self._index.setdefault(key, rec) is not rec:
-            self._other[rec[8:24]] = rec
-        if rec[24] == _PROCESSING:
-            order = self._proc
-            order.push(rec[:_ID_SIZE])
-        else:
-            order = self._avail
-            order.push(rec)
+        """Add a compact record whose uuid is not in the table; ``key``, its index key, is only
+        read for a processing record."""
         self.bytes += len(rec) - _HEAD_SIZE + self._md.lens[rec[26]] + RECORD_OVERHEAD
-        if len(order) > 2 * (len(self._index) + len(self._other)) + 1024:
-            self._rebuild_orders()
+        if rec[24] == _PROCESSING:
+            index, other = self._index, self._other
+            if index.setdefault(key, rec) is not rec:
+                other[rec[8:24]] = rec
+            self._proc.push(rec[:_ID_SIZE])
+            if len(self._proc) > 2 * (len(index) + len(other)) + 1024:
+                self._rebuild_processing()
+        else:
+            self._avail.push(rec)
+            self._navail += 1
+            if self._lookup is not None:
+                self._lookup[rec[8:24]] = rec
+            if len(self._avail) > 2 * self._navail + 1024:
+                self._avail = _Order.of_sorted(sorted(self._available_records()))
+                self._gone.clear()
 
     def _insert(self, msg: Message) -> None:
-        """Add a record, replacing the one with its uuid if any."""
+        """Add a record whose uuid is not in the table."""
         uuid = msg.id[1]
-        old = self._find(uuid)
-        if old is not None:
-            self._drop(uuid, old)
         rec = self._encode(msg)
         if rec is not None:
             self._place(rec, _key(uuid))
@@ -429,19 +490,27 @@ class QueueTable:
         self.bytes += msg.nbytes() + RECORD_OVERHEAD
         heapq.heappush(self._side, msg.id)
         if len(self._side) > 2 * len(self._other) + 1024:
-            self._rebuild_orders()
+            self._rebuild_processing()
 
     def _drop(self, uuid: bytes, e: Entry) -> None:
         """Remove the record ``e`` found under ``uuid``; its entry in an order goes stale."""
         if type(e) is bytes:
-            k = _rec_key(e)
-            if self._index.get(k) is e:
-                del self._index[k]
-            else:
-                del self._other[uuid]
             self.bytes -= len(e) - _HEAD_SIZE + self._md.lens[e[26]] + RECORD_OVERHEAD
             if e[24] == _PROCESSING:
+                k = _rec_key(e)
+                if self._index.get(k) is e:
+                    del self._index[k]
+                else:
+                    del self._other[uuid]
                 self._forget_processing(e)
+                return
+            self._navail -= 1
+            if self._lookup is not None:
+                self._lookup.pop(uuid, None)
+            if self._avail.first() is e:
+                self._avail.pop_first()
+            else:
+                self._gone.add(id(e))
             return
         del self._other[uuid]
         assert isinstance(e, Message)
@@ -462,29 +531,28 @@ class QueueTable:
             self._processing_top()
 
     def _remove(self, uuid: bytes) -> Entry | None:
-        e = self._find(uuid)
+        e = self._find(uuid, True)
         if e is not None:
             self._drop(uuid, e)
         return e
 
-    def _rebuild_orders(self) -> None:
-        # Stale entries (re-keyed or deleted records) pile up under ext/nack-heavy traffic;
-        # rebuilding when they outnumber live ones keeps the orders O(n) and pushes O(log n).
-        heap: list[bytes] = []
+    def _rebuild_processing(self) -> None:
+        # Stale entries (acked, re-keyed or deleted records) can pile up behind a live one under
+        # ext/nack-heavy traffic or acks out of order; rebuilding when they outnumber the
+        # records keeps the orders O(n) and pushes O(log n). O(records not available).
         proc: list[bytes] = []
         side: list[MessageId] = []
         for e in (*self._index.values(), *self._other.values()):
-            if type(e) is not bytes:
-                side.append(e.id)  # type: ignore[union-attr]
-            elif e[24] == _PROCESSING:
+            if type(e) is bytes:
                 proc.append(e[:_ID_SIZE])
             else:
-                heap.append(e)
+                side.append(e.id)  # type: ignore[union-attr]
+        proc.sort()
         heapq.heapify(side)
-        self._avail, self._proc, self._side = _Order(heap), _Order(proc), side
+        self._proc, self._side = _Order.of_sorted(proc), side
 
     def _fresh_uuid(self) -> tuple[bytes, int]:
-        """A new uuid whose index key no compact record of this table has, and that key."""
+        """A new uuid whose index key no processing compact record has, and that key."""
         index = self._index
         while True:
             uuid = new_uuid()
@@ -493,7 +561,10 @@ class QueueTable:
                 return uuid, key
 
     def restore(self, msg: Message) -> None:
-        """Recovery: insert a record as it was (no journal)."""
+        """Recovery: insert a record as it was (no journal), replacing one with its uuid."""
+        old = self._find(msg.id[1], True)
+        if old is not None:
+            self._drop(msg.id[1], old)
         self._insert(msg)
         if msg.state is _S_ACCUM and (self._accum is None or msg.id > self._accum.id):
             self._accum = msg
@@ -520,10 +591,17 @@ class QueueTable:
     def restore_delete(self, uuid: bytes) -> None:
         self._remove(uuid)
 
+    def recovered(self) -> None:
+        """Recovery is over: drop the lookup of available records by uuid (memory)."""
+        self._lookup = None
+
     def clear(self) -> None:
         self._index.clear()
         self._other.clear()
         self._avail.clear()
+        self._navail = 0
+        self._gone.clear()
+        self._lookup = None
         self._proc.clear()
         self._side.clear()
         self._md = _MetadataTable()  # a snapshot being written may still read the old one
@@ -538,8 +616,8 @@ class QueueTable:
             retry = _inc(retry)
             body, ref, code = item[1], self._md.ref(item[0]), _retry_code(retry)
             if ref >= 0 and code >= 0 and type(body) is bytes and len(body) <= COMPACT_MAX and now > 0.0:
-                uuid, key = self._fresh_uuid()
-                self._place(_HEAD.pack(now, uuid, _AVAILABLE, code, ref) + body, key)
+                uuid = new_uuid()
+                self._place(_HEAD.pack(now, uuid, _AVAILABLE, code, ref) + body, -1)
                 if self._journal is not None:
                     self._journal.put(self.name, Message((now, uuid), _S_AVAILABLE, _NORMAL, retry, item))
                 return "no"
@@ -575,15 +653,11 @@ class QueueTable:
                 ts = _rec_ts(e)
                 if ts > now:
                     return None
-                # e's entry comes first in its order: popped now rather than left stale.
-                (self._proc if e[24] == _PROCESSING else self._avail).pop_first()
                 old_uuid, code = e[8:24], e[25]
-                index, key = self._index, _rec_key(e)
-                if index.get(key) is e:  # _drop, inline
-                    del index[key]
+                if e[24] == _AVAILABLE and self._lookup is None:  # _drop, inline
+                    self._avail.pop_first()  # e comes first
+                    self._navail -= 1
                     self.bytes -= len(e) - _HEAD_SIZE + self._md.lens[e[26]] + RECORD_OVERHEAD
-                    if e[24] == _PROCESSING:
-                        self._forget_processing(e)
                 else:
                     self._drop(old_uuid, e)
                 if code == 0:

@@ -317,6 +317,8 @@ class DurableStore(LocalStore):
         finally:
             if gc_was_enabled:
                 gc.enable()
+        for table in self.tables.values():
+            table.recovered()  # replay looked records up by uuid; serving never does
         size = path.stat().st_size
         if reader.offset < len(MAGIC):
             raise JournalFormatError(f"{path} is shorter than its signature")

@@ -161,6 +161,7 @@ class MnesiaStore:
                 if local.journal is not None:
                     local.journal.put(name, msg)
                 count += 1
+            table.recovered()
         self.mode, self.kind = STANDALONE, local.kind
         self._holds.clear()
         await local.barrier()

@@ -174,3 +174,24 @@ def test_new_uuids_are_distinct_random_v4() -> None:
     assert len(set(got)) == len(got), "uuids repeat"
     bad = [u for u in got if (UUID(bytes=u).version, UUID(bytes=u).variant) != (4, RFC_4122)]
     assert not bad, f"not v4 uuids: {[UUID(bytes=u) for u in bad[:3]]}"
+
+
+def test_recovery_removes_and_moves_available_records_from_the_middle() -> None:
+    t, c = QueueTable("q"), ManualClock()
+    now = c.now()
+    ids = [uuid_with_key(i, 100 + i) for i in range(6)]
+    for i, u in enumerate(ids):
+        t.restore(Message((now + i, u), State.AVAILABLE, MessageType.NORMAL, 2, item(b"%d" % i)))
+    t.restore_delete(ids[2])
+    t.restore_move(ids[4], Message((now + 60, ids[4]), State.PROCESSING, MessageType.NORMAL, 1, item(b"ignored")))
+    t.restore(Message((now + 0.5, ids[0]), State.AVAILABLE, MessageType.NORMAL, 2, item(b"0 again")))
+    t.recovered()
+    assert len(t) == 5
+    moved = t.get(ids[4])
+    assert moved is not None and (moved.state, moved.retry, moved.content) == (State.PROCESSING, 1, item(b"4"))
+    c.advance(10)
+    got = drain(t, c.now())
+    assert [m.content[1] for m in got] == [b"0 again", b"1", b"3", b"5"]  # type: ignore[index]
+    assert t.done(ids[4], c.now()) and t.bytes == sum(len(m.content[1]) for m in got) + 4 * (  # type: ignore[index]
+        len(b"content-type") + len(b"text/plain") + RECORD_OVERHEAD
+    )

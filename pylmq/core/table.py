@@ -5,32 +5,33 @@ accumulation, dequeue with redelivery by deadline and retry discard, done/retain
 It is the single implementation of those rules for every local store; the durable store only
 adds a :class:`Journal` that records each mutation.
 
-Complexity: the order is kept by binary heaps with lazy deletion, the index is a dict. Every
-operation is O(log n) amortised in queue depth; nothing scans the queue (LMQ's ``rfind`` does,
-for every ack).
+Complexity: every operation is O(log n) amortised in queue depth, most O(1); nothing scans the
+queue (LMQ's ``rfind`` does, for every ack). Orders drop removed records lazily, when they come
+first.
 
 Memory (issue #5: a million queued 100-byte messages in 300 MB): :class:`Message` is the value
 the table hands out, but a deep queue of them costs about 500 bytes a message (the object, its id
 tuple, float, uuid bytes, content tuple, index entry). So normal messages are kept as *compact
 records*: one ``bytes`` each, ``ts`` (big-endian double) | uuid (16) | state | retry | metadata
-ref | body, about 60 bytes over the body's own size. ``ts`` is positive, so the bytes of
-``(ts, uuid)`` sort as the id does, and the heap compares records in C:
+ref | body, 60 bytes over the body's own size. ``ts`` is positive, so the bytes of ``(ts,
+uuid)`` sort as the id does and orders compare records in C:
 
-- an available record is its own heap entry, live while the index maps its uuid to that very
-  object; a processing record's entry, in a heap of its own, is its 24-byte ``(ts, uuid)``
-  prefix (live while a processing record with that prefix is indexed), so an acked delivery
-  leaves 64 stale bytes until it reaches that heap's top, not the whole body;
-- the index is keyed by an int of 60 bits of the uuid (a 32-byte object, against 64 for the
-  uuid bytes); the table draws its own uuids so that these keys are unique, and a record whose
-  key is taken (a uuid from elsewhere) goes to ``_other``, keyed by the whole uuid;
+- available records are kept only in their order (:class:`_Order`, mostly tuples of records in
+  push order): about 170 bytes a 100-byte message. Nothing looks one up by uuid while serving
+  (ack, ext and nack need a processing record); recovery does, through a lookup it builds;
+- processing records are indexed by an int of 60 bits of their uuid (a 32-byte object, against
+  64 for the uuid bytes; the table draws uuids whose keys are free, a foreign uuid whose key is
+  taken goes to ``_other`` by its whole uuid), and ordered by their 24-byte ``(ts, uuid)``
+  prefixes, deadlines, apart from the backlog: an acked one is dropped as soon as it comes first;
 - metadata is a one-byte reference into the table's list of distinct metadata (the same few
   content types on nearly every message);
-- nothing in a compact record is tracked by the cyclic GC, so a deep queue adds no GC work.
+- the cyclic GC does not look into bytes, ints, or tuples and dicts of them: a deep queue adds
+  nothing to a full collection.
 
 What does not fit (compound messages, the accumulation record that grows, bodies over
 :data:`COMPACT_MAX`, a 256th distinct metadata, retry over 254, a ts that is not positive) stays
-a :class:`Message` in ``_other``, ordered by a third heap, of ids as before. The first record is
-the smallest of the three heaps' live tops.
+a :class:`Message` in ``_other``, ordered by a heap of ids as before. The first record is the
+first of the three orders'.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def _key(uuid: bytes) -> int:
 
 
 def _rec_key(entry: bytes) -> int:
-    """Index key of a record's (or heap entry's) uuid."""
+    """Index key of a record's (or its id's) uuid."""
     k: int = _U64.unpack_from(entry, 16)[0]
     return k & _KEY_MASK
 

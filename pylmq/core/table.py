@@ -40,7 +40,6 @@ import heapq
 import struct
 from collections import deque
 from collections.abc import Iterator
-from itertools import islice
 from typing import Protocol
 
 from pylmq.core.message import (
@@ -225,14 +224,16 @@ class _Order:
     def __len__(self) -> int:
         return self._n + len(self.rest)
 
-    def __iter__(self) -> Iterator[bytes]:
-        """The entries in no particular order."""
+    def entries(self) -> list[bytes]:
+        """The entries in no particular order (chunks copied whole: a million take milliseconds)."""
+        out: list[bytes] = []
         head = self._head
         for chunk in self._chunks:
-            yield from islice(chunk, head, None)
+            out += chunk[head:] if head else chunk
             head = 0
-        yield from islice(self._tail, head, None)
-        yield from self.rest
+        out += self._tail[head:]
+        out += self.rest
+        return out
 
     def push(self, e: bytes) -> None:
         tail = self._tail
@@ -338,11 +339,10 @@ class QueueTable:
             lookup = self._lookup = {r[8:24]: r for r in self._available_records()}
         return lookup.get(uuid)
 
-    def _available_records(self) -> Iterator[bytes]:
+    def _available_records(self) -> list[bytes]:
+        recs = self._avail.entries()
         gone = self._gone
-        for rec in self._avail:
-            if not (gone and id(rec) in gone):
-                yield rec
+        return [r for r in recs if id(r) not in gone] if gone else recs
 
     def _available_top(self) -> bytes | None:
         """The first live available compact record; removed ones before it are dropped."""
@@ -418,10 +418,11 @@ class QueueTable:
         return max(0.0, ts - now)
 
     def _entries(self) -> list[Entry]:
-        """Every record, Messages first."""
-        entries: list[Entry] = list(self._other.values())
+        """Every record: available ones, then those in ``_other``, then processing ones. One
+        pass over the records (a deep queue's do not fit in any cache)."""
+        entries: list[Entry] = self._available_records()  # type: ignore[assignment]
+        entries += self._other.values()
         entries += self._index.values()
-        entries += self._available_records()
         return entries
 
     def messages(self) -> list[Message]:
@@ -436,7 +437,8 @@ class QueueTable:
         entries = self._entries()
         acc = self._accum
         if acc is not None and self._other.get(acc.id[1]) is acc and isinstance(acc.content, list):
-            i = next(i for i in range(len(self._other)) if entries[i] is acc)
+            start = len(entries) - len(self._index) - len(self._other)
+            i = next(i for i in range(start, len(entries)) if entries[i] is acc)
             entries[i] = Message(acc.id, acc.state, acc.type, acc.retry, list(acc.content))
         return TableSnapshot(entries, self._md.mds)
 

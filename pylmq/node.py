@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aiohttp import web
-
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.manager import QueueManager
 from pylmq.core.queue import QueueObserver
@@ -22,7 +20,7 @@ from pylmq.metrics import QueueMetrics
 from pylmq.store.base import Store
 
 if TYPE_CHECKING:
-    from pylmq.api.http import HttpApi
+    from pylmq.api.http_server import HttpServer
 
 __all__ = ["LMQNode", "NodeOptions", "make_store", "parse_hostport"]
 
@@ -91,9 +89,7 @@ class LMQNode:
         if isinstance(observer, QueueMetrics):
             self.metrics = observer
         self.manager = QueueManager(self.store, self.clock, observer or self.metrics)
-        self._runner: web.BaseRunner | None = None
-        self._http: HttpApi | None = None
-        self._site: web.TCPSite | None = None
+        self._http: HttpServer | None = None
         self._rpc: object | None = None
         self.http_address: tuple[str, int] | None = None
         self.rpc_address: tuple[str, int] | None = None
@@ -119,31 +115,22 @@ class LMQNode:
         )
 
     async def _start_http(self, host: str, port: int) -> None:
-        from pylmq.api.http import HttpApi, create_server
+        from pylmq.api.http import HttpApi
+        from pylmq.api.http_server import HttpServer
 
-        self._http = HttpApi(self.manager, metrics=self.metrics, node_name=self.opts.node_name)
-        # The requests in progress at a stop get shutdown_timeout in stop(), through the API;
-        # aiohttp's own wait (twice this, per connection) only covers the cancelling after.
-        self._runner = web.ServerRunner(create_server(self._http), shutdown_timeout=_CANCEL_GRACE)
-        await self._runner.setup()
-        self._site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        api = HttpApi(self.manager, metrics=self.metrics, node_name=self.opts.node_name)
+        server = HttpServer(api)
         try:
-            await self._site.start()
+            self.http_address = await server.start(host, port)
         except OSError as e:
             raise ConfigError(f"cannot listen for HTTP on {host}:{port}: {e.strerror or e}") from e
-        listener = self._site._server
-        assert listener is not None
-        sock = listener.sockets[0]  # type: ignore[attr-defined]
-        self.http_address = sock.getsockname()[:2]
+        self._http = server
 
     def _close_http_listener(self) -> None:
         """Accept no more HTTP connections; close those idle between requests (the others close
         once their request is answered)."""
-        if self._site is not None and self._site._server is not None:
-            self._site._server.close()
-        server = self._runner.server if self._runner is not None else None
-        if server is not None and self._http is not None:
-            self._http.begin_stop(server.connections)
+        if self._http is not None:
+            self._http.begin_stop()
 
     async def _start_rpc(self, host: str, port: int) -> None:
         from pylmq.api.rpc import RpcServer
@@ -174,11 +161,9 @@ class LMQNode:
         await self.manager.close()
         if self._http is not None and not await self._http.drain(self.opts.shutdown_timeout):
             log.warning("HTTP requests still running after %ss: cancelling them", self.opts.shutdown_timeout)
-        self._http = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-            self._site = None
+        if self._http is not None:
+            await self._http.close(_CANCEL_GRACE)
+            self._http = None
         await self.store.close()
         if self.metrics is not None:
             await self.metrics.stop()

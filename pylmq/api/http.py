@@ -1,4 +1,4 @@
-"""The HTTP API of LMQ (LMQ-FACTS section 3) on aiohttp.
+"""The HTTP API of LMQ (LMQ-FACTS section 3): parse, call the queue manager, answer.
 
 Every handler parses the request, makes one call on the :class:`QueueManager` and encodes the
 answer; queue semantics live in ``pylmq.core``. :class:`HttpApi` routes a request by its path
@@ -15,34 +15,25 @@ Routes (also under LMQ's older prefixes ``/msgs`` and ``/props``)::
     GET|PUT|DELETE   /properties      default list    GET|PATCH|DELETE /properties/:name
     GET    /stats
 
-A node serves the API with :func:`create_server`: aiohttp's low-level server (its C parser, its
-requests and responses) calling :meth:`HttpApi.handle` directly, because the Application's
-router and middleware chain cost more per request than pylmq's own work on push, pull and ack.
-:func:`create_app` mounts the same API in an ``aiohttp.web.Application`` for embedding.
-
-Request bodies are limited to :data:`DEFAULT_MAX_BODY` (64 MiB, adjustable); a larger body is
-answered 413. A message taken for a client that is gone before its response is fully written
-is put back with its retry intact.
+This module knows nothing of sockets: :class:`Request` is a parsed request (method, raw target,
+headers, whole body) and :class:`Response` an answer with its header block already encoded.
+:mod:`pylmq.api.http_server` is the HTTP/1.1 server that reads the one and writes the other.
+A delivery's response carries the delivery, so that the server puts the message back when the
+response cannot be written.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import math
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
-from urllib.parse import unquote, unquote_to_bytes
-
-from aiohttp import hdrs, web
-from aiohttp.http import HttpVersion11
-from aiohttp.web_protocol import RequestHandler
-from multidict import CIMultiDict
+from urllib.parse import parse_qsl, unquote, unquote_to_bytes, urlsplit
 
 from pylmq.api.compound import (
     MSGPACK_CONTENT_TYPE,
@@ -60,14 +51,12 @@ from pylmq.metrics import HistogramStats, MeterRates, QueueStats
 
 __all__ = [
     "DEFAULT_MAX_BODY",
-    "MANAGER",
-    "STATS",
     "HttpApi",
-    "StatsConfig",
+    "Request",
+    "Response",
     "StatsSource",
-    "create_app",
-    "create_server",
     "delivery_response",
+    "error_response",
     "parse_timeout",
     "stats_document",
 ]
@@ -91,25 +80,75 @@ _NO_RATES = MeterRates(count=0, one=0.0, five=0.0, fifteen=0.0, day=0.0)
 _NO_STATS = QueueStats(_NO_RATES, _NO_RATES, HistogramStats())
 
 
-@dataclass(frozen=True, slots=True)
-class StatsConfig:
-    metrics: StatsSource | None
-    node_name: str
+# -- requests and responses --------------------------------------------------------------------
 
 
-MANAGER = web.AppKey("manager", QueueManager)
-STATS = web.AppKey("stats", StatsConfig)
+class Request:
+    """One HTTP request, whole: ``target`` is the request target as sent (``/path?query``, or
+    an absolute URL), ``headers`` maps lower-case names to the raw value of their first line."""
+
+    __slots__ = ("_query", "body", "headers", "method", "target")
+
+    def __init__(self, method: str, target: str, headers: dict[bytes, bytes], body: bytes) -> None:
+        self.method = method
+        self.target = target
+        self.headers = headers
+        self.body = body
+        self._query: dict[str, str] | None = None
+
+    @property
+    def path(self) -> str:
+        """The raw (percent-encoded) path."""
+        path = self.target.partition("?")[0]
+        if not path.startswith("/"):  # an absolute-form target: http://host/path
+            path = urlsplit(self.target).path or "/"
+        return path
+
+    @property
+    def query(self) -> Mapping[str, str]:
+        """Query parameters, decoded; the first of repeated ones wins."""
+        if self._query is None:
+            query: dict[str, str] = {}
+            qs = self.target.partition("?")[2]
+            if qs:
+                for k, v in parse_qsl(qs, keep_blank_values=True):
+                    query.setdefault(k, v)
+            self._query = query
+        return self._query
+
+
+class Response:
+    """An answer: ``head`` holds its header lines (``Name: value\r\n`` each) other than the
+    framing ones the server adds (Content-Length, Date, Server, Connection)."""
+
+    __slots__ = ("body", "delivery", "head", "status")
+
+    def __init__(self, status: int, head: bytes = b"", body: bytes = b"", delivery: Delivery | None = None) -> None:
+        self.status = status
+        self.head = head
+        self.body = body
+        self.delivery = delivery  # put back if the response cannot be written
+
 
 _dumps = partial(json.dumps, separators=(",", ":"))
-_JSON = "application/json"
+_JSON_HEAD = b"Content-Type: application/json\r\n"
 
 
-def _json(obj: Any, status: int = 200) -> web.Response:
-    return web.Response(status=status, body=_dumps(obj).encode(), content_type=_JSON)
+def _json(obj: Any, status: int = 200) -> Response:
+    return Response(status, _JSON_HEAD, _dumps(obj).encode())
 
 
-def _no_content() -> web.Response:
-    return web.Response(status=204)
+_NO_CONTENT = Response(204)  # immutable in practice: the server only reads responses
+
+
+def error_response(status: int, reason: str, detail: str, extra_head: bytes = b"") -> Response:
+    """``{"error": reason, "detail": detail}`` with ``status``."""
+    body = _dumps({"error": reason, "detail": detail}).encode()
+    return Response(status, _JSON_HEAD + extra_head, body)
+
+
+def _lmq_error(e: LMQError) -> Response:
+    return error_response(e.http_status, e.reason, e.detail)
 
 
 # -- request parsing ---------------------------------------------------------------------------
@@ -134,28 +173,16 @@ def _compound_format(query: Mapping[str, str]) -> str:
     return cf
 
 
-def _qre(request: web.BaseRequest) -> str:
+def _qre(request: Request) -> str:
     qre = request.query.get("qre")
     if qre is None:
         raise InvalidRegex("the qre parameter (a regex of queue names) is required")
     return qre
 
 
-# aiohttp hands header values over as UTF-8 with surrogate escapes; encoding them back gives
-# the bytes the client sent, which is what LMQ stores.
-_ct_cache: dict[str, bytes] = {}
-
-
-def _item(request: web.BaseRequest, body: bytes) -> Item:
-    ct = request.headers.get(hdrs.CONTENT_TYPE)
-    if ct is None:
-        return make_item(body)
-    raw = _ct_cache.get(ct)
-    if raw is None:
-        raw = ct.encode("utf-8", "surrogateescape")
-        if len(_ct_cache) < 1024:
-            _ct_cache[ct] = raw
-    return make_item(body, raw)
+def _item(request: Request) -> Item:
+    # The content-type's bytes as the client sent them: what LMQ stores.
+    return make_item(request.body, request.headers.get(b"content-type"))
 
 
 def _queue_name(segment: str) -> str:
@@ -179,10 +206,9 @@ def _message_id(segment: str) -> str:
         return segment
 
 
-async def _json_body(request: web.BaseRequest) -> Any:
-    data = await request.read()
+def _json_body(request: Request) -> Any:
     try:
-        return json.loads(data)
+        return json.loads(request.body)
     except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
         raise BadRequest(f"malformed JSON body: {e}") from e
 
@@ -192,102 +218,72 @@ async def _json_body(request: web.BaseRequest) -> Any:
 # Headers that would change the framing of our response if a stored message carried them.
 _FRAMING = frozenset({b"content-length", b"transfer-encoding", b"connection", b"keep-alive", b"upgrade"})
 _BAD_HEADER_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-_text_cache: dict[bytes, str | None] = {}
+_BAD_HEADER_BYTES = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f:]")
 
 
-def _header_text(value: bytes) -> str | None:
-    """A stored header byte string as a response header value; None if it cannot be one."""
-    try:
-        return _text_cache[value]
-    except KeyError:
-        pass
+def _header_value(value: bytes) -> bytes | None:
+    """A stored header byte string as a response header value (UTF-8, undecodable bytes
+    replaced); None if it cannot be one (control characters)."""
     decoded = value.decode("utf-8", "replace")
-    text = None if _BAD_HEADER_CHARS.search(decoded) else decoded
-    if len(_text_cache) < 4096:
-        _text_cache[value] = text
-    return text
+    return None if _BAD_HEADER_CHARS.search(decoded) else decoded.encode()
 
 
-def _header_name(queue: str) -> str:
+def _header_name(queue: str) -> bytes:
     """The queue name as a header value: control characters (never allowed in a header, but
     allowed in a name) percent-escaped, so the queue stays pullable."""
-    if _BAD_HEADER_CHARS.search(queue) is None:
-        return queue
-    return _BAD_HEADER_CHARS.sub(lambda m: f"%{ord(m.group()):02X}", queue)
+    if _BAD_HEADER_CHARS.search(queue) is not None:
+        queue = _BAD_HEADER_CHARS.sub(lambda m: f"%{ord(m.group()):02X}", queue)
+    return queue.encode()
 
 
 # Messages share their metadata tuples (make_item), so a node sees few distinct ones.
-_stored_cache: dict[Metadata, list[tuple[str, str]]] = {}
+_stored_cache: dict[Metadata, bytes] = {}
 
 
-def _stored_headers(metadata: Metadata) -> list[tuple[str, str]]:
-    """A normal message's stored headers as response headers, content-type always there."""
-    pairs = _stored_cache.get(metadata)
-    if pairs is None:
-        pairs = []
+def _stored_head(metadata: Metadata) -> bytes:
+    """A normal message's stored headers as response header lines, content-type always there."""
+    head = _stored_cache.get(metadata)
+    if head is None:
+        lines = []
         for k, v in item_headers(metadata):
-            name, value = _header_text(k), _header_text(v)
-            if name and value is not None and k.lower() not in _FRAMING:
-                pairs.append((name, value))
-        if not any(name.lower() == "content-type" for name, _ in pairs):
-            pairs.append((hdrs.CONTENT_TYPE, "application/octet-stream"))
+            value = _header_value(v)
+            if k and not _BAD_HEADER_BYTES.search(k) and value is not None and k.lower() not in _FRAMING:
+                lines.append(k + b": " + value + b"\r\n")
+        head = b"".join(lines)
         if len(_stored_cache) < 1024:
-            _stored_cache[metadata] = pairs
-    return pairs
+            _stored_cache[metadata] = head
+    return head
 
 
-def delivery_response(d: Delivery, cf: str = "multipart") -> web.Response:
+def delivery_response(d: Delivery, cf: str = "multipart") -> Response:
     """The 200 response for a delivered message, headers and body as LMQ sends them."""
     msg = d.message
-    headers: CIMultiDict[str] = CIMultiDict()
+    mid = uuid_text(msg.uuid)
     if msg.type is MessageType.COMPOUND:
-        mid = uuid_text(msg.uuid)
         if cf == "msgpack":
-            headers[hdrs.CONTENT_TYPE] = MSGPACK_CONTENT_TYPE
+            head = b"Content-Type: " + MSGPACK_CONTENT_TYPE.encode() + b"\r\n"
             body = encode_msgpack(msg.items())
         else:
-            headers[hdrs.CONTENT_TYPE] = multipart_content_type(mid)
+            head = b"Content-Type: " + multipart_content_type(mid).encode() + b"\r\n"
             body = encode_multipart(mid.encode(), msg.items())
     else:
         metadata, body = msg.items()[0]
-        headers.extend(_stored_headers(metadata))
-        mid = uuid_text(msg.uuid)
-    headers["x-lmq-queue-name"] = _header_name(d.queue)
-    headers["x-lmq-message-id"] = mid
-    headers["x-lmq-message-type"] = msg.type.value
-    headers["x-lmq-retry-remaining"] = "infinity" if msg.retry is None else str(msg.retry)
-    return web.Response(body=body, headers=headers)
+        head = _stored_head(metadata)
+    retry = b"infinity" if msg.retry is None else str(msg.retry).encode()
+    head += (
+        b"x-lmq-queue-name: " + _header_name(d.queue) + b"\r\nx-lmq-message-id: " + mid.encode()
+        + b"\r\nx-lmq-message-type: " + msg.type.value.encode() + b"\r\nx-lmq-retry-remaining: " + retry + b"\r\n"
+    )  # fmt: skip
+    return Response(200, head, body, d)
 
 
-async def _deliver(manager: QueueManager, request: web.BaseRequest, d: Delivery | None, cf: str) -> web.StreamResponse:
-    """Write the delivery within the handler, so that a client gone before the response is
-    fully written (cancelled handler or closed transport) gets its message put back."""
-    if d is None:
-        return _no_content()
-    resp = delivery_response(d, cf)
-    try:
-        await resp.prepare(request)
-        await resp.write_eof()
-    except BaseException as e:
-        await asyncio.shield(_put_back(manager, d))
-        if isinstance(e, ConnectionError):
-            # aiohttp's own finish step meets the same closed transport and drops it quietly.
-            return resp
-        raise
-    return resp
-
-
-async def _put_back(manager: QueueManager, d: Delivery) -> None:
-    log.info("client of %s left before its message was written: putting it back", d.queue)
-    try:
-        await manager.put_back(d.queue, d.message.uuid)
-    except LMQError as e:
-        log.warning("could not put back message %s of %s: %s", uuid_text(d.message.uuid), d.queue, e.detail)
+def _delivered(d: Delivery | None, cf: str) -> Response:
+    return _NO_CONTENT if d is None else delivery_response(d, cf)
 
 
 # -- handlers ----------------------------------------------------------------------------------
 
-_ACCUM_BODIES = {r: _dumps({"accum": r}).encode() for r in ("no", "new", "yes")}
+_ACCUM_RESPONSES = {r: Response(200, _JSON_HEAD, _dumps({"accum": r}).encode()) for r in ("no", "new", "yes")}
 
 
 def stats_document(manager: QueueManager, metrics: StatsSource | None, node: str) -> dict[str, Any]:
@@ -310,10 +306,7 @@ def stats_document(manager: QueueManager, metrics: StatsSource | None, node: str
 
 
 class HttpApi:
-    """The HTTP API over one queue manager: :meth:`handle` answers any request.
-
-    It knows which connections have a request in progress, for a graceful stop
-    (:meth:`begin_stop`, :meth:`drain`)."""
+    """The HTTP API over one queue manager: :meth:`respond` answers any request."""
 
     def __init__(
         self, manager: QueueManager, *, metrics: StatsSource | None = None, node_name: str = "nonode@nohost"
@@ -321,58 +314,30 @@ class HttpApi:
         self.manager = manager
         self.metrics = metrics
         self.node_name = node_name
-        self._busy: set[object] = set()  # connections (aiohttp protocols) with a request in progress
-        self._stopping = False
-        self._drained: asyncio.Event | None = None
 
-    def begin_stop(self, connections: Iterable[RequestHandler]) -> None:
-        """Close the connections that have no request in progress; every later answer closes
-        its connection after it is written. Connections busy with a request are not closed:
-        aiohttp drops what a closing connection receives, and the rest of a request's body
-        would never arrive."""
-        self._stopping = True
-        self._drained = asyncio.Event()
-        if not self._busy:
-            self._drained.set()
-        for conn in connections:
-            if conn not in self._busy:
-                conn.force_close()
+    def allows(self, method: str, path: str) -> bool:
+        """Whether a request would reach a handler (the server asks before ``100 Continue``)."""
+        found = _resolved.get(path) or _resolve(path)
+        return found is not None and method in found[0].methods
 
-    async def drain(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the requests in progress to be answered; whether
-        they all were."""
-        if self._drained is None:
-            raise RuntimeError("drain() before begin_stop()")
-        try:
-            await asyncio.wait_for(self._drained.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
+    async def push(self, request: Request, name: str) -> Response:
+        return _ACCUM_RESPONSES[await self.manager.push(_queue_name(name), _item(request))]
 
-    async def push(self, request: web.BaseRequest, name: str) -> web.StreamResponse:
-        item = _item(request, await request.read())
-        result = await self.manager.push(_queue_name(name), item)
-        return web.Response(body=_ACCUM_BODIES[result], content_type=_JSON)
-
-    async def push_all(self, request: web.BaseRequest) -> web.StreamResponse:
-        regex = _qre(request)
-        item = _item(request, await request.read())
-        result = await self.manager.push_all(regex, item)
+    async def push_all(self, request: Request) -> Response:
+        result = await self.manager.push_all(_qre(request), _item(request))
         return _json({name: {"accum": r} for name, r in result.items()})
 
-    async def pull(self, request: web.BaseRequest, name: str) -> web.StreamResponse:
+    async def pull(self, request: Request, name: str) -> Response:
         query = request.query
         timeout, cf = parse_timeout(query.get("t")), _compound_format(query)
-        d = await self.manager.pull(_queue_name(name), timeout)
-        return await _deliver(self.manager, request, d, cf)
+        return _delivered(await self.manager.pull(_queue_name(name), timeout), cf)
 
-    async def pull_any(self, request: web.BaseRequest) -> web.StreamResponse:
+    async def pull_any(self, request: Request) -> Response:
         query = request.query
         regex, timeout, cf = _qre(request), parse_timeout(query.get("t")), _compound_format(query)
-        d = await self.manager.pull_any(regex, timeout)
-        return await _deliver(self.manager, request, d, cf)
+        return _delivered(await self.manager.pull_any(regex, timeout), cf)
 
-    async def reply(self, request: web.BaseRequest, name: str, id_: str) -> web.StreamResponse:
+    async def reply(self, request: Request, name: str, id_: str) -> Response:
         op = request.query.get("reply")
         name, id_ = _queue_name(name), _message_id(id_)
         if op == "ack":
@@ -383,111 +348,76 @@ class HttpApi:
             await self.manager.ext(name, id_)
         else:
             raise BadRequest(f"reply must be ack, nack or ext, got {op!r}")
-        return _no_content()
+        return _NO_CONTENT
 
-    async def delete_queue(self, request: web.BaseRequest, name: str) -> web.StreamResponse:
+    async def delete_queue(self, request: Request, name: str) -> Response:
         await self.manager.delete(_queue_name(name))
-        return _no_content()
+        return _NO_CONTENT
 
-    async def get_default_props(self, request: web.BaseRequest) -> web.StreamResponse:
+    async def get_default_props(self, request: Request) -> Response:
         return _json([[regex, export_props(props)] for regex, props in self.manager.default_props()])
 
-    async def set_default_props(self, request: web.BaseRequest) -> web.StreamResponse:
-        defaults = parse_default_list(await _json_body(request))
-        await self.manager.set_default_props(defaults)
-        return _no_content()
+    async def set_default_props(self, request: Request) -> Response:
+        await self.manager.set_default_props(parse_default_list(_json_body(request)))
+        return _NO_CONTENT
 
-    async def reset_default_props(self, request: web.BaseRequest) -> web.StreamResponse:
+    async def reset_default_props(self, request: Request) -> Response:
         await self.manager.set_default_props([])
-        return _no_content()
+        return _NO_CONTENT
 
-    async def get_props(self, request: web.BaseRequest, name: str) -> web.StreamResponse:
+    async def get_props(self, request: Request, name: str) -> Response:
         return _json(export_props(await self.manager.get_props(_queue_name(name))))
 
-    async def update_props(self, request: web.BaseRequest, name: str) -> web.StreamResponse:
-        props = parse_props(await _json_body(request))
+    async def update_props(self, request: Request, name: str) -> Response:
+        props = parse_props(_json_body(request))
         await self.manager.update_props(_queue_name(name), props, merge=True)
-        return _no_content()
+        return _NO_CONTENT
 
-    async def reset_props(self, request: web.BaseRequest, name: str) -> web.StreamResponse:
+    async def reset_props(self, request: Request, name: str) -> Response:
         await self.manager.update_props(_queue_name(name), None)
-        return _no_content()
+        return _NO_CONTENT
 
-    async def stats(self, request: web.BaseRequest) -> web.StreamResponse:
+    async def stats(self, request: Request) -> Response:
         return _json(stats_document(self.manager, self.metrics, self.node_name))
 
-    # -- one request: route, expect, errors, access log ------------------------------------------
+    # -- one request: route, errors, access log ------------------------------------------------
 
-    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        """The answer to any request (aiohttp's low-level handler signature)."""
+    async def respond(self, request: Request) -> Response:
+        """The answer to any request. Cancellation (the client left) propagates."""
         start = time.perf_counter()
         status = 500
-        conn = request.protocol
-        self._busy.add(conn)
         try:
             # Routing inline, not in a coroutine of its own: this runs for every request.
-            target = request.raw_path
-            path = target.partition("?")[0] if "?" in target else target
-            if not path.startswith("/"):  # an absolute-form target: http://host/path
-                path = request.rel_url.raw_path
+            path = request.path
             found = _resolved.get(path) or _resolve(path)
-            resp: web.StreamResponse
             if found is None:
-                resp = _error(404, "not_found", f"no such resource: {request.path}")
+                resp = error_response(404, "not_found", f"no such resource: {unquote(path)}")
             elif (handler := found[0].methods.get(request.method)) is None:
                 allow = found[0].allow
                 detail = f"{request.method} not allowed here; allowed: {allow}"
-                resp = _error(405, "method_not_allowed", detail, {"Allow": allow})
+                resp = error_response(405, "method_not_allowed", detail, b"Allow: " + allow.encode() + b"\r\n")
             else:
-                if hdrs.EXPECT in request.headers:
-                    await _expect(request)
                 resp = await handler(self, request, *found[1])
             status = resp.status
         except LMQError as e:
-            status = e.http_status
-            resp = _error(status, e.reason, e.detail)
-        except web.HTTPException as e:  # from aiohttp itself: 413 on a body over the limit
-            status = e.status
-            if status < 400:
+            resp = _lmq_error(e)
+            status = resp.status
+        except BaseException as e:
+            if not isinstance(e, Exception):
+                status = 499  # cancelled: the client went away (nginx's code for it)
                 raise
-            resp = _http_error(e)
-        except asyncio.CancelledError:
-            status = 499  # the client went away (nginx's code for it)
-            raise
-        except Exception:
-            log.exception("%s %s failed", request.method, request.raw_path)
-            resp = _error(500, "internal_error", "the server failed; see its log")
+            log.exception("%s %s failed", request.method, request.target)
+            resp = error_response(500, "internal_error", "the server failed; see its log")
         finally:
-            self._busy.discard(conn)
-            if self._stopping:
-                self._stopped_one()
             if access_log.isEnabledFor(logging.INFO):
-                access_log.info(
-                    "%s %s %d %.1fms", request.method, request.raw_path, status, (time.perf_counter() - start) * 1000
-                )
-        if self._stopping:
-            resp.force_close()  # the node is stopping: no next request on this connection
+                ms = (time.perf_counter() - start) * 1000
+                access_log.info("%s %s %d %.1fms", request.method, request.target, status, ms)
         return resp
-
-    def _stopped_one(self) -> None:
-        if not self._busy and self._drained is not None:
-            self._drained.set()
-
-
-async def _expect(request: web.BaseRequest) -> None:
-    """``Expect: 100-continue``: tell the client to send its body (as aiohttp's router does)."""
-    expect = request.headers[hdrs.EXPECT]
-    if request.version != HttpVersion11:
-        return
-    if expect.lower() != "100-continue":
-        raise web.HTTPExpectationFailed(text=f"unknown Expect: {expect}")
-    await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-    request.writer.output_size = 0  # the response proper has not started
 
 
 # -- routes ------------------------------------------------------------------------------------
 
-Handler = Callable[..., Awaitable[web.StreamResponse]]
+Handler = Callable[..., Awaitable[Response]]
 """An :class:`HttpApi` method: ``(api, request, *path_parameters)``."""
 
 # (method, path under the messages prefix or the properties prefix, handler). The same table is
@@ -578,51 +508,3 @@ def _resolve(path: str) -> tuple[_Resource, tuple[str, ...]] | None:
                 _resolved[path] = found
             return found
     return None
-
-
-# -- errors ------------------------------------------------------------------------------------
-
-
-def _error(status: int, reason: str, detail: str, headers: Mapping[str, str] | None = None) -> web.Response:
-    body = _dumps({"error": reason, "detail": detail}).encode()
-    return web.Response(status=status, body=body, content_type=_JSON, headers=headers)
-
-
-def _http_error(e: web.HTTPException) -> web.Response:
-    reason = (e.reason or "error").lower().replace(" ", "_")
-    return _error(e.status, reason, e.text or e.reason)
-
-
-# -- serving -----------------------------------------------------------------------------------
-
-
-def create_server(api: HttpApi, *, client_max_size: int = DEFAULT_MAX_BODY, **kwargs: Any) -> web.Server:
-    """The HTTP API as aiohttp's low-level server (run it with ``web.ServerRunner``). A handler
-    whose client disconnects is cancelled, so a long poll puts back the message it may have
-    taken (LMQ does the same with a monitor). ``kwargs`` go to aiohttp's request handler."""
-    # aiohttp's own factory, with our body limit (its default is 1 MiB).
-    request_factory = partial(web.BaseRequest, loop=asyncio.get_running_loop(), client_max_size=client_max_size)
-    return web.Server(api.handle, request_factory=request_factory, handler_cancellation=True, access_log=None, **kwargs)
-
-
-async def _no_expect_handling(request: web.Request) -> None:
-    """HttpApi.handle answers Expect itself, once the route is known to exist."""
-
-
-def create_app(
-    manager: QueueManager,
-    *,
-    metrics: StatsSource | None = None,
-    node_name: str = "nonode@nohost",
-    client_max_size: int = DEFAULT_MAX_BODY,
-) -> web.Application:
-    """The HTTP API as an ``aiohttp.web.Application`` (one catch-all route to
-    :meth:`HttpApi.handle`). ``metrics`` adds push/pull/retention figures to ``/stats``;
-    ``node_name`` is what ``/stats`` lists as this node (Erlang's name for a node outside
-    distribution by default)."""
-    api = HttpApi(manager, metrics=metrics, node_name=node_name)
-    app = web.Application(client_max_size=client_max_size)
-    app[MANAGER] = manager
-    app[STATS] = StatsConfig(metrics, node_name)
-    app.router.add_route("*", "/{path:.*}", api.handle, expect_handler=_no_expect_handling)
-    return app

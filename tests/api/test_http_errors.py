@@ -6,9 +6,9 @@ import uuid
 
 import aiohttp
 import pytest
-from aiohttp import web
 
-from pylmq.api.http import create_app
+from pylmq.api.http import HttpApi
+from pylmq.api.http_server import HttpServer
 
 UNKNOWN_ID = str(uuid.uuid4())
 JSON_CT = {"Content-Type": "application/json"}
@@ -132,19 +132,16 @@ async def test_bad_request_on_a_keep_alive_connection_leaves_it_usable(api) -> N
 
 
 async def test_body_over_the_limit_is_413_with_json_and_nothing_is_queued(node) -> None:
-    # A second app on the same manager with a tiny limit, so the test needs no 64 MiB body.
-    runner = web.AppRunner(create_app(node.manager, client_max_size=1024), handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    base = f"http://127.0.0.1:{port}"
+    # A second server on the same manager with a tiny limit, so the test needs no 64 MiB body.
+    server = HttpServer(HttpApi(node.manager), max_body=1024)
+    host, port = await server.start("127.0.0.1", 0)
+    base = f"http://{host}:{port}"
     try:
         async with aiohttp.ClientSession() as s:
             async with s.post(f"{base}/messages/limit", data=b"x" * 4096) as r:
                 assert r.status == 413, await r.text()
                 doc = await r.json()
-                assert doc["error"] == "request_entity_too_large", doc
+                assert doc["error"] == "too_large", doc
             async with s.post(f"{base}/messages/limit", data=b"x" * 1000) as r:
                 assert r.status == 200
             async with s.get(f"{base}/messages/limit?t=0") as r:
@@ -152,4 +149,4 @@ async def test_body_over_the_limit_is_413_with_json_and_nothing_is_queued(node) 
             async with s.get(f"{base}/messages/limit?t=0") as r:
                 assert r.status == 204, "only the accepted push may be queued"
     finally:
-        await runner.cleanup()
+        await server.close()

@@ -15,7 +15,7 @@ from pylmq.api.http import DEFAULT_MAX_BODY
 async def test_body_over_the_default_64_mib_limit_is_413_and_not_queued(api) -> None:
     r = await api.push("huge", b"\0" * (DEFAULT_MAX_BODY + 1))
     assert r.status == 413, r
-    assert r.json()["error"] == "request_entity_too_large"
+    assert r.json()["error"] == "too_large"
     assert (await api.pull("huge")).status == 204
     assert (await api.push("huge", b"small")).status == 200, "the server must keep serving"
 

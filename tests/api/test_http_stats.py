@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import aiohttp
-from aiohttp import web
 
-from pylmq.api.http import create_app
+from pylmq.api.http import HttpApi
+from pylmq.api.http_server import HttpServer
 
 
 async def test_stats_lists_the_node_and_each_queue(api) -> None:
@@ -50,19 +50,16 @@ async def test_stats_of_a_queue_without_traffic_show_zero_meters(api) -> None:
 
 
 async def test_stats_without_metrics_still_give_size_memory_and_props(node) -> None:
-    runner = web.AppRunner(create_app(node.manager, node_name="lmq@here"))
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    server = HttpServer(HttpApi(node.manager, node_name="lmq@here"))
+    host, port = await server.start("127.0.0.1", 0)
     try:
         async with aiohttp.ClientSession() as s:
-            async with s.post(f"http://127.0.0.1:{port}/messages/bare", data=b"x") as r:
+            async with s.post(f"http://{host}:{port}/messages/bare", data=b"x") as r:
                 assert r.status == 200
-            async with s.get(f"http://127.0.0.1:{port}/stats") as r:
+            async with s.get(f"http://{host}:{port}/stats") as r:
                 doc = await r.json()
     finally:
-        await runner.cleanup()
+        await server.close()
     assert doc["all_nodes"] == ["lmq@here"]
     assert doc["queues"]["bare"]["size"] == 1
     assert "stats" not in doc["queues"]["bare"], doc

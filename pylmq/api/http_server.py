@@ -1,0 +1,454 @@
+"""pylmq's HTTP/1.1 server: httptools' parser (llhttp, as in uvicorn) under one asyncio protocol.
+
+Why not aiohttp's server: on workload 3 of ``python -m bench`` (push, pull, ack over keep-alive
+connections) aiohttp's own request and response path, even its low-level server answering
+constants, took more CPU per request than pylmq's queue work, and held a node to about 0.3 of
+what the machine's loopback HTTP can carry (``python -m bench.http_overhead`` measures it). The
+API itself (:mod:`pylmq.api.http`) knows nothing of sockets; this module only frames bytes.
+
+What one connection does:
+
+- httptools calls back with the request line, headers and body chunks; a whole request is
+  queued, and one task per burst of requests answers them in order (HTTP/1.1 pipelining), so a
+  connection with nothing to do has no task.
+- Keep-alive as HTTP/1.1 and 1.0 define it; ``Connection: close`` after the answer otherwise.
+- Limits: the request target (:data:`MAX_TARGET`, 414), the header block (:data:`MAX_HEAD`,
+  431) and the body (``max_body``, 413, checked on Content-Length before the body is read, and
+  as chunks arrive). A request over a limit or not HTTP is answered with a JSON error after the
+  answers before it, then the connection closes: what follows cannot be framed.
+- ``Expect: 100-continue`` is answered ``100 Continue`` when the body is within the limit (417
+  for other expectations).
+- A client that goes away (end of stream or reset) has its request cancelled: a long poll puts
+  back a message it took (the queue manager does that). A delivery whose connection is closed
+  by the time it would be written is put back here.
+- Reading pauses past :data:`MAX_PIPELINE` queued requests; answering pauses while the
+  transport's write buffer is over its high-water mark.
+- A connection idle longer than ``keepalive_timeout`` is closed (aiohttp's default, 75 s).
+
+A graceful stop (:meth:`HttpServer.begin_stop`, :meth:`HttpServer.drain`, :meth:`HttpServer.close`)
+stops listening, closes idle connections, lets requests in progress finish (their connections close
+after the answer) and cancels what is left after the grace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from email.utils import formatdate
+from http import HTTPStatus
+from typing import cast
+
+import httptools
+
+from pylmq.api.http import DEFAULT_MAX_BODY, HttpApi, Request, Response, error_response
+from pylmq.core.message import uuid_text
+from pylmq.core.queue import Delivery
+from pylmq.errors import LMQError
+
+__all__ = ["MAX_HEAD", "MAX_PIPELINE", "MAX_TARGET", "HttpServer"]
+
+log = logging.getLogger("pylmq.http")
+access_log = logging.getLogger("pylmq.access")
+
+MAX_TARGET = 8190
+"""Longest request target (aiohttp's and nginx's default line limit)."""
+MAX_HEAD = 64 * 1024
+"""Largest header block (names and values together)."""
+MAX_PIPELINE = 32
+"""Requests queued on one connection before it is no longer read."""
+
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_CLOSE = b"Connection: close\r\n"
+_KEEP_ALIVE_10 = b"Connection: keep-alive\r\n"  # an HTTP/1.0 client that asked for it
+_SMALL_BODY = 16 * 1024  # below this, head and body are joined into one write
+
+_status_lines: dict[int, bytes] = {}
+
+
+def _status_line(status: int) -> bytes:
+    line = _status_lines.get(status)
+    if line is None:
+        try:
+            phrase = HTTPStatus(status).phrase
+        except ValueError:
+            phrase = "Unknown"
+        line = _status_lines[status] = f"HTTP/1.1 {status} {phrase}\r\n".encode()
+    return line
+
+
+class _Rejected(Exception):
+    """Raised in a parser callback: answer ``response`` and close the connection."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+def _rejected(status: int, reason: str, detail: str) -> _Rejected:
+    return _Rejected(error_response(status, reason, detail))
+
+
+# A queued item: a request with the connection header its answer carries (None: close after
+# it), or an answer already made for a request that could not be read.
+_Item = tuple[Request, bytes | None] | tuple[Response, None]
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: HttpServer) -> None:
+        self.server = server
+        self.loop = server.loop
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.idle_since = self.loop.time()
+        self.in_message = False  # between a request's first byte and its end
+        self.task: asyncio.Task[None] | None = None  # answering queued requests
+        self._pending: deque[_Item] = deque()
+        self._reading = True
+        self._ending = False  # no request after those queued: close once they are answered
+        self._expecting = False  # a 100 Continue is owed once the answers before it are out
+        self._writable: asyncio.Future[None] | None = None  # set while writing is paused
+        self._unsent: Delivery | None = None  # a delivery still in the paused write buffer
+        self._closed_by_us = False  # closed after an answer (its buffer is flushed first)
+        # The request being read.
+        self._target = b""
+        self._headers: dict[bytes, bytes] = {}
+        self._head_size = 0
+        self._body: list[bytes] = []
+        self._body_size = 0
+
+    # -- asyncio.Protocol --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not subclasses of asyncio.Transport, but have its methods.
+        self.transport = cast(asyncio.Transport, transport)
+        self.server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self._ending:
+            return  # after a request that could not be read, or an upgrade: not ours to read
+        try:
+            self.parser.feed_data(data)
+        except Exception as e:
+            if not self._ending:  # after a last request (Connection: close) nothing is read
+                self._parse_failed(e)
+
+    def _parse_failed(self, e: Exception) -> None:
+        if isinstance(e, httptools.HttpParserUpgrade):
+            # The request that asked for an upgrade is queued whole; what follows is not HTTP.
+            self._end_after_answers()
+        elif isinstance(e, httptools.HttpParserCallbackError) and isinstance(e.__context__, _Rejected):
+            self._reject(e.__context__.response)
+        elif isinstance(e, httptools.HttpParserError) and not isinstance(e, httptools.HttpParserCallbackError):
+            detail = e.args[0] if e.args else str(e)
+            if isinstance(detail, bytes):
+                detail = detail.decode("latin-1")
+            self._reject(error_response(400, "bad_request", f"malformed HTTP request: {detail}"))
+        else:
+            log.error("HTTP request handling failed", exc_info=e.__context__ or e)
+            self._reject(error_response(500, "internal_error", "the server failed; see its log"))
+
+    def eof_received(self) -> bool:
+        # TCP cannot tell a half-close from a client that left: as a client that left.
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        if self.task is not None:
+            self.task.cancel()  # a long poll stops waiting and puts back what it took
+        self._pending.clear()
+        if self._unsent is not None and (exc is not None or not self._closed_by_us):
+            # Still in our write buffer when the client left: it never had it all.
+            self.server.put_back(self._unsent)
+            self._unsent = None
+        self._wake_writer()
+        self.server.stopped_one()
+
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = self.loop.create_future()
+
+    def resume_writing(self) -> None:
+        self._wake_writer()
+
+    def _wake_writer(self) -> None:
+        if self._writable is not None:
+            if not self._writable.done():
+                self._writable.set_result(None)
+            self._writable = None
+
+    # -- httptools callbacks -----------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self.in_message = True
+        self._target = b""
+        self._headers = {}
+        self._head_size = 0
+        self._body = []
+        self._body_size = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._target += url
+        if len(self._target) > MAX_TARGET:
+            raise _rejected(414, "uri_too_long", f"the request target is over {MAX_TARGET} bytes")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_size += len(name) + len(value)
+        if self._head_size > MAX_HEAD:
+            raise _rejected(431, "headers_too_large", f"the request's headers are over {MAX_HEAD} bytes")
+        self._headers.setdefault(name.lower(), value)
+
+    def on_headers_complete(self) -> None:
+        length = self._headers.get(b"content-length")
+        if length is not None and int(length) > self.server.max_body:
+            raise self._too_large()
+        expect = self._headers.get(b"expect")
+        if expect is not None and self.parser.get_http_version() == "1.1":
+            if expect.lower() != b"100-continue":
+                raise _rejected(417, "expectation_failed", f"unknown Expect: {expect.decode('latin-1')}")
+            if self.task is None and not self._pending:
+                self._write(_CONTINUE)
+            else:
+                self._expecting = True
+
+    def on_body(self, body: bytes) -> None:
+        self._body_size += len(body)
+        if self._body_size > self.server.max_body:
+            raise self._too_large()
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        self.in_message = False
+        parser = self.parser
+        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        target = self._target.decode("utf-8", "surrogateescape")
+        request = Request(parser.get_method().decode("ascii"), target, self._headers, body)
+        if not parser.should_keep_alive():
+            self._enqueue((request, None))
+            self._end_after_answers()
+        else:
+            self._enqueue((request, b"" if parser.get_http_version() == "1.1" else _KEEP_ALIVE_10))
+
+    def _too_large(self) -> _Rejected:
+        detail = f"the request body is over {self.server.max_body} bytes"
+        return _rejected(413, "too_large", detail)
+
+    # -- answering ---------------------------------------------------------------------------
+
+    def _enqueue(self, item: _Item) -> None:
+        if self.task is None:
+            self.task = self.loop.create_task(self._answer(item))
+            return
+        self._pending.append(item)
+        if self._reading and len(self._pending) >= MAX_PIPELINE and self.transport is not None:
+            self._reading = False
+            self.transport.pause_reading()
+
+    def _reject(self, response: Response) -> None:
+        access_log.info("- - %d (request not read)", response.status)
+        self._enqueue((response, None))
+        self._end_after_answers()
+
+    def _end_after_answers(self) -> None:
+        self._ending = True
+        if self._reading and self.transport is not None:
+            self._reading = False
+            self.transport.pause_reading()
+
+    async def _answer(self, item: _Item) -> None:
+        try:
+            while True:
+                what, connection = item
+                if isinstance(what, Request):
+                    response, head_only = await self.server.respond(what), what.method == "HEAD"
+                else:
+                    response, head_only = what, False
+                open_ = self._send(response, connection, head_only)
+                if self._writable is not None:
+                    # Over the write buffer's high-water mark: a delivery counts as written
+                    # once the buffer drains; a client gone before that gets it put back.
+                    self._unsent = response.delivery
+                    if not open_:
+                        return
+                    await self._writable
+                    self._unsent = None
+                if not open_:
+                    return
+                if not self._pending:
+                    return
+                item = self._pending.popleft()
+                if not self._reading and not self._ending and len(self._pending) < MAX_PIPELINE // 4:
+                    self._reading = True
+                    assert self.transport is not None
+                    self.transport.resume_reading()
+        finally:
+            self.task = None
+            self.idle_since = self.loop.time()
+            if self._expecting and not self._pending:
+                self._expecting = False
+                self._write(_CONTINUE)
+            self.server.stopped_one()
+
+    def _send(self, response: Response, connection: bytes | None, head_only: bool) -> bool:
+        """Write one answer; whether the connection stays open for the next."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            if response.delivery is not None:
+                self.server.put_back(response.delivery)
+            return False
+        if connection is None or self.server.stopping or (self._ending and not self._pending):
+            connection = _CLOSE
+        body = response.body
+        head = b"".join(
+            (
+                _status_line(response.status),
+                response.head,
+                b"Content-Length: %d\r\n" % len(body),
+                self.server.date_and_server(),
+                connection,
+                b"\r\n",
+            )
+        )
+        if head_only or not body:
+            transport.write(head)
+        elif len(body) < _SMALL_BODY:
+            transport.write(head + body)
+        else:
+            transport.writelines((head, body))
+        if connection is _CLOSE:
+            self._closed_by_us = True
+            transport.close()
+            return False
+        return True
+
+    def _write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def close_if_idle(self, idle_before: float | None = None) -> None:
+        """Close the connection if it has no request in progress (and, with ``idle_before``,
+        has been idle since before that time)."""
+        if self.task is not None or self.in_message or self.transport is None:
+            return
+        if idle_before is None or self.idle_since < idle_before:
+            self.transport.close()
+
+    @property
+    def busy(self) -> bool:
+        """A request is being read or answered."""
+        return self.task is not None or self.in_message
+
+
+class HttpServer:
+    """The HTTP API served on one address (see the module docstring)."""
+
+    def __init__(
+        self,
+        api: HttpApi,
+        *,
+        max_body: int = DEFAULT_MAX_BODY,
+        keepalive_timeout: float = 75.0,
+    ) -> None:
+        self.api = api
+        self.respond = api.respond
+        self.max_body = max_body
+        self.keepalive_timeout = keepalive_timeout
+        self.loop = asyncio.get_running_loop()
+        self.connections: set[_Connection] = set()
+        self.stopping = False
+        self._listener: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._drained: asyncio.Event | None = None
+        self._put_backs: set[asyncio.Task[None]] = set()
+        self._date_at = -1
+        self._date = b""
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen; the address really bound (port 0 picks a free one)."""
+        self._listener = await self.loop.create_server(
+            lambda: _Connection(self), host, port, reuse_address=True, backlog=1024
+        )
+        self._sweeper = self.loop.create_task(self._sweep_idle(), name="http-keepalive")
+        sockname = self._listener.sockets[0].getsockname()
+        return sockname[0], sockname[1]
+
+    def date_and_server(self) -> bytes:
+        now = int(time.time())
+        if now != self._date_at:
+            self._date_at = now
+            self._date = b"Date: " + formatdate(now, usegmt=True).encode() + b"\r\nServer: pylmq\r\n"
+        return self._date
+
+    async def _sweep_idle(self) -> None:
+        period = max(0.05, min(self.keepalive_timeout / 4, 10.0))
+        while True:
+            await asyncio.sleep(period)
+            idle_before = self.loop.time() - self.keepalive_timeout
+            for conn in list(self.connections):
+                conn.close_if_idle(idle_before)
+
+    # -- put back ----------------------------------------------------------------------------
+
+    def put_back(self, d: Delivery) -> None:
+        """A delivery that could not be written goes back to its queue, retry intact."""
+        task = self.loop.create_task(self._put_back(d))
+        self._put_backs.add(task)
+        task.add_done_callback(self._put_backs.discard)
+
+    async def _put_back(self, d: Delivery) -> None:
+        log.info("client of %s left before its message was written: putting it back", d.queue)
+        try:
+            await self.api.manager.put_back(d.queue, d.message.uuid)
+        except LMQError as e:
+            log.warning("could not put back message %s of %s: %s", uuid_text(d.message.uuid), d.queue, e.detail)
+
+    # -- stopping ----------------------------------------------------------------------------
+
+    def begin_stop(self) -> None:
+        """Stop listening and close the connections with nothing in progress; every later
+        answer closes its connection after it is written."""
+        self.stopping = True
+        self._drained = asyncio.Event()
+        if self._listener is not None:
+            self._listener.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for conn in list(self.connections):
+            conn.close_if_idle()
+        self.stopped_one()
+
+    def stopped_one(self) -> None:
+        if self._drained is not None and not any(c.busy for c in self.connections):
+            self._drained.set()
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the requests in progress to be answered; whether
+        they all were."""
+        if self._drained is None:
+            raise RuntimeError("drain() before begin_stop()")
+        try:
+            await asyncio.wait_for(self._drained.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def close(self, grace: float = 2.0) -> None:
+        """Cancel what is still running (a message taken for it is put back), close every
+        connection and wait for the put-backs."""
+        if not self.stopping:
+            self.begin_stop()
+        tasks = [c.task for c in self.connections if c.task is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace)
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        if self._put_backs:
+            await asyncio.wait(set(self._put_backs), timeout=grace)
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._listener.wait_closed(), grace)

@@ -119,7 +119,9 @@ class LMQNode:
         from pylmq.api.http_server import HttpServer
 
         api = HttpApi(self.manager, metrics=self.metrics, node_name=self.opts.node_name)
-        server = HttpServer(api)
+        # The in-process stores answer without remote calls: requests may start eagerly. A
+        # store joined to a cluster turns "mnesia" (pylmq.store.mnesia) while it is.
+        server = HttpServer(api, eager=lambda: self.store.kind in ("memory", "durable"))
         try:
             self.http_address = await server.start(host, port)
         except OSError as e:

@@ -9,7 +9,8 @@ API itself (:mod:`pylmq.api.http`) knows nothing of sockets; this module only fr
 What one connection does:
 
 - httptools calls back with the request line, headers and body chunks; a whole request is
-  queued, and one task per burst of requests answers them in order (HTTP/1.1 pipelining), so a
+  queued and answered in order (HTTP/1.1 pipelining). Answering starts at once in the protocol
+  callback and becomes a task only when it has to wait (:mod:`pylmq.api._eager`), so a
   connection with nothing to do has no task.
 - Keep-alive as HTTP/1.1 and 1.0 define it; ``Connection: close`` after the answer otherwise.
 - Limits: the request target (:data:`MAX_TARGET`, 414), the header block (:data:`MAX_HEAD`,
@@ -37,12 +38,14 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from email.utils import formatdate
 from http import HTTPStatus
 from typing import cast
 
 import httptools
 
+from pylmq.api._eager import start_eagerly
 from pylmq.api.http import DEFAULT_MAX_BODY, HttpApi, Request, Response, error_response
 from pylmq.core.message import uuid_text
 from pylmq.core.queue import Delivery
@@ -225,7 +228,8 @@ class _Connection(asyncio.Protocol):
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         target = self._target.decode("utf-8", "surrogateescape")
         request = Request(parser.get_method().decode("ascii"), target, self._headers, body)
-        if not parser.should_keep_alive():
+        # After an upgrade request the connection would speak something else: answer, close.
+        if not parser.should_keep_alive() or parser.should_upgrade():
             self._enqueue((request, None))
             self._end_after_answers()
         else:
@@ -239,7 +243,8 @@ class _Connection(asyncio.Protocol):
 
     def _enqueue(self, item: _Item) -> None:
         if self.task is None:
-            self.task = self.loop.create_task(self._answer(item))
+            answer = self._answer(item)
+            self.task = start_eagerly(self.loop, answer) if self.server.eager() else self.loop.create_task(answer)
             return
         self._pending.append(item)
         if self._reading and len(self._pending) >= MAX_PIPELINE and self.transport is not None:
@@ -253,7 +258,12 @@ class _Connection(asyncio.Protocol):
 
     def _end_after_answers(self) -> None:
         self._ending = True
-        if self._reading and self.transport is not None:
+        if self.transport is None:
+            return
+        if self.task is None and not self._pending:
+            self._closed_by_us = True
+            self.transport.close()  # everything is answered already
+        elif self._reading:
             self._reading = False
             self.transport.pause_reading()
 
@@ -350,8 +360,12 @@ class HttpServer:
         *,
         max_body: int = DEFAULT_MAX_BODY,
         keepalive_timeout: float = 75.0,
+        eager: Callable[[], bool] = lambda: True,
     ) -> None:
         self.api = api
+        # Whether a request may now run its first step outside any task (pylmq.api._eager):
+        # not while the store calls other nodes, whose waits use asyncio.timeout (needs a task).
+        self.eager = eager
         self.respond = api.respond
         self.max_body = max_body
         self.keepalive_timeout = keepalive_timeout

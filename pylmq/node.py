@@ -114,14 +114,17 @@ class LMQNode:
             self.rpc_address,
         )
 
+    def _in_process(self) -> bool:
+        """Whether the store now answers without remote calls, so that requests may start
+        eagerly (pylmq.api._eager). A store joined to a cluster is "mnesia" while it is."""
+        return self.store.kind in ("memory", "durable")
+
     async def _start_http(self, host: str, port: int) -> None:
         from pylmq.api.http import HttpApi
         from pylmq.api.http_server import HttpServer
 
         api = HttpApi(self.manager, metrics=self.metrics, node_name=self.opts.node_name)
-        # The in-process stores answer without remote calls: requests may start eagerly. A
-        # store joined to a cluster turns "mnesia" (pylmq.store.mnesia) while it is.
-        server = HttpServer(api, eager=lambda: self.store.kind in ("memory", "durable"))
+        server = HttpServer(api, eager=self._in_process)
         try:
             self.http_address = await server.start(host, port)
         except OSError as e:
@@ -137,7 +140,7 @@ class LMQNode:
     async def _start_rpc(self, host: str, port: int) -> None:
         from pylmq.api.rpc import RpcServer
 
-        rpc = RpcServer(self.manager)
+        rpc = RpcServer(self.manager, eager=self._in_process)
         try:
             self.rpc_address = await rpc.start(host, port)
         except OSError as e:

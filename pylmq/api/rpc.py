@@ -62,6 +62,7 @@ from typing import Any, Final, cast
 
 import msgpack
 
+from pylmq.api._eager import start_eagerly
 from pylmq.api.msgpack_rpc import (
     DEFAULT_MAX_MESSAGE_SIZE,
     Decoder,
@@ -434,7 +435,13 @@ class _Connection(asyncio.Protocol):
         if n < lo or n > hi:
             self._send(encode_error(req.msgid, _arity(req.method, lo, hi, n)))
             return
-        task = self.loop.create_task(self._run(req.msgid, req.method, handler, req.params))
+        run = self._run(req.msgid, req.method, handler, req.params)
+        if self.server.eager():
+            task = start_eagerly(self.loop, run)  # None: answered already
+            if task is None:
+                return
+        else:
+            task = self.loop.create_task(run)
         self._track(task, req.msgid, req.method, waits)
 
     def _notification(self, note: Notification) -> None:
@@ -591,8 +598,12 @@ class RpcServer:
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         max_inflight: int = DEFAULT_MAX_INFLIGHT,
         shutdown_timeout: float = 10.0,
+        eager: Callable[[], bool] = lambda: True,
     ) -> None:
         self.manager = manager
+        # Whether a request may now run its first step outside any task (pylmq.api._eager):
+        # not while the store calls other nodes, whose waits use asyncio.timeout (needs a task).
+        self.eager = eager
         self.max_message_size = max_message_size
         self.max_inflight = max(1, max_inflight)
         self.shutdown_timeout = shutdown_timeout

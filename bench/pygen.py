@@ -161,8 +161,8 @@ class _Worker:
         await asyncio.gather(*(connect(d) for d in drivers))
         print("READY", flush=True)
         loop = asyncio.get_running_loop()
-        go = loop.create_future()
-        loop.add_reader(sys.stdin.fileno(), lambda: go.done() or go.set_result(None))
+        go: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(sys.stdin.fileno(), _release, go)
         await go
         loop.remove_reader(sys.stdin.fileno())
         sys.stdin.readline()
@@ -170,8 +170,8 @@ class _Worker:
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
         tasks = [loop.create_task(self._lane(d, lane)) for d, lane in zip(drivers, lanes, strict=True)]
         # Idle lanes run until told to stop (a second line on stdin) or their time bound.
-        stop = loop.create_future()
-        loop.add_reader(sys.stdin.fileno(), lambda: stop.done() or stop.set_result(None))
+        stop: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(sys.stdin.fileno(), _release, stop)
         _done, _ = await asyncio.wait(
             [*tasks, stop] if any(lane.role == "idle" for lane in lanes) else tasks,
             timeout=float(self.spec["seconds"]) + 30,
@@ -196,6 +196,12 @@ class _Worker:
             with contextlib.suppress(Exception):
                 await d.close()
         print("RESULT " + json.dumps(self.res.__dict__), flush=True)
+
+
+def _release(fut: asyncio.Future[None]) -> None:
+    """A line came on stdin: whoever waits on ``fut`` goes on (once; more lines change nothing)."""
+    if not fut.done():
+        fut.set_result(None)
 
 
 def _worker_main(spec_text: str) -> None:

@@ -122,8 +122,8 @@ def prefill(ctx: Ctx, queue: str, n: int, seconds: float) -> int:
         return int(run.stats["pushed"])
     proto = t.protocols[0] if t.kind != "lmq" else "rpc"
     lanes, window = 4, 32
-    per = [n // lanes + (1 if i < n % lanes else 0) for i in range(lanes)]
-    res = run_lanes(proto, t.addr(proto), [Lane("push", queue, q, window) for q in per], procs=GEN_PROCS,
+    quotas = [n // lanes + (1 if i < n % lanes else 0) for i in range(lanes)]
+    res = run_lanes(proto, t.addr(proto), [Lane("push", queue, q, window) for q in quotas], procs=GEN_PROCS,
                     seconds=seconds)  # fmt: skip
     return res.pushed
 

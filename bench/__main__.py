@@ -5,6 +5,10 @@
     python -m bench --targets memory,ceiling --workloads w3_steady
     python -m bench --lmq-url http://127.0.0.1:9980 --lmq-rpc 127.0.0.1:18800   # + an Erlang LMQ
 
+The external LMQ (target ``lmq``) is spoken to over RPC in old-spec msgpack (no str8/bin), the
+only one the original LMQ parses (--no-lmq-rpc-oldspec for a server that parses the current
+spec); pylmq targets always get the current spec.
+
 Writes bench/results/<timestamp>/results.json, results.md and chart.png, and prints the table.
 """
 
@@ -39,12 +43,22 @@ PYLMQ = ("memory", "durable-always", "durable-interval", "durable-none")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    head, _, rest = __doc__.partition("\n\n")
+    p = argparse.ArgumentParser(
+        prog="python -m bench", description=head, epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true", help="smoke run: small counts, fewest targets, < 3 min")
     p.add_argument("--targets", help=f"comma list of {', '.join(TARGETS)}")
     p.add_argument("--workloads", help=f"comma list of {', '.join(ALL_WORKLOADS)}")
     p.add_argument("--lmq-url", help="an external LMQ's HTTP API, e.g. the original Erlang LMQ")
     p.add_argument("--lmq-rpc", help="that LMQ's MessagePack-RPC address HOST:PORT")
+    p.add_argument(
+        "--lmq-rpc-oldspec",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="pack RPC requests to that LMQ as old-spec msgpack, strings and bytes as raw without str8/bin "
+        "(default on: the original LMQ's msgpack-erlang 0.2.3 closes the connection on a str8)",
+    )
     p.add_argument("--no-install", action="store_true", help="never apt-get install missing servers")
     p.add_argument("--budget", type=float, help="time budget of the whole run in seconds")
     p.add_argument("--cell-seconds", type=float, help="time bound of one measured cell")
@@ -106,7 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     cells: list[Cell] = []
     targets_meta: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="pylmq-bench-") as scratch:
-        env = Env(Path(scratch), allow_install and not args.quick, allow_install, args.lmq_url, args.lmq_rpc)
+        env = Env(
+            Path(scratch), allow_install and not args.quick, allow_install, args.lmq_url, args.lmq_rpc,
+            args.lmq_rpc_oldspec,
+        )  # fmt: skip
         for name in names:
             target: Target = TARGETS[name](env)
             if time.monotonic() > deadline:

@@ -4,7 +4,9 @@ Each driver is one connection (a channel for AMQP) and speaks its protocol direc
 little client-side work as possible so that the generator measures the server:
 
 - ``rpc``: LMQ's MessagePack-RPC over a raw asyncio protocol; requests from concurrent callers
-  on one connection are pipelined (matched by msgid).
+  on one connection are pipelined (matched by msgid). ``oldspec`` packs the msgpack of before
+  str8/bin (strings and bytes both as raw), the only one the original LMQ's msgpack-erlang 0.2.3
+  parses: it closes the connection on a str8 (a 36-character message id) or a bin.
 - ``http``: LMQ's HTTP API over a raw keep-alive connection (one request at a time).
 - ``amqp``: RabbitMQ through aio-pika: durable queues, persistent messages with publisher
   confirms, consumers with manual ack and a prefetch window.
@@ -79,11 +81,12 @@ class _RpcProtocol(asyncio.Protocol):
 
 
 class RpcDriver(Driver):
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, *, oldspec: bool = False) -> None:
         self.addr = (host, port)
         self.proto: _RpcProtocol | None = None
         self.msgid = 0
-        self.packer = msgpack.Packer(use_bin_type=True)
+        # use_bin_type=False is also what keeps msgpack-python from packing str8.
+        self.packer = msgpack.Packer(use_bin_type=not oldspec)
 
     async def connect(self) -> None:
         loop = asyncio.get_running_loop()
@@ -309,9 +312,10 @@ class RedisDriver(Driver):
                 await self.client.aclose()
 
 
-def make_driver(kind: str, addr: list[Any] | str) -> Driver:
+def make_driver(kind: str, addr: list[Any] | str, *, rpc_oldspec: bool = False) -> Driver:
+    """A driver of ``kind``; ``rpc_oldspec`` makes an ``rpc`` one pack old-spec msgpack."""
     if kind == "rpc":
-        return RpcDriver(addr[0], int(addr[1]))
+        return RpcDriver(addr[0], int(addr[1]), oldspec=rpc_oldspec)
     if kind == "http":
         return HttpDriver(addr[0], int(addr[1]))
     if kind == "amqp":

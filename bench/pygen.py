@@ -31,6 +31,8 @@ from bench.drivers import Driver, make_driver
 
 __all__ = ["Lane", "LaneSet", "run_lanes"]
 
+_CHECKOUT = Path(__file__).resolve().parents[1]
+
 
 @dataclass
 class Lane:
@@ -151,7 +153,8 @@ class _Worker:
 
     async def main(self) -> None:
         lanes = [Lane(**x) for x in self.spec["lanes"]]
-        drivers = [make_driver(self.spec["driver"], self.spec["addr"]) for _ in lanes]
+        oldspec = bool(self.spec.get("rpc_oldspec", False))
+        drivers = [make_driver(self.spec["driver"], self.spec["addr"], rpc_oldspec=oldspec) for _ in lanes]
         sem = asyncio.Semaphore(64)
 
         async def connect(d: Driver) -> None:
@@ -223,18 +226,19 @@ class Workers:
     """Worker processes for one cell: started and connected, then released together."""
 
     def __init__(self, driver: str, addr: Any, lanes: list[Lane], *, procs: int, seconds: float,
-                 body: int = 100, pull_t: float = 1.0) -> None:  # fmt: skip
+                 body: int = 100, pull_t: float = 1.0, rpc_oldspec: bool = False) -> None:  # fmt: skip
         procs = max(1, min(procs, len(lanes)))
         self.popens: list[subprocess.Popen[str]] = []
         self.seconds = seconds
         for i in range(procs):
             spec = {
                 "driver": driver, "addr": addr, "lanes": [lane.__dict__ for lane in lanes[i::procs]],
-                "seconds": seconds, "body": body, "pull_t": pull_t,
+                "seconds": seconds, "body": body, "pull_t": pull_t, "rpc_oldspec": rpc_oldspec,
             }  # fmt: skip
             self.popens.append(
                 subprocess.Popen(
                     [sys.executable, "-m", "bench.pygen", json.dumps(spec)],
+                    cwd=_CHECKOUT,  # where ``bench`` is importable, whatever the caller's directory
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
@@ -301,8 +305,8 @@ class Workers:
 
 
 def run_lanes(driver: str, addr: Any, lanes: list[Lane], *, procs: int, seconds: float,
-              body: int = 100, pull_t: float = 1.0) -> LaneSet:  # fmt: skip
-    w = Workers(driver, addr, lanes, procs=procs, seconds=seconds, body=body, pull_t=pull_t)
+              body: int = 100, pull_t: float = 1.0, rpc_oldspec: bool = False) -> LaneSet:  # fmt: skip
+    w = Workers(driver, addr, lanes, procs=procs, seconds=seconds, body=body, pull_t=pull_t, rpc_oldspec=rpc_oldspec)
     try:
         w.ready()
         w.go()

@@ -100,7 +100,7 @@ def _lanes(ctx: Ctx, protocol: str, lanes: list[Lane], *, body: int = 100, secon
     t0 = time.monotonic()
     res = run_lanes(
         protocol, ctx.target.addr(protocol), lanes, procs=GEN_PROCS,
-        seconds=seconds or ctx.budget.cell_seconds, body=body, pull_t=pull_t,
+        seconds=seconds or ctx.budget.cell_seconds, body=body, pull_t=pull_t, rpc_oldspec=ctx.target.rpc_oldspec,
     )  # fmt: skip
     return res, time.monotonic() - t0
 
@@ -124,7 +124,7 @@ def prefill(ctx: Ctx, queue: str, n: int, seconds: float) -> int:
     lanes, window = 4, 32
     quotas = [n // lanes + (1 if i < n % lanes else 0) for i in range(lanes)]
     res = run_lanes(proto, t.addr(proto), [Lane("push", queue, q, window) for q in quotas], procs=GEN_PROCS,
-                    seconds=seconds)  # fmt: skip
+                    seconds=seconds, rpc_oldspec=t.rpc_oldspec)  # fmt: skip
     return res.pushed
 
 
@@ -138,7 +138,7 @@ def cleanup(ctx: Ctx, protocol: str, queue: str) -> None:
     from bench.drivers import make_driver
 
     async def go() -> None:
-        d = make_driver(proto, ctx.target.addr(proto))
+        d = make_driver(proto, ctx.target.addr(proto), rpc_oldspec=ctx.target.rpc_oldspec)
         await d.connect()
         try:
             await d.delete(queue)
@@ -237,7 +237,7 @@ def w6_fanin(ctx: Ctx, protocol: str) -> list[Cell]:
     idle = Workers(
         protocol, ctx.target.addr(protocol),
         [Lane("idle", f"{tag}-{i}") for i in range(b.idle_clients)],
-        procs=1, seconds=b.cell_seconds + 60,
+        procs=1, seconds=b.cell_seconds + 60, rpc_oldspec=ctx.target.rpc_oldspec,
     )  # fmt: skip
     try:
         idle.ready(timeout=60)

@@ -37,6 +37,7 @@ class Env:
     allow_tools: bool  # the small tools every run needs (nginx for the ceiling)
     lmq_url: str | None = None  # an external LMQ (HTTP), e.g. the original Erlang LMQ
     lmq_rpc: str | None = None  # its MessagePack-RPC address HOST:PORT, if any
+    lmq_rpc_oldspec: bool = True  # speak old-spec msgpack (no str8/bin) to it, as every original LMQ needs
 
 
 class Target:
@@ -44,6 +45,7 @@ class Target:
     kind = "lmq"  # lmq (speaks LMQ's APIs), ceiling, rabbitmq, redis
     protocols: tuple[str, ...] = ()
     proc: Proc | None = None
+    rpc_oldspec = False  # its RPC clients pack old-spec msgpack (bench/drivers.py RpcDriver)
 
     def start(self) -> None:
         raise NotImplementedError
@@ -140,6 +142,7 @@ class ExternalLmq(Target):
     def __init__(self, env: Env) -> None:
         self.env = env
         self.protocols = ("http", "rpc") if env.lmq_rpc else ("http",)
+        self.rpc_oldspec = env.lmq_rpc_oldspec
 
     def start(self) -> None:
         if not self.env.lmq_url:
@@ -159,7 +162,11 @@ class ExternalLmq(Target):
         return [host or "127.0.0.1", int(port)]
 
     def info(self) -> dict[str, Any]:
-        return {"url": self.env.lmq_url, "rpc": self.env.lmq_rpc}
+        return {
+            "url": self.env.lmq_url,
+            "rpc": self.env.lmq_rpc,
+            "rpc_msgpack": "old spec (raw, no str8/bin)" if self.rpc_oldspec else "current spec",
+        }
 
 
 # -- the ceiling: an HTTP responder that does no work ------------------------------------------------

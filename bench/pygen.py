@@ -8,8 +8,15 @@ and print ``RESULT <json>`` with counts, latencies and their own CPU time.
     python -m bench.pygen '<spec json>'      (run by :func:`run_lanes`)
 
 Roles: ``push`` (``quota`` pushes), ``drain`` (pull t=0 and ack until empty or ``quota``),
-``consume`` (pull t=``pull_t`` and ack until empty or ``quota``), ``idle`` (long polls with
-t=30 until stopped), ``probe`` (``quota`` times: one pull t=0, then its ack, timed apart).
+``consume`` (pull t=``pull_t`` and ack until ``quota``, or until an empty answer to a pull sent
+once every push lane of the run was done), ``idle`` (long polls with t=30 until stopped),
+``probe`` (``quota`` times: one pull t=0, then its ack, timed apart).
+
+A consumer does not stop on the first empty answer while producers still push: the original
+LMQ's queue hands messages to waiting pulls only when its process is idle, so under push load a
+pull may answer empty while the queue is full. Push lanes, in whichever process, write a marker
+file when they end; a consume lane looks at the markers only when it is answered empty (and
+then pulls once more: that empty answer may have been given before the last push).
 """
 
 from __future__ import annotations
@@ -17,10 +24,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import resource
 import select
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -83,6 +93,15 @@ class _Worker:
         self.pull_t = float(spec["pull_t"])
         self.res = LaneSet()
         self.deadline = 0.0
+        self.markers: str | None = spec.get("markers")
+        self.producers = int(spec.get("producers", 0))
+        self.producers_done = self.producers == 0
+
+    def _all_pushed(self) -> bool:
+        """True once every push lane of the run (all processes) has ended."""
+        if not self.producers_done and self.markers is not None:
+            self.producers_done = len(os.listdir(self.markers)) >= self.producers
+        return self.producers_done
 
     def _mark(self) -> None:
         now = time.monotonic()
@@ -90,7 +109,7 @@ class _Worker:
             self.res.first = now
         self.res.last = now
 
-    async def _lane(self, driver: Driver, lane: Lane) -> None:
+    async def _lane(self, driver: Driver, lane: Lane, marker: str) -> None:
         left = [lane.quota]
 
         async def push_loop() -> None:
@@ -104,13 +123,17 @@ class _Worker:
 
         async def take_loop(timeout: float) -> None:
             while left[0] > 0 and time.monotonic() < self.deadline:
+                final = self.producers_done  # read before the pull: an empty answer to it is final
                 t = time.perf_counter()
                 handle = await driver.pull(lane.queue, timeout)
                 t2 = time.perf_counter()
                 self.res.lat.append((t2 - t) * 1000)
                 if handle is None:
                     self.res.empties += 1
-                    return
+                    if lane.role == "drain" or final:
+                        return
+                    self._all_pushed()
+                    continue
                 left[0] -= 1
                 await driver.ack(lane.queue, handle)
                 self.res.lat.append((time.perf_counter() - t2) * 1000)
@@ -149,7 +172,11 @@ class _Worker:
             loops = [probe_loop()]
         else:
             raise ValueError(f"unknown role {lane.role!r}")
-        await asyncio.gather(*loops)
+        try:
+            await asyncio.gather(*loops)
+        finally:
+            if lane.role == "push" and self.markers is not None:
+                Path(self.markers, marker).touch()
 
     async def main(self) -> None:
         lanes = [Lane(**x) for x in self.spec["lanes"]]
@@ -171,7 +198,11 @@ class _Worker:
         sys.stdin.readline()
         self.deadline = time.monotonic() + float(self.spec["seconds"])
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
-        tasks = [loop.create_task(self._lane(d, lane)) for d, lane in zip(drivers, lanes, strict=True)]
+        me = self.spec.get("index", 0)
+        tasks = [
+            loop.create_task(self._lane(d, lane, f"{me}-{i}"))
+            for i, (d, lane) in enumerate(zip(drivers, lanes, strict=True))
+        ]
         # Idle lanes run until told to stop (a second line on stdin) or their time bound.
         stop: asyncio.Future[None] = loop.create_future()
         loop.add_reader(sys.stdin.fileno(), _release, stop)
@@ -230,10 +261,18 @@ class Workers:
         procs = max(1, min(procs, len(lanes)))
         self.popens: list[subprocess.Popen[str]] = []
         self.seconds = seconds
+        producers = sum(1 for lane in lanes if lane.role == "push")
+        # Only consume lanes look at the producers' markers.
+        self.markers = (
+            tempfile.mkdtemp(prefix="bench-pygen-")
+            if producers and any(lane.role == "consume" for lane in lanes)
+            else None
+        )
         for i in range(procs):
             spec = {
                 "driver": driver, "addr": addr, "lanes": [lane.__dict__ for lane in lanes[i::procs]],
                 "seconds": seconds, "body": body, "pull_t": pull_t, "rpc_oldspec": rpc_oldspec,
+                "index": i, "markers": self.markers, "producers": producers if self.markers else 0,
             }  # fmt: skip
             self.popens.append(
                 subprocess.Popen(
@@ -302,6 +341,8 @@ class Workers:
                 p.kill()
             with contextlib.suppress(Exception):
                 p.wait(5)
+        if self.markers is not None:
+            shutil.rmtree(self.markers, ignore_errors=True)
 
 
 def run_lanes(driver: str, addr: Any, lanes: list[Lane], *, procs: int, seconds: float,

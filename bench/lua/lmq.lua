@@ -5,7 +5,13 @@
 -- MODE drain:  each connection pulls (t=PULL_T) and acks until the queue answers empty or it
 --              has acked QUOTA messages.
 -- MODE steady: the first PRODUCERS connections push QUOTA messages each, the others pull and
---              ack until QUOTA messages each or an empty answer after waiting PULL_T seconds.
+--              ack until QUOTA messages each, or until an empty answer (after waiting PULL_T
+--              seconds) to a pull sent once every producer was done. An empty answer while
+--              producers still push does not mean drained: the original LMQ's queue hands
+--              messages to waiting pulls only when its process is idle, so under push load a
+--              pull may answer 204 while the queue is full. The markers are looked at only on
+--              a 204; the first 204 that finds them all is followed by one more pull, since it
+--              may have been answered before the last push.
 -- A pull answer that carries x-lmq-message-id is a message (whatever its status, so that a
 -- no-op responder adding that header runs the very same requests). A connection that is done
 -- writes MARKER_DIR/<thread id> and stops; the driver interrupts wrk when all are done.
@@ -41,6 +47,8 @@ finished = 0
 
 local mode, queue, quota, body, pull_t, producers, marker_dir
 local role, state, inflight, msg_id
+local producers_seen = 0 -- producers 1..producers_seen are known to be done (markers stay)
+local all_pushed = false -- every producer is known done (so the pull in flight was sent after)
 local push_req, pull_req
 
 function init(args)
@@ -59,6 +67,17 @@ function init(args)
   state = "pull"
   push_req = wrk.format("POST", "/messages/" .. queue, { ["Content-Type"] = "application/octet-stream" }, body)
   pull_req = wrk.format("GET", "/messages/" .. queue .. "?t=" .. pull_t)
+end
+
+-- True once MARKER_DIR holds the marker of every producer (thread ids 1..PRODUCERS).
+local function producers_done()
+  while producers_seen < producers do
+    local f = io.open(marker_dir .. "/" .. (producers_seen + 1), "r")
+    if not f then return false end
+    f:close()
+    producers_seen = producers_seen + 1
+  end
+  return true
 end
 
 local function finish()
@@ -115,7 +134,11 @@ function response(status, headers, _)
       state = "ack"
     elseif status == 204 then
       empties = empties + 1
-      finish()
+      if mode ~= "steady" or all_pushed then
+        finish()
+      else
+        all_pushed = producers_done()
+      end
     else
       bad = bad + 1
     end

@@ -1,19 +1,25 @@
-"""The bench's clients measure an original Erlang LMQ as well as pylmq, against a small stand-in
-(no LMQ is needed): LMQ's msgpack-erlang 0.2.3 parses only old-spec msgpack and closes the
-connection on a str8 or a bin, so the RPC driver packs old-spec for the external target
-(``--lmq-rpc-oldspec``).
+"""The bench's clients measure an original Erlang LMQ as well as pylmq, against small stand-ins
+that have the two traits of LMQ that matter here (no LMQ is needed):
+
+- its msgpack-erlang 0.2.3 parses only old-spec msgpack and closes the connection on a str8 or
+  a bin, so the RPC driver packs old-spec for the external target (``--lmq-rpc-oldspec``);
+- its queue may answer a pull empty while producers still push, so a steady consumer (wrk's
+  Lua script, the Python generator's consume lanes) stops only on an empty answer to a pull
+  sent once every producer was done; a drain stops on the first empty answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import shutil
 import socketserver
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import msgpack
@@ -21,6 +27,7 @@ import pytest
 
 from bench.drivers import RpcDriver
 from bench.pygen import Lane, run_lanes
+from bench.wrk import run_wrk
 
 PUSHES = 20
 PUSH_DELAY = 0.005  # seconds a push is answered late, so that consumers run while producers push
@@ -173,3 +180,117 @@ def test_generator_processes_pack_old_spec_when_told() -> None:
         assert res.pushed == 2 * PUSHES == queue.pushed, (res.pushed, queue.pushed)
         res = run_lanes("rpc", list(srv.addr()), lanes, procs=2, seconds=20)
         assert res.errors == 2 and srv.closed_on_newspec == 2, (res.error_text, srv.closed_on_newspec)
+
+
+def test_generator_consumer_keeps_pulling_while_a_producer_in_another_process_pushes() -> None:
+    """A consumer in one process does not stop on the empty answers it gets while the producer
+    in the other process still pushes."""
+    queue = _Queue(busy_until=PUSHES)
+    with _rpc_server(queue) as srv:
+        lanes = [Lane("push", "q", PUSHES), Lane("consume", "q", PUSHES)]
+        res = run_lanes("rpc", list(srv.addr()), lanes, procs=2, seconds=20, rpc_oldspec=True)
+        assert res.errors == 0 and srv.closed_on_newspec == 0, (res.error_text, srv.closed_on_newspec)
+        assert res.pushed == PUSHES and res.acked == PUSHES == queue.acked, (res.pushed, res.acked, queue.acked)
+        assert res.empties >= 1, "the consumer was never answered empty: the rule was not exercised"
+
+
+def test_generator_drain_lanes_stop_on_the_first_empty_answer() -> None:
+    queue = _Queue(busy_until=0)
+    with _rpc_server(queue) as srv:
+        res = run_lanes("rpc", list(srv.addr()), [Lane("drain", "q", 100)] * 2, procs=2, seconds=20,
+                        rpc_oldspec=True)  # fmt: skip
+        assert res.errors == 0 and res.acked == 0 and res.empties == 2, (res.error_text, res.acked, res.empties)
+
+
+# -- HTTP with wrk and bench/lua/lmq.lua ------------------------------------------------------------
+
+
+class _HttpHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Any
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _reply(self, status: int, headers: dict[str, str] | None = None, body: bytes = b"") -> None:
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        if status != 204:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        n = int(self.headers.get("Content-Length", "0"))
+        if n:
+            self.rfile.read(n)
+        q: _Queue = self.server.queue
+        parts = self.path.split("?")[0].strip("/").split("/")
+        if len(parts) == 2:
+            q.push()
+            self._reply(200, body=b'{"result":"ok"}')
+        elif q.ack(parts[2]):
+            self._reply(200, body=b'{"result":"ok"}')
+        else:
+            self._reply(404)
+
+    def do_GET(self) -> None:
+        mid = self.server.queue.pull() if self.path.startswith("/messages/") else None
+        if mid is None:
+            self._reply(204)
+        else:
+            self._reply(200, {"X-Lmq-Message-Id": mid, "X-Lmq-Message-Type": "normal"}, b"x")
+
+
+@contextmanager
+def _http_server(queue: _Queue) -> Iterator[str]:
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _HttpHandler)
+    srv.daemon_threads = True
+    srv.queue = queue  # type: ignore[attr-defined]
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(5)
+
+
+def _wrk() -> str:
+    wrk = shutil.which("wrk")
+    assert wrk is not None, "wrk is needed by the bench (make bench installs it)"
+    return wrk
+
+
+def test_lua_steady_consumer_keeps_pulling_on_204_until_every_producer_is_done() -> None:
+    queue = _Queue(busy_until=2 * PUSHES)
+    with _http_server(queue) as url:
+        # Threads 1 and 2 push, thread 3 consumes: it is answered 204 until both are done.
+        run = run_wrk(_wrk(), url, mode="steady", queue="q", connections=3, quota=PUSHES, pull_t="1",
+                      producers=2, seconds=20)  # fmt: skip
+    s = run.stats
+    assert run.done, f"not every connection finished: {s}"
+    assert s["pushed"] == 2 * PUSHES and s["acked"] == PUSHES == queue.acked and s["bad"] == 0, s
+    assert s["empties"] >= 1, f"the consumer was never answered 204: the rule was not exercised: {s}"
+
+
+def test_lua_steady_consumer_stops_on_204_once_producers_are_done() -> None:
+    queue = _Queue(busy_until=0)
+    with _http_server(queue) as url:
+        # Two consumers with a quota of PUSHES each: only a 204 after the producer can end them,
+        # and not before they have taken every message.
+        run = run_wrk(_wrk(), url, mode="steady", queue="q", connections=3, quota=PUSHES, pull_t="1",
+                      producers=1, seconds=20)  # fmt: skip
+    s = run.stats
+    assert run.done and s["pushed"] == PUSHES == s["acked"] == queue.acked and s["bad"] == 0, s
+    assert run.wall < 10, f"the consumer did not stop on a 204 after the producer was done: {run.wall:.1f}s {s}"
+
+
+def test_lua_drain_stops_on_the_first_204() -> None:
+    queue = _Queue(busy_until=0)
+    with _http_server(queue) as url:
+        run = run_wrk(_wrk(), url, mode="drain", queue="q", connections=2, quota=100, pull_t="0", seconds=20)
+    s = run.stats
+    assert run.done and s["empties"] == 2 and s["acked"] == 0, s

@@ -62,15 +62,21 @@ pytest: $(STAMP) erlang java interop statsd
 
 # The benchmark (bench/, issue #5): `make bench` (< 15 min) or `make bench QUICK=1` (< 3 min,
 # also run by `make test` as a smoke test: no thresholds). BENCH_ARGS passes more options.
+# An external LMQ measured in the same run (e.g. the original Erlang LMQ):
+#   make bench LMQ_URL=http://127.0.0.1:9980 LMQ_RPC=127.0.0.1:18800 LMQ_PID=<its beam.smp pid>
 BENCH_STAMP := $(VENV)/.installed-bench
 BENCH_ARGS ?=
+LMQ_URL ?=
+LMQ_RPC ?=
+LMQ_PID ?=
 $(BENCH_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	touch $@
 
 bench: $(BENCH_STAMP)
-	$(BIN)/python -m bench $(if $(QUICK),--quick) $(BENCH_ARGS)
+	$(BIN)/python -m bench $(if $(QUICK),--quick) $(if $(LMQ_URL),--lmq-url $(LMQ_URL)) \
+	  $(if $(LMQ_RPC),--lmq-rpc $(LMQ_RPC)) $(if $(LMQ_PID),--lmq-pid $(LMQ_PID)) $(BENCH_ARGS)
 
 test: lint pytest
 	$(MAKE) bench QUICK=1

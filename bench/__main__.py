@@ -4,10 +4,11 @@
     python -m bench --quick          # smoke run (under 3 minutes): fewer targets, small counts
     python -m bench --targets memory,ceiling --workloads w3_steady
     python -m bench --lmq-url http://127.0.0.1:9980 --lmq-rpc 127.0.0.1:18800   # + an Erlang LMQ
+    make bench LMQ_URL=http://127.0.0.1:9980 LMQ_RPC=127.0.0.1:18800 LMQ_PID=<beam pid>   # full run + it
 
 The external LMQ (target ``lmq``) is spoken to over RPC in old-spec msgpack (no str8/bin), the
 only one the original LMQ parses (--no-lmq-rpc-oldspec for a server that parses the current
-spec); pylmq targets always get the current spec.
+spec); pylmq targets always get the current spec. --lmq-pid reports its RSS and CPU.
 
 Writes bench/results/<timestamp>/results.json, results.md and chart.png, and prints the table.
 """
@@ -59,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         help="pack RPC requests to that LMQ as old-spec msgpack, strings and bytes as raw without str8/bin "
         "(default on: the original LMQ's msgpack-erlang 0.2.3 closes the connection on a str8)",
     )
+    p.add_argument("--lmq-pid", type=int, help="OS pid of that LMQ's server (beam.smp): report its RSS and CPU")
     p.add_argument("--no-install", action="store_true", help="never apt-get install missing servers")
     p.add_argument("--budget", type=float, help="time budget of the whole run in seconds")
     p.add_argument("--cell-seconds", type=float, help="time bound of one measured cell")
@@ -122,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="pylmq-bench-") as scratch:
         env = Env(
             Path(scratch), allow_install and not args.quick, allow_install, args.lmq_url, args.lmq_rpc,
-            args.lmq_rpc_oldspec,
+            args.lmq_rpc_oldspec, args.lmq_pid,
         )  # fmt: skip
         for name in names:
             target: Target = TARGETS[name](env)

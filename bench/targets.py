@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from bench.install import ensure
 from bench.model import Skip
-from bench.procs import GroupUsage, Proc, free_port, wait_port
+from bench.procs import GroupUsage, Proc, free_port, group_usage, wait_port
 
 __all__ = ["TARGETS", "Env", "Target"]
 
@@ -38,6 +38,7 @@ class Env:
     lmq_url: str | None = None  # an external LMQ (HTTP), e.g. the original Erlang LMQ
     lmq_rpc: str | None = None  # its MessagePack-RPC address HOST:PORT, if any
     lmq_rpc_oldspec: bool = True  # speak old-spec msgpack (no str8/bin) to it, as every original LMQ needs
+    lmq_pid: int | None = None  # the OS pid of its server (beam.smp), for RSS and CPU
 
 
 class Target:
@@ -136,6 +137,8 @@ class Pylmq(Target):
 
 
 class ExternalLmq(Target):
+    """An LMQ the bench does not start; its RSS and CPU are those of ``--lmq-pid`` if given."""
+
     name = "lmq-external"
     kind = "lmq"
 
@@ -152,6 +155,9 @@ class ExternalLmq(Target):
             socket.create_connection((u.hostname or "127.0.0.1", u.port or 80), timeout=5).close()
         except OSError as e:
             raise Skip(f"{self.env.lmq_url} is not reachable: {e}") from e
+        pid = self.env.lmq_pid
+        if pid is not None and not Path(f"/proc/{pid}").exists():
+            raise Skip(f"--lmq-pid {pid} is no running process")
 
     def addr(self, protocol: str) -> Any:
         if protocol == "http":
@@ -161,11 +167,19 @@ class ExternalLmq(Target):
         host, _, port = self.env.lmq_rpc.rpartition(":")
         return [host or "127.0.0.1", int(port)]
 
+    def usage(self) -> GroupUsage | None:
+        pid = self.env.lmq_pid
+        # A pid that is gone (or was never there) reports nothing rather than zeros.
+        if pid is None or not Path(f"/proc/{pid}").exists():
+            return None
+        return group_usage([pid])
+
     def info(self) -> dict[str, Any]:
         return {
             "url": self.env.lmq_url,
             "rpc": self.env.lmq_rpc,
             "rpc_msgpack": "old spec (raw, no str8/bin)" if self.rpc_oldspec else "current spec",
+            "pid": self.env.lmq_pid,
         }
 
 

@@ -37,12 +37,15 @@ import fcntl
 import gc
 import logging
 import os
+import queue
 import re
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from pylmq.core.clock import Clock
 from pylmq.core.message import Item, Message
@@ -147,6 +150,57 @@ class _Log:
 
 
 _Frozen = list[tuple[str, RawProps, Iterable[Message]]]
+_T = TypeVar("_T")
+
+
+def _settle(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if fut.done():
+        return
+    if error is None:
+        fut.set_result(result)
+    else:
+        fut.set_exception(error)
+
+
+class _Worker:
+    """One thread that runs the journal's I/O calls in order and hands each result to the loop.
+
+    A group commit makes one call per group, so the call itself must be cheap: this is a queue
+    and ``call_soon_threadsafe``, where ``run_in_executor`` on a ThreadPoolExecutor adds a
+    concurrent future, a lock, a work item and an asyncio future chained to it.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, name: str) -> None:
+        self._loop = loop
+        self._jobs: queue.SimpleQueue[tuple[asyncio.Future[Any], Callable[..., Any], tuple[Any, ...]] | None]
+        self._jobs = queue.SimpleQueue()
+        # A daemon: a loop that ends without close() must not keep the process alive.
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def call(self, fn: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
+        fut: asyncio.Future[_T] = self._loop.create_future()
+        self._jobs.put((fut, fn, args))
+        return fut
+
+    def _run(self) -> None:
+        jobs, reply = self._jobs, self._loop.call_soon_threadsafe
+        while (job := jobs.get()) is not None:
+            fut, fn, args = job
+            try:
+                result, error = fn(*args), None
+            except BaseException as e:
+                result, error = None, e
+            try:
+                reply(_settle, fut, result, error)
+            except RuntimeError:
+                return  # the loop is closed: nobody is left to tell
+            # Nothing of the job stays referenced while the thread waits for the next one.
+            del job, fut, args, result, error
+
+    def shutdown(self) -> None:
+        self._jobs.put(None)
+        self._thread.join()
 
 
 class DurableStore(LocalStore):
@@ -176,7 +230,7 @@ class DurableStore(LocalStore):
         self._fd = -1
         self._seq = 0
         self._next_check = compact_min_bytes
-        self._io: ThreadPoolExecutor | None = None
+        self._io: _Worker | None = None
         self._snap_io: ThreadPoolExecutor | None = None
         self._flusher: asyncio.Task[None] | None = None
         self._inflight: asyncio.Future[None] | None = None
@@ -199,11 +253,11 @@ class DurableStore(LocalStore):
             self._lock()
         except OSError as e:
             raise StoreError(f"cannot open data directory {self.data_dir}: {e.strerror or e}") from e
-        self._io = ThreadPoolExecutor(1, thread_name_prefix="pylmq-journal")
-        self._snap_io = ThreadPoolExecutor(1, thread_name_prefix="pylmq-compact")
         loop = asyncio.get_running_loop()
+        self._io = _Worker(loop, "pylmq-journal")
+        self._snap_io = ThreadPoolExecutor(1, thread_name_prefix="pylmq-compact")
         try:
-            await loop.run_in_executor(self._io, self._recover)
+            await self._io.call(self._recover)
         except JournalFormatError as e:
             self._release()
             raise StoreError(f"cannot recover {self.data_dir}: {e}") from e
@@ -224,9 +278,10 @@ class DurableStore(LocalStore):
         self._lock_fd = fd
 
     def _release(self) -> None:
-        for ex in (self._io, self._snap_io):
-            if ex is not None:
-                ex.shutdown(wait=True)
+        if self._io is not None:
+            self._io.shutdown()
+        if self._snap_io is not None:
+            self._snap_io.shutdown(wait=True)
         self._io = self._snap_io = None
         if self._fd >= 0:
             os.close(self._fd)
@@ -255,8 +310,8 @@ class DurableStore(LocalStore):
                 (self.data_dir / (_segment_name(self._seq + 1) + ".tmp")).unlink(missing_ok=True)
             self._compaction = None
         try:
-            if self._error is None and self._fd >= 0:
-                await asyncio.get_running_loop().run_in_executor(self._io, _fdatasync, self._fd)
+            if self._error is None and self._fd >= 0 and self._io is not None:
+                await self._io.call(_fdatasync, self._fd)
         finally:
             self._release()
         if self._error is not None:
@@ -423,16 +478,18 @@ class DurableStore(LocalStore):
         data, fut = lg.buf, lg.fut or loop.create_future()
         lg.buf, lg.fut = bytearray(), None
         self._inflight = fut
+        io = self._io
+        assert io is not None  # open() started it, only close() stops it
         compaction = self._compaction
         if compaction is not None and compaction.done():
             await self._switch(compaction, data)
         elif data:
             sync = self.fsync == "always" or (self.fsync == "interval" and self._sync_due())
-            await loop.run_in_executor(self._io, self._write, self._fd, data, sync)
+            await io.call(self._write, self._fd, data, sync)
             self.stats.segment_bytes += len(data)
             self._after_write(sync)
         else:
-            await loop.run_in_executor(self._io, _fdatasync, self._fd)
+            await io.call(_fdatasync, self._fd)
             self._after_write(True)
         self.stats.groups += 1
         self._inflight = None
@@ -528,14 +585,15 @@ class DurableStore(LocalStore):
         place. Until the rename the old segment is the state; after it, the new one."""
         self._compaction = None
         carry, self._log.carry = self._log.carry or [], None
-        loop = asyncio.get_running_loop()
+        io = self._io
+        assert io is not None
         try:
             fd, snap_size = compaction.result()
         except Exception as e:
             log.error("compaction of %s failed, keeping the current segment: %r", self.data_dir, e)
             self._next_check = self.stats.segment_bytes + self.compact_min_bytes
             if group:
-                await loop.run_in_executor(self._io, self._write, self._fd, group, self.fsync == "always")
+                await io.call(self._write, self._fd, group, self.fsync == "always")
                 self.stats.segment_bytes += len(group)
                 self._after_write(self.fsync == "always")
             return
@@ -543,7 +601,7 @@ class DurableStore(LocalStore):
         # before the freeze) or in the carry, so the new segment needs nothing else.
         seq = self._seq + 1
         tail = b"".join(carry)
-        await loop.run_in_executor(self._io, self._install, seq, fd, tail, self._fd)
+        await io.call(self._install, seq, fd, tail, self._fd)
         self._fd, self._seq = fd, seq
         size = snap_size + len(tail)
         st = self.stats

@@ -114,7 +114,7 @@ class DurableStats:
 class _Log:
     """The :class:`~pylmq.core.table.Journal` the tables write to: frames into the buffer."""
 
-    __slots__ = ("buf", "carry", "carry_bytes", "enc", "failed", "fut", "wake")
+    __slots__ = ("buf", "carry", "carry_bytes", "enc", "failed", "waiters", "wake")
 
     def __init__(self) -> None:
         self.enc = Encoder()
@@ -122,7 +122,8 @@ class _Log:
         # Frames since a compaction froze the state: they go into the new segment as well.
         self.carry: list[bytes] | None = None
         self.carry_bytes = 0
-        self.fut: asyncio.Future[None] | None = None
+        # One future per barrier() waiting for the records in buf (the next group).
+        self.waiters: list[asyncio.Future[None]] = []
         self.wake: asyncio.Event | None = None
         self.failed = False
 
@@ -233,7 +234,7 @@ class DurableStore(LocalStore):
         self._io: _Worker | None = None
         self._snap_io: ThreadPoolExecutor | None = None
         self._flusher: asyncio.Task[None] | None = None
-        self._inflight: asyncio.Future[None] | None = None
+        self._inflight: list[asyncio.Future[None]] | None = None  # the waiters of the group written now
         self._compaction: asyncio.Future[tuple[int, int]] | None = None
         self._compaction_started = 0.0
         self._wake = asyncio.Event()
@@ -324,15 +325,16 @@ class DurableStore(LocalStore):
             raise StoreError(f"journal of {self.data_dir} failed: {self._error}")
         lg = self._log
         if lg.buf:
-            if lg.fut is None:
-                lg.fut = asyncio.get_running_loop().create_future()
-            fut = lg.fut
+            waiters = lg.waiters
         elif self._inflight is not None:
-            fut = self._inflight
+            waiters = self._inflight
         else:
-            return
-        # Shared by every request of the group: one client going away must not cancel it.
-        await asyncio.shield(fut)
+            return  # everything applied so far is durable already
+        # A future of its own, not one shared by the group: a client that goes away cancels
+        # only its own wait (what asyncio.shield of a shared future did, at twice the cost).
+        fut = asyncio.get_running_loop().create_future()
+        waiters.append(fut)
+        await fut
 
     # -- metadata hooks --------------------------------------------------------------------------
 
@@ -473,11 +475,10 @@ class DurableStore(LocalStore):
         return self._log.carry_bytes > self.compact_min_bytes // 4
 
     async def _flush_once(self) -> None:
-        loop = asyncio.get_running_loop()
         lg = self._log
-        data, fut = lg.buf, lg.fut or loop.create_future()
-        lg.buf, lg.fut = bytearray(), None
-        self._inflight = fut
+        data, waiters = lg.buf, lg.waiters
+        lg.buf, lg.waiters = bytearray(), []
+        self._inflight = waiters
         io = self._io
         assert io is not None  # open() started it, only close() stops it
         compaction = self._compaction
@@ -493,7 +494,9 @@ class DurableStore(LocalStore):
             self._after_write(True)
         self.stats.groups += 1
         self._inflight = None
-        fut.set_result(None)
+        for fut in waiters:
+            if not fut.done():  # cancelled: its client went away
+                fut.set_result(None)
 
     @staticmethod
     def _write(fd: int, data: bytearray, sync: bool) -> None:
@@ -524,11 +527,11 @@ class DurableStore(LocalStore):
         self._error = e
         self._log.failed = True
         err = StoreError(f"journal of {self.data_dir} failed: {e}")
-        for fut in (self._inflight, self._log.fut):
-            if fut is not None and not fut.done():
+        for fut in (*(self._inflight or ()), *self._log.waiters):
+            if not fut.done():
                 fut.set_exception(err)
-                fut.exception()  # retrieved: a group nobody waits for must not log a warning
-        self._inflight = self._log.fut = None
+                fut.exception()  # retrieved: a waiter cancelled meanwhile must not log a warning
+        self._inflight, self._log.waiters = None, []
         self._log.buf = bytearray()
         self._log.carry = None
 

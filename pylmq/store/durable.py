@@ -130,12 +130,12 @@ class _Log:
     def add(self, frame: bytes) -> None:
         if self.failed:
             return
+        if not self.buf and self.wake is not None:
+            self.wake.set()  # the flusher sleeps only while the buffer is empty
         self.buf += frame
         if self.carry is not None:
             self.carry.append(frame)
             self.carry_bytes += len(frame)
-        if self.wake is not None:
-            self.wake.set()
 
     def put(self, queue: str, msg: Message) -> None:
         self.add(self.enc.put(queue, msg))

@@ -57,6 +57,10 @@ _TYPE_CODE = {MessageType.NORMAL: 0, MessageType.COMPOUND: 1}
 _CODE_TYPE = {v: k for k, v in _TYPE_CODE.items()}
 # crc32 of the kind byte, so a frame's checksum chains over the payload without concatenating.
 _KIND_CRC = {k: zlib.crc32(bytes([k])) for k in range(1, 8)}
+_PUT_CRC, _MOVE_CRC, _DELETE_CRC = _KIND_CRC[K_PUT], _KIND_CRC[K_MOVE], _KIND_CRC[K_DELETE]
+_header = HEADER.pack
+_crc32 = zlib.crc32
+_AVAILABLE, _PROCESSING, _NORMAL = State.AVAILABLE, State.PROCESSING, MessageType.NORMAL
 
 
 class JournalFormatError(Exception):
@@ -129,20 +133,29 @@ class Encoder:
     def defaults(self, defaults: DefaultList) -> bytes:
         return self._frame(K_DEFAULTS, (defaults,))
 
+    # put, move and delete are a push, pull and ack: framed inline, with the codes of
+    # _STATE_CODE and _TYPE_CODE found by identity (an Enum's hash runs Python code).
+
     def put(self, queue: str, msg: Message) -> bytes:
         ts, uuid = msg.id
-        fields = (queue, ts, uuid, _STATE_CODE[msg.state], _TYPE_CODE[msg.type], msg.retry, msg.content)
-        return self._frame(K_PUT, fields)
+        st = msg.state
+        state = 0 if st is _AVAILABLE else 1 if st is _PROCESSING else 2
+        payload: bytes = self._pack((queue, ts, uuid, state, 0 if msg.type is _NORMAL else 1, msg.retry, msg.content))
+        return _header(len(payload) + 1, _crc32(payload, _PUT_CRC), K_PUT) + payload
 
     def move(self, queue: str, old_uuid: bytes, msg: Message) -> bytes:
         ts, uuid = msg.id
-        return self._frame(K_MOVE, (queue, old_uuid, ts, uuid, _STATE_CODE[msg.state], msg.retry))
+        st = msg.state
+        state = 0 if st is _AVAILABLE else 1 if st is _PROCESSING else 2
+        payload: bytes = self._pack((queue, old_uuid, ts, uuid, state, msg.retry))
+        return _header(len(payload) + 1, _crc32(payload, _MOVE_CRC), K_MOVE) + payload
 
     def append(self, queue: str, uuid: bytes, item: Item) -> bytes:
         return self._frame(K_APPEND, (queue, uuid, item))
 
     def delete(self, queue: str, uuid: bytes) -> bytes:
-        return self._frame(K_DELETE, (queue, uuid))
+        payload: bytes = self._pack((queue, uuid))
+        return _header(len(payload) + 1, _crc32(payload, _DELETE_CRC), K_DELETE) + payload
 
     def state(
         self, queues: Iterable[tuple[str, RawProps, Iterable[Message]]], defaults: DefaultList

@@ -2,15 +2,22 @@
 
 The tables are the same :class:`~pylmq.core.table.QueueTable` as the memory store's (one
 implementation of LMQ's rules); this store adds a journal that receives every mutation as a
-framed record (:mod:`pylmq.store.journal`) in a memory buffer. One flusher task writes the
-buffer as a group and, by policy, syncs it in a worker thread while new mutations gather for the
-next group. :meth:`DurableStore.barrier` waits for the group that holds every mutation made
-before it, so concurrent requests share one write and one fsync:
+framed record (:mod:`pylmq.store.journal`) in a memory buffer. Once the loop has run the
+requests that were ready along with the first record, it writes the buffer as one group (a copy
+into the OS page cache, done on the loop: handing each group to a thread and back cost far more
+CPU than the write). A sync thread ``fdatasync``s the journal up to the last group written, so
+one sync covers every group written while the previous sync ran. :meth:`DurableStore.barrier`
+waits for the group that holds every mutation made before it, so concurrent requests share one
+write and one fsync:
 
 - ``always``: a group counts once written and ``fdatasync``-ed;
 - ``interval``: once written (in the OS page cache: survives a crash of the process); synced
   about every ``fsync_interval`` seconds;
 - ``none``: once written; synced only on close and around compaction.
+
+A write into the page cache can block when the kernel throttles writers of dirty pages; the
+groups are small (the records of one round of the loop), and Redis's append-only file makes
+the same choice for the same reason.
 
 Files in the data directory: ``LOCK`` (held with ``flock`` while open, so two nodes never share
 a directory) and ``journal-NNNNNNNN.log``, the current segment. Compaction freezes the live
@@ -32,6 +39,7 @@ million messages) and shares the GIL while the snapshot is written.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import fcntl
 import gc
@@ -114,7 +122,7 @@ class DurableStats:
 class _Log:
     """The :class:`~pylmq.core.table.Journal` the tables write to: frames into the buffer."""
 
-    __slots__ = ("buf", "carry", "carry_bytes", "enc", "failed", "waiters", "wake")
+    __slots__ = ("buf", "carry", "carry_bytes", "enc", "failed", "kick", "waiters")
 
     def __init__(self) -> None:
         self.enc = Encoder()
@@ -124,14 +132,15 @@ class _Log:
         self.carry_bytes = 0
         # One future per barrier() waiting for the records in buf (the next group).
         self.waiters: list[asyncio.Future[None]] = []
-        self.wake: asyncio.Event | None = None
+        # Called when the buffer stops being empty: the store then writes it out soon.
+        self.kick: Callable[[], None] | None = None
         self.failed = False
 
     def add(self, frame: bytes) -> None:
         if self.failed:
             return
-        if not self.buf and self.wake is not None:
-            self.wake.set()  # the flusher sleeps only while the buffer is empty
+        if not self.buf and self.kick is not None:
+            self.kick()
         self.buf += frame
         if self.carry is not None:
             self.carry.append(frame)
@@ -151,6 +160,14 @@ class _Log:
 
 
 _Frozen = list[tuple[str, RawProps, Iterable[Message]]]
+
+
+def _wake_all(waiters: list[asyncio.Future[None]]) -> None:
+    for fut in waiters:
+        if not fut.done():  # cancelled: its client went away
+            fut.set_result(None)
+
+
 _T = TypeVar("_T")
 
 
@@ -164,12 +181,10 @@ def _settle(fut: asyncio.Future[Any], result: Any, error: BaseException | None) 
 
 
 class _Worker:
-    """One thread that runs the journal's I/O calls in order and hands each result to the loop.
-
-    A group commit makes one call per group, so the call itself must be cheap: this is a queue
-    and ``call_soon_threadsafe``, where ``run_in_executor`` on a ThreadPoolExecutor adds a
-    concurrent future, a lock, a work item and an asyncio future chained to it.
-    """
+    """One thread that runs the journal's blocking calls in order (recovery, installing a
+    compacted segment, the last sync on close) and hands each result to the loop: a queue and
+    ``call_soon_threadsafe``, where ``run_in_executor`` on a ThreadPoolExecutor adds a
+    concurrent future, a lock, a work item and an asyncio future chained to it."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, name: str) -> None:
         self._loop = loop
@@ -204,6 +219,87 @@ class _Worker:
         self._thread.join()
 
 
+class _Syncer:
+    """A thread that ``fdatasync``s the journal up to where the loop has written it.
+
+    The loop writes each group itself (:meth:`DurableStore._write_out`, a copy into the page
+    cache) and asks for a sync of the bytes up to its end; the thread takes every request made
+    while it synced the previous time as one, so one ``fdatasync`` covers all the groups written
+    meanwhile. Results come back through an eventfd the loop watches: per sync, one system call
+    on each side and no Python code on the loop but the reply.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, on_synced: Callable[[int, BaseException | None], None]) -> None:
+        self._loop = loop
+        self._on_synced = on_synced
+        self._requests: queue.SimpleQueue[tuple[int, int] | None] = queue.SimpleQueue()
+        self._done: collections.deque[tuple[int, BaseException | None]] = collections.deque()
+        # Linux; elsewhere replies go through call_soon_threadsafe.
+        self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC) if hasattr(os, "eventfd") else -1
+        if self._efd >= 0:
+            loop.add_reader(self._efd, self._drain)
+        # A daemon: a loop that ends without close() must not keep the process alive.
+        self._thread = threading.Thread(target=self._run, name="pylmq-journal-sync", daemon=True)
+        self._thread.start()
+
+    def request(self, fd: int, end: int) -> None:
+        """Sync ``fd``; ``end`` (a position in the journal's bytes) comes back when it is done."""
+        self._requests.put((fd, end))
+
+    def _drain(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.eventfd_read(self._efd)
+        self._reply()
+
+    def _reply(self) -> None:
+        done, on_synced = self._done, self._on_synced
+        while done:
+            on_synced(*done.popleft())
+
+    def _run(self) -> None:
+        get, get_nowait, done, efd = self._requests.get, self._requests.get_nowait, self._done, self._efd
+        req = get()
+        stopping = req is None
+        while req is not None:
+            fd, end = req
+            req = None
+            # Requests made meanwhile for the same file: one sync covers them all.
+            while True:
+                try:
+                    nxt = get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stopping = True
+                    break
+                if nxt[0] != fd:
+                    req = nxt  # another segment's: synced next
+                    break
+                end = nxt[1]
+            try:
+                _fdatasync(fd)
+                error: BaseException | None = None
+            except BaseException as e:
+                error = e
+            done.append((end, error))
+            if efd >= 0:
+                os.eventfd_write(efd, 1)
+            else:
+                self._loop.call_soon_threadsafe(self._reply)
+            del error
+            if req is None and not stopping:
+                req = get()
+                stopping = req is None
+
+    def shutdown(self) -> None:
+        self._requests.put(None)
+        self._thread.join()
+        if self._efd >= 0:
+            self._loop.remove_reader(self._efd)
+            os.close(self._efd)
+        self._reply()
+
+
 class DurableStore(LocalStore):
     kind = "durable"
 
@@ -233,18 +329,26 @@ class DurableStore(LocalStore):
         self._next_check = compact_min_bytes
         self._io: _Worker | None = None
         self._snap_io: ThreadPoolExecutor | None = None
+        self._syncer: _Syncer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._flusher: asyncio.Task[None] | None = None
-        self._inflight: list[asyncio.Future[None]] | None = None  # the waiters of the group written now
+        self._write_pending = False  # _write_out is scheduled
+        self._holding = False  # the flusher switches segments: groups wait in the buffer
+        # Bytes of journal written since open (across segments), and those known synced.
+        self._written = 0
+        self._synced = 0
+        self._sync_asked = 0
+        # Groups written and not yet synced, oldest first: (end, their barrier waiters).
+        self._unsynced: collections.deque[tuple[int, list[asyncio.Future[None]]]] = collections.deque()
+        self._all_synced: asyncio.Future[None] | None = None
         self._compaction: asyncio.Future[tuple[int, int]] | None = None
         self._compaction_started = 0.0
         self._wake = asyncio.Event()
         self._closing = False
         self._closed = False
         self._error: BaseException | None = None
-        self._unsynced = False
         self._last_sync = 0.0
         self._sync_timer: asyncio.TimerHandle | None = None
-        self._sync_requested = False
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -265,7 +369,9 @@ class DurableStore(LocalStore):
         except OSError as e:
             self._release()
             raise StoreError(f"cannot recover {self.data_dir}: {e.strerror or e}") from e
-        self._log.wake = self._wake
+        self._loop = loop
+        self._syncer = _Syncer(loop, self._on_synced)
+        self._log.kick = self._kick
         self._last_sync = time.monotonic()
         self._flusher = loop.create_task(self._run(), name="pylmq-journal-flusher")
 
@@ -279,6 +385,9 @@ class DurableStore(LocalStore):
         self._lock_fd = fd
 
     def _release(self) -> None:
+        if self._syncer is not None:
+            self._syncer.shutdown()
+            self._syncer = None
         if self._io is not None:
             self._io.shutdown()
         if self._snap_io is not None:
@@ -326,8 +435,8 @@ class DurableStore(LocalStore):
         lg = self._log
         if lg.buf:
             waiters = lg.waiters
-        elif self._inflight is not None:
-            waiters = self._inflight
+        elif self._unsynced:
+            waiters = self._unsynced[-1][1]
         else:
             return  # everything applied so far is durable already
         # A future of its own, not one shared by the group: a client that goes away cancels
@@ -444,27 +553,105 @@ class DurableStore(LocalStore):
             case DefaultsRecord(defaults):
                 self.defaults = defaults
 
-    # -- the flusher: group commit ---------------------------------------------------------------
+    # -- group commit ------------------------------------------------------------------------------
 
-    def _sync_due(self) -> bool:
-        return self._unsynced and (self._sync_requested or time.monotonic() - self._last_sync >= self.fsync_interval)
+    def _kick(self) -> None:
+        """The buffer got its first frame: write it out once the loop has run what is ready now
+        (requests taken in meanwhile join the same group)."""
+        if not self._write_pending:
+            self._write_pending = True
+            assert self._loop is not None
+            self._loop.call_soon(self._write_out)
+
+    def _write_out(self) -> None:
+        """Write the buffer as one group, on the loop (a copy into the page cache, far cheaper
+        than handing it to a thread and back). Under ``always`` its waiters then wait for the
+        sync thread; under ``interval`` and ``none`` the write is all they wait for."""
+        self._write_pending = False
+        lg = self._log
+        if not lg.buf or self._holding or self._error is not None or self._closed:
+            return  # the flusher writes what waits once it lets go
+        compaction = self._compaction
+        if compaction is not None and (compaction.done() or self._carry_full()):
+            # Switch to the new segment first, or (both segments growing while a snapshot is
+            # written) hold further groups in memory until it is done: the flusher's work.
+            self._wake.set()
+            return
+        data, waiters = lg.buf, lg.waiters
+        lg.buf, lg.waiters = bytearray(), []
+        try:
+            _write_all(self._fd, data)
+        except OSError as e:
+            self._unsynced.append((self._written + len(data), waiters))
+            self._fail(e)
+            return
+        self._written += len(data)
+        self.stats.segment_bytes += len(data)
+        self.stats.groups += 1
+        if self.fsync == "always":
+            self._unsynced.append((self._written, waiters))
+            self._request_sync()
+        else:
+            _wake_all(waiters)
+            if self.fsync == "interval" and self._sync_timer is None:
+                assert self._loop is not None
+                delay = max(0.0, self.fsync_interval - (time.monotonic() - self._last_sync))
+                self._sync_timer = self._loop.call_later(delay, self._on_sync_timer)
+        self._maybe_compact()
+
+    def _request_sync(self) -> None:
+        assert self._syncer is not None
+        self._sync_asked = self._written
+        self._syncer.request(self._fd, self._written)
+
+    def _on_sync_timer(self) -> None:
+        self._sync_timer = None
+        # While the flusher switches segments it syncs the new one itself.
+        if self._written > self._sync_asked and not self._holding and self._error is None and not self._closed:
+            self._request_sync()
+
+    def _on_synced(self, end: int, error: BaseException | None) -> None:
+        """The sync thread synced the journal up to ``end`` (called on the loop)."""
+        if error is not None:
+            self._fail(error)
+            return
+        self.stats.syncs += 1
+        self._last_sync = time.monotonic()
+        self._synced = max(self._synced, end)
+        unsynced = self._unsynced
+        while unsynced and unsynced[0][0] <= end:
+            _wake_all(unsynced.popleft()[1])
+        done = self._all_synced
+        if done is not None and self._synced >= self._sync_asked:
+            self._all_synced = None
+            if not done.done():
+                done.set_result(None)
+
+    async def _wait_synced(self) -> None:
+        """Return once every sync asked for is done (the file may then be closed or replaced)."""
+        if self._synced >= self._sync_asked:
+            return
+        if self._all_synced is None:
+            assert self._loop is not None
+            self._all_synced = self._loop.create_future()
+        await self._all_synced
 
     async def _run(self) -> None:
+        """The flusher: what group commits do not do on their own (switching to a compacted
+        segment, closing)."""
         try:
             while True:
                 compaction = self._compaction
-                if compaction is not None and not compaction.done() and self._carry_full():
-                    # Both segments grow while a snapshot is written: bound them by holding
-                    # further groups (in memory) until the snapshot is done.
-                    await asyncio.wait([compaction])
-                    continue
-                if self._log.buf or (compaction is not None and compaction.done()) or self._sync_due():
-                    await self._flush_once()
-                    self._maybe_compact()
+                if compaction is not None and compaction.done():
+                    await self._switch(compaction)
+                    self._write_out()  # the groups held meanwhile
                 elif self._closing:
-                    if compaction is None:
-                        return
-                    await asyncio.wait([compaction])
+                    if compaction is not None:
+                        await asyncio.wait([compaction])
+                        continue
+                    self._write_out()
+                    await self._wait_synced()
+                    return
                 else:
                     self._wake.clear()
                     await self._wake.wait()
@@ -474,66 +661,28 @@ class DurableStore(LocalStore):
     def _carry_full(self) -> bool:
         return self._log.carry_bytes > self.compact_min_bytes // 4
 
-    async def _flush_once(self) -> None:
-        lg = self._log
-        data, waiters = lg.buf, lg.waiters
-        lg.buf, lg.waiters = bytearray(), []
-        self._inflight = waiters
-        io = self._io
-        assert io is not None  # open() started it, only close() stops it
-        compaction = self._compaction
-        if compaction is not None and compaction.done():
-            await self._switch(compaction, data)
-        elif data:
-            sync = self.fsync == "always" or (self.fsync == "interval" and self._sync_due())
-            await io.call(self._write, self._fd, data, sync)
-            self.stats.segment_bytes += len(data)
-            self._after_write(sync)
-        else:
-            await io.call(_fdatasync, self._fd)
-            self._after_write(True)
-        self.stats.groups += 1
-        self._inflight = None
-        for fut in waiters:
-            if not fut.done():  # cancelled: its client went away
-                fut.set_result(None)
-
-    @staticmethod
-    def _write(fd: int, data: bytearray, sync: bool) -> None:
-        _write_all(fd, data)
-        if sync:
-            _fdatasync(fd)
-
-    def _after_write(self, synced: bool) -> None:
-        if synced:
-            self.stats.syncs += 1
-            self._unsynced = self._sync_requested = False
-            self._last_sync = time.monotonic()
-        elif self.fsync == "interval":
-            self._unsynced = True
-            if self._sync_timer is None:
-                delay = max(0.0, self.fsync_interval - (time.monotonic() - self._last_sync))
-                self._sync_timer = asyncio.get_running_loop().call_later(delay, self._on_sync_timer)
-
-    def _on_sync_timer(self) -> None:
-        self._sync_timer = None
-        self._sync_requested = True
-        self._wake.set()
-
     def _fail(self, e: BaseException) -> None:
         """An I/O error: nothing more is written (a later record after a partly written group
         would be cut off at recovery anyway); every barrier from now on raises."""
+        if self._error is not None:
+            return
         log.error("journal of %s failed; the store refuses further commits: %r", self.data_dir, e)
         self._error = e
-        self._log.failed = True
+        lg = self._log
+        lg.failed = True
         err = StoreError(f"journal of {self.data_dir} failed: {e}")
-        for fut in (*(self._inflight or ()), *self._log.waiters):
+        waiting = [*lg.waiters]
+        for _, waiters in self._unsynced:
+            waiting += waiters
+        if self._all_synced is not None:
+            waiting.append(self._all_synced)
+        for fut in waiting:
             if not fut.done():
                 fut.set_exception(err)
                 fut.exception()  # retrieved: a waiter cancelled meanwhile must not log a warning
-        self._inflight, self._log.waiters = None, []
-        self._log.buf = bytearray()
-        self._log.carry = None
+        self._unsynced.clear()
+        self._all_synced = None
+        lg.waiters, lg.buf, lg.carry = [], bytearray(), None
 
     # -- compaction --------------------------------------------------------------------------------
 
@@ -583,36 +732,55 @@ class DurableStore(LocalStore):
             raise
         return fd, size
 
-    async def _switch(self, compaction: asyncio.Future[tuple[int, int]], group: bytearray) -> None:
+    async def _switch(self, compaction: asyncio.Future[tuple[int, int]]) -> None:
         """The snapshot is written: add the records made since the freeze, sync, rename it into
-        place. Until the rename the old segment is the state; after it, the new one."""
+        place. Until the rename the old segment is the state; after it, the new one. Groups
+        wait in the buffer meanwhile."""
         self._compaction = None
-        carry, self._log.carry = self._log.carry or [], None
+        self._holding = True
+        try:
+            await self._switch_held(compaction)
+        finally:
+            self._holding = False
+
+    async def _switch_held(self, compaction: asyncio.Future[tuple[int, int]]) -> None:
+        lg = self._log
         io = self._io
         assert io is not None
         try:
             fd, snap_size = compaction.result()
         except Exception as e:
             log.error("compaction of %s failed, keeping the current segment: %r", self.data_dir, e)
+            lg.carry = None
             self._next_check = self.stats.segment_bytes + self.compact_min_bytes
-            if group:
-                await io.call(self._write, self._fd, group, self.fsync == "always")
-                self.stats.segment_bytes += len(group)
-                self._after_write(self.fsync == "always")
             return
-        # The group taken with this flush holds only frames already in the snapshot (made
-        # before the freeze) or in the carry, so the new segment needs nothing else.
+        # The old segment's file is closed below: no sync of it may still be running.
+        await self._wait_synced()
+        # Every frame made since the freeze is in the carry, whether written to the old segment
+        # or still in the buffer: the new segment is the snapshot plus the carry, so the
+        # buffer's frames are not written again, and their waiters go once it is in place.
+        carry, lg.carry = lg.carry or [], None
+        held, waiters = lg.buf, lg.waiters
+        lg.buf, lg.waiters = bytearray(), []
         seq = self._seq + 1
         tail = b"".join(carry)
-        await io.call(self._install, seq, fd, tail, self._fd)
+        try:
+            await io.call(self._install, seq, fd, tail, self._fd)
+        except BaseException:
+            self._unsynced.append((self._written + len(held), waiters))  # failed with the store
+            raise
         self._fd, self._seq = fd, seq
+        self._written += len(held)
+        self._synced = self._sync_asked = self._written
+        self._last_sync = time.monotonic()
         size = snap_size + len(tail)
         st = self.stats
         st.segment, st.segment_bytes, st.compactions = seq, size, st.compactions + 1
+        st.syncs += 1
         st.last_compaction_seconds = time.monotonic() - self._compaction_started
-        self._after_write(True)
         self._next_check = max(self.compact_min_bytes, int(self.compact_ratio * snap_size))
         log.info("compacted %s: segment %d, %d bytes, %.3f s", self.data_dir, seq, size, st.last_compaction_seconds)
+        _wake_all(waiters)
 
     def _install(self, seq: int, fd: int, tail: bytes, old_fd: int) -> None:
         final = self.data_dir / _segment_name(seq)

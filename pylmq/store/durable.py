@@ -111,8 +111,8 @@ class DurableStats:
 
     segment: int = 0
     segment_bytes: int = 0
-    groups: int = 0
-    syncs: int = 0
+    groups: int = 0  # writes of the buffer (one per round of the loop that made records)
+    syncs: int = 0  # fdatasyncs (under always, each covers the groups written before it began)
     compactions: int = 0
     last_compaction_seconds: float = 0.0
     recovered_records: int = 0

@@ -35,10 +35,10 @@ from bench.runner import WORKLOADS, Ctx, run_target
 from bench.targets import TARGETS, Env, Target, _deb_version
 
 ALL_WORKLOADS = (*WORKLOADS, "w5_depth")
-FULL_TARGETS = ("ceiling", "memory", "durable-always", "redis", "rabbitmq", "lmq", "durable-interval", "durable-none")
+FULL_TARGETS = ("ceiling", "memory", "durable-interval", "redis", "rabbitmq", "lmq", "durable-always", "durable-none")
 # Measured with fewer workloads in a full run (LIGHT_WORKLOADS), unless named with --workloads.
-LIGHT_TARGETS = ("durable-interval", "durable-none")
-QUICK_TARGETS = ("ceiling", "memory", "durable-always", "redis", "rabbitmq", "lmq")
+LIGHT_TARGETS = ("durable-always", "durable-none")
+QUICK_TARGETS = ("ceiling", "memory", "durable-interval", "redis", "rabbitmq", "lmq")
 RESULTS = Path(__file__).with_name("results")
 PYLMQ = ("memory", "durable-always", "durable-interval", "durable-none")
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.model import Cell
+from pylmq.store.durable import DEFAULT_FSYNC
 
 __all__ = ["check_targets", "ratios", "table", "write"]
 
@@ -96,13 +97,13 @@ def check_targets(cells: list[Cell]) -> list[dict[str, Any]]:
     mem = _rate(cells, "pylmq-memory", "http", "w3_steady", "c=16")
     ceil = _rate(cells, "ceiling-nginx", "http", "w3_steady", "c=16")
     erl = _rate(cells, "lmq-external", "http", "w3_steady", "c=16")
-    dur = _rate(cells, "pylmq-durable-always", "http", "w3_steady", "c=16")
+    dur = _rate(cells, f"pylmq-durable-{DEFAULT_FSYNC}", "http", "w3_steady", "c=16")
     v = None if mem is None or ceil is None else mem / ceil
     add("w3 http c=16: memory / ceiling", v, ">= 0.40", None if v is None else v >= 0.40, f"{mem} / {ceil} msg/s")
     v = None if mem is None or erl is None else mem / erl
     add("w3 http c=16: memory / Erlang LMQ", v, ">= 2.0", None if v is None else v >= 2.0, f"{mem} / {erl} msg/s")
     v = None if mem is None or dur is None else dur / mem
-    add("w3 http c=16: durable default / memory", v, ">= 0.70", None if v is None else v >= 0.70,
+    add(f"w3 http c=16: durable default ({DEFAULT_FSYNC}) / memory", v, ">= 0.70", None if v is None else v >= 0.70,
         f"{dur} / {mem} msg/s")  # fmt: skip
 
     def ack_p50(depth: int) -> float | None:

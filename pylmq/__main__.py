@@ -22,7 +22,8 @@ from pylmq.config import Settings, load_settings
 from pylmq.dist import is_long_name
 from pylmq.errors import ConfigError, LMQError
 from pylmq.log import configure_logging, install_crash_handler
-from pylmq.node import FSYNC_POLICIES, STORE_KINDS, parse_hostport
+from pylmq.node import STORE_KINDS, parse_hostport
+from pylmq.store.durable import DEFAULT_FSYNC, FSYNC_POLICIES
 
 __all__ = ["main"]
 
@@ -36,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rpc", help="MessagePack-RPC address HOST:PORT (default 0.0.0.0:18800)")
     p.add_argument("--store", choices=STORE_KINDS, help="queue store (default durable)")
     p.add_argument("--data-dir", help="durable store directory (default data)")
-    p.add_argument("--fsync", choices=FSYNC_POLICIES, help="durability policy (default always)")
+    p.add_argument("--fsync", choices=FSYNC_POLICIES, help=f"durability policy (default {DEFAULT_FSYNC})")
     p.add_argument("--stats-interval", help="ms between StatsD size/memory gauges; 0 turns them off")
     p.add_argument("--statsd", help="StatsD daemon HOST:PORT (default localhost:8125); off sends nothing")
     p.add_argument("--log-level", help="also write log lines at this lager level and above to stderr")

@@ -18,6 +18,7 @@ from pylmq.core.queue import QueueObserver
 from pylmq.errors import ConfigError
 from pylmq.metrics import QueueMetrics
 from pylmq.store.base import Store
+from pylmq.store.durable import DEFAULT_FSYNC, FSYNC_POLICIES
 
 if TYPE_CHECKING:
     from pylmq.api.http_server import HttpServer
@@ -28,7 +29,6 @@ log = logging.getLogger("pylmq.node")
 
 STORE_KINDS = ("memory", "durable")
 _CANCEL_GRACE = 1.0  # seconds for cancelled HTTP requests to end (puts back included) at a stop
-FSYNC_POLICIES = ("always", "interval", "none")
 
 
 def parse_hostport(text: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
@@ -52,7 +52,7 @@ class NodeOptions:
     rpc: tuple[str, int] | None = ("0.0.0.0", 18800)
     store: str = "durable"
     data_dir: Path = field(default_factory=lambda: Path("data"))
-    fsync: str = "always"
+    fsync: str = DEFAULT_FSYNC
     fsync_interval: float = 1.0  # seconds between fsyncs with fsync="interval"
     shutdown_timeout: float = 10.0
     node_name: str = "nonode@nohost"  # what /stats lists as this node (its Erlang name, if any)

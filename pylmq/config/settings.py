@@ -48,7 +48,7 @@ class Settings:
     log_dir: Path | None = None  # when set, every log file goes here (by its file name)
     store: StoreKind = "durable"
     data_dir: Path = Path("data")
-    fsync: FsyncPolicy = "always"
+    fsync: FsyncPolicy = "interval"  # pylmq.store.durable.DEFAULT_FSYNC
     fsync_interval: int = 1000  # ms, for fsync=interval
     vm_env: Mapping[str, str] = field(default_factory=dict)  # -env VAR VALUE from vm.args
     # Things read but without effect in pylmq (Erlang VM flags, InfluxDB, ...): for the log.

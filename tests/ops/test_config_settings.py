@@ -9,6 +9,7 @@ import pytest
 
 from pylmq.config import LagerConfig, LogHandler, Settings, load_settings
 from pylmq.errors import ConfigError, ConfigSyntaxError
+from pylmq.store.durable import DEFAULT_FSYNC
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +23,7 @@ def test_defaults_without_files(no_cookie_file: Path) -> None:
     s = load_settings(None, None, {"cookie_file": no_cookie_file})
     assert (s.http_host, s.http_port, s.rpc_host, s.rpc_port) == ("0.0.0.0", 9980, "0.0.0.0", 18800)
     assert (s.stats_interval, s.statsd_host, s.statsd_port) == (20000, "localhost", 8125)
-    assert (s.store, s.data_dir, s.fsync) == ("durable", Path("data"), "always")
+    assert (s.store, s.data_dir, s.fsync) == ("durable", Path("data"), DEFAULT_FSYNC)
     assert s.node_name is None and s.cookie is None
     assert s.lager == LagerConfig()
 

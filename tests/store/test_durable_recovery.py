@@ -236,7 +236,7 @@ async def test_barrier_with_nothing_pending_returns_at_once(open_store: OpenStor
 
 
 async def test_a_cancelled_barrier_does_not_cancel_the_group(open_store: OpenStore) -> None:
-    s = await open_store()
+    s = await open_store(fsync="always")  # the policy whose barriers wait for the group's sync
     await s.enqueue("q", make_item(b"a"), 2, 0)
     waiting = asyncio.create_task(s.barrier())
     other = asyncio.create_task(s.barrier())
@@ -298,3 +298,13 @@ async def test_write_failure_fails_the_barrier_for_good_and_keeps_what_was_durab
         await s.close()
     s2 = await open_store(s.data_dir)
     assert [m.content[1] for m in s2.messages("q")] == [b"durable"]
+
+
+async def test_under_interval_a_barrier_writes_its_records_at_once(open_store: OpenStore) -> None:
+    s = await open_store(fsync="interval")
+    await s.enqueue("q", make_item(b"a"), 2, 0)
+    before = s.stats.groups
+    waiting = asyncio.create_task(s.barrier())
+    await asyncio.sleep(0)  # one step: the barrier must not need the loop's next round
+    assert waiting.done() and waiting.exception() is None
+    assert s.stats.groups == before + 1, "the barrier itself wrote the group to the journal"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 import uuid as _uuid
 from dataclasses import dataclass
 
@@ -108,6 +109,9 @@ def uuid_text(u: bytes) -> str:
     return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
+_CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
 def parse_uuid(text: str | bytes) -> bytes | None:
     """Parse UUID text (as sent back in ack/nack/ext); ``None`` when it is not one."""
     if isinstance(text, bytes):
@@ -117,6 +121,8 @@ def parse_uuid(text: str | bytes) -> bytes | None:
             text = text.decode("ascii")
         except UnicodeDecodeError:
             return None
+    if len(text) == 36 and _CANONICAL_UUID.fullmatch(text):
+        return bytes.fromhex(text.replace("-", ""))  # what LMQ hands out: the common case
     try:
         return _uuid.UUID(text).bytes
     except (ValueError, AttributeError, TypeError):

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "dist"))
 
 # tests/dist is on the path only at run time (above): mypy cannot follow these two.
-from conftest import erl_eval  # type: ignore[import-not-found]
+from dist_helpers import erl_eval  # type: ignore[import-not-found]
 from otp_nodes import COOKIE, ErlNode, Runtime, ensure_epmd  # type: ignore[import-not-found]
 
 from pylmq.dist import Atom, Node, decode, encode

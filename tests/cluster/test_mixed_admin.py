@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import re
 import sys
 from collections.abc import Iterator
@@ -11,19 +11,18 @@ from typing import Any
 
 import erlpeer
 import pytest
-from conftest import ROOT, PyNode, eventually
+from cluster_helpers import ROOT, PyNode, eventually
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 
 
 def _release_helpers() -> Any:
-    # tests/rel/conftest.py builds and configures releases; loaded under its own name.
-    spec = importlib.util.spec_from_file_location("rel_conftest", ROOT / "tests" / "rel" / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["rel_conftest"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    # tests/rel/rel_helpers.py builds and configures releases. tests/rel is on sys.path only when
+    # pytest collects it too; imported by its own name, the module is the one tests/rel uses.
+    rel_dir = str(ROOT / "tests" / "rel")
+    if rel_dir not in sys.path:
+        sys.path.append(rel_dir)
+    return importlib.import_module("rel_helpers")
 
 
 @pytest.fixture

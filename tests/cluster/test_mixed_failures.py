@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Mixed, eventually, mixed_cluster
+from cluster_helpers import Mixed, eventually, mixed_cluster
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 

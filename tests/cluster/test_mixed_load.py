@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from conftest import Mixed
+from cluster_helpers import Mixed
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 

@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 import pytest
-from conftest import Mixed, eventually
+from cluster_helpers import Mixed, eventually
 from erlpeer import Message as ErlMessage
 
 from pylmq.errors import MessageNotFound

@@ -8,7 +8,7 @@ import socket
 import subprocess
 
 import pytest
-from conftest import erl_eval
+from dist_helpers import erl_eval
 from otp_nodes import COOKIE, ensure_epmd, unique_name
 
 from pylmq.dist import Atom, Node, epmd

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import erl_eval
+from dist_helpers import erl_eval
 from otp_nodes import ErlNode
 
 from pylmq.dist import Atom, ImproperList, Node, Reference

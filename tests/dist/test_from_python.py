@@ -7,7 +7,7 @@ import logging
 import re
 
 import pytest
-from conftest import erl_eval
+from dist_helpers import erl_eval
 from otp_nodes import COOKIE, ErlNode, Runtime, unique_name
 
 from pylmq.dist import Atom, Node

@@ -10,7 +10,7 @@ import subprocess
 import urllib.request
 
 import pytest
-from conftest import Release
+from rel_helpers import Release
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import CRASH_HEADER, LAGER_LINE, Release, build_release
+from rel_helpers import CRASH_HEADER, LAGER_LINE, Release, build_release
 
 from pylmq.cli.lmq import pid_alive
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import drain, queue_size, wait_until
 from pyspark.sql import SparkSession
+from spark_helpers import drain, queue_size, wait_until
 
 from pylmq.client import HttpClient
 from pylmq.client.testing import NodeThread

@@ -6,8 +6,8 @@ import time
 
 import msgpack
 import pytest
-from conftest import drain, queue_size, wait_until
 from pyspark.sql import DataFrame, SparkSession
+from spark_helpers import drain, queue_size, wait_until
 
 from pylmq.client import HttpClient, RpcClient
 from pylmq.client.testing import NodeThread

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import drain, queue_size, wait_until
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
+from spark_helpers import drain, queue_size, wait_until
 
 from pylmq.client import HttpClient
 from pylmq.client.testing import NodeThread

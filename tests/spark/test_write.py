@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from conftest import drain, queue_size
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import col, lit, when
+from spark_helpers import drain, queue_size
 
 from pylmq.client import HttpClient
 from pylmq.client.testing import NodeThread

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from store_helpers import OpenStore
 
 from pylmq.core.clock import ManualClock
 from pylmq.store.durable import DurableStore
-
-OpenStore = Callable[..., Awaitable[DurableStore]]
 
 
 @pytest.fixture

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from pylmq.core.message import Message
 from pylmq.store.durable import DurableStore
 from pylmq.store.local import LocalStore
+
+# What the open_store fixture (conftest.py) gives a test: ``await open_store(dir=None, **options)``.
+OpenStore = Callable[..., Awaitable[DurableStore]]
 
 
 async def crash_copy(store: DurableStore, dest: Path) -> Path:
@@ -35,7 +39,6 @@ def state_of(store: LocalStore) -> dict[str, Any]:
     return {
         "defaults": store.default_props(),
         "queues": {
-            n: (store.queue_props(n), [message_view(m) for m in store.messages(n)])
-            for n in sorted(store.queue_names())
+            n: (store.queue_props(n), [message_view(m) for m in store.messages(n)]) for n in sorted(store.queue_names())
         },
     }

@@ -7,8 +7,7 @@ import contextlib
 from pathlib import Path
 
 import pytest
-from conftest import OpenStore
-from store_helpers import crash_copy, state_of
+from store_helpers import OpenStore, crash_copy, state_of
 
 from pylmq.core.clock import ManualClock
 from pylmq.core.message import make_item

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import gc
 import logging
 import os
 import signal
@@ -95,12 +96,23 @@ def setup_logging(settings: Settings, from_files: bool, console_level: str | Non
     configure_logging(dataclasses.replace(settings, lager=lager))
 
 
+def _tune_gc() -> None:
+    """What is alive once the node has started (modules, settings, recovered queues) lives as
+    long as the process: frozen, the cyclic collector stops rescanning it. A larger first
+    generation makes the collector run less often over the short-lived objects of requests
+    (each of which refcounting frees anyway)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 20)
+
+
 async def run(settings: Settings, pid_file: Path | None = None, console: bool = False, statsd: bool = True) -> None:
     from pylmq.cli.service import Service
 
     install_crash_handler()
     service = Service(settings, pid_file=pid_file, statsd=statsd)
     await service.start()
+    _tune_gc()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, service.stopped.set)

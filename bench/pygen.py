@@ -164,7 +164,9 @@ class _Worker:
         if lane.role == "push":
             loops = [push_loop() for _ in range(lane.window)]
         elif lane.role in ("drain", "consume"):
-            timeout = 0.0 if lane.role == "drain" else self.pull_t
+            # An integer 0: the original LMQ answers at once only to that (a float 0.0 is
+            # 0 ms of waiting, over before its queue process answers); pylmq takes either.
+            timeout = 0 if lane.role == "drain" else self.pull_t
             loops = [take_loop(timeout) for _ in range(lane.window)]
         elif lane.role == "idle":
             loops = [idle_loop()]

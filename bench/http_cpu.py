@@ -1,6 +1,6 @@
 """CPU per request of pylmq's HTTP path without sockets: push, pull and ack of a 100-byte message
 fed as bytes to one server connection (httptools parsing, routing, the queue manager over the
-memory store, the answer's bytes) with a transport that only collects what is written. What a
+memory store or the durable one, the answer's bytes) with a transport that only collects what is written. What a
 loopback socket adds (send, recv, epoll: about as much again on this machine) is not in it.
 
     .venv/bin/python bench/http_cpu.py [--cycles 30000] [--profile]
@@ -12,6 +12,7 @@ import argparse
 import cProfile
 import pstats
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -47,14 +48,19 @@ class CollectingTransport:
         pass
 
 
-async def measure(cycles: int, profile: bool) -> None:
+async def measure(cycles: int, profile: bool, store_kind: str) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from pylmq.api.http import HttpApi
     from pylmq.api.http_server import HttpServer, _Connection
     from pylmq.core.manager import QueueManager
+    from pylmq.store.base import Store
+    from pylmq.store.durable import DurableStore
     from pylmq.store.memory import MemoryStore
 
-    store = MemoryStore()
+    scratch = tempfile.TemporaryDirectory(prefix="http-cpu-")
+    store: Store = MemoryStore()
+    if store_kind != "memory":
+        store = DurableStore(scratch.name, fsync=store_kind.partition("-")[2])
     await store.open()
     manager = QueueManager(store)
     await manager.start()
@@ -91,7 +97,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--cycles", type=int, default=30_000)
     parser.add_argument("--profile", action="store_true", help="cProfile instead of timing")
+    parser.add_argument("--store", default="memory", choices=("memory", "durable-interval", "durable-none"))
     args = parser.parse_args()
     import uvloop
 
-    uvloop.run(measure(args.cycles, args.profile))
+    uvloop.run(measure(args.cycles, args.profile, args.store))

@@ -97,7 +97,10 @@ def _segment_name(seq: int) -> str:
 
 
 def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    view = memoryview(data)
+    n = os.write(fd, data)
+    if n == len(data):
+        return  # a regular file takes it all at once but for a full disk or a signal
+    view = memoryview(data)[n:]
     while view:
         n = os.write(fd, view)
         view = view[n:]
@@ -443,7 +446,7 @@ class DurableStore(LocalStore):
             # Under interval and none the write into the page cache is all a barrier waits
             # for: do it now rather than suspend the request until the loop's next round
             # (one write per request costs a few microseconds, a suspension several times that).
-            self._write_out()
+            self._write_group()
             if self._error is not None:
                 raise StoreError(f"journal of {self.data_dir} failed: {self._error}")
             if not lg.buf:
@@ -579,10 +582,16 @@ class DurableStore(LocalStore):
             self._loop.call_soon(self._write_out)
 
     def _write_out(self) -> None:
+        """The write that _kick scheduled."""
+        self._write_pending = False
+        self._write_group()
+
+    def _write_group(self) -> None:
         """Write the buffer as one group, on the loop (a copy into the page cache, far cheaper
         than handing it to a thread and back). Under ``always`` its waiters then wait for the
-        sync thread; under ``interval`` and ``none`` the write is all they wait for."""
-        self._write_pending = False
+        sync thread; under ``interval`` and ``none`` the write is all they wait for. A barrier
+        calls it directly, leaving the write _kick scheduled in place: one scheduled write per
+        round of the loop covers what no barrier wrote (a redelivery's move, say)."""
         lg = self._log
         if not lg.buf or self._holding or self._error is not None or self._closed:
             return  # the flusher writes what waits once it lets go

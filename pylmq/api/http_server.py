@@ -46,10 +46,9 @@ from typing import cast
 import httptools
 
 from pylmq.api._eager import start_eagerly
+from pylmq.api._putback import PutBacks
 from pylmq.api.http import DEFAULT_MAX_BODY, HttpApi, Request, Response, error_response
-from pylmq.core.message import uuid_text
 from pylmq.core.queue import Delivery
-from pylmq.errors import LMQError
 
 __all__ = ["MAX_HEAD", "MAX_PIPELINE", "MAX_TARGET", "HttpServer"]
 
@@ -247,9 +246,8 @@ class _Connection(asyncio.Protocol):
             self.task = start_eagerly(self.loop, answer) if self.server.eager() else self.loop.create_task(answer)
             return
         self._pending.append(item)
-        if self._reading and len(self._pending) >= MAX_PIPELINE and self.transport is not None:
-            self._reading = False
-            self.transport.pause_reading()
+        if len(self._pending) >= MAX_PIPELINE:
+            self._pause_reading()
 
     def _reject(self, response: Response) -> None:
         access_log.info("- - %d (request not read)", response.status)
@@ -263,7 +261,11 @@ class _Connection(asyncio.Protocol):
         if self.task is None and not self._pending:
             self._closed_by_us = True
             self.transport.close()  # everything is answered already
-        elif self._reading:
+        else:
+            self._pause_reading()
+
+    def _pause_reading(self) -> None:
+        if self._reading and self.transport is not None:
             self._reading = False
             self.transport.pause_reading()
 
@@ -375,7 +377,7 @@ class HttpServer:
         self._listener: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._drained: asyncio.Event | None = None
-        self._put_backs: set[asyncio.Task[None]] = set()
+        self._put_backs = PutBacks(api.manager, "http")
         self._date_at = -1
         self._date = b""
 
@@ -407,16 +409,7 @@ class HttpServer:
 
     def put_back(self, d: Delivery) -> None:
         """A delivery that could not be written goes back to its queue, retry intact."""
-        task = self.loop.create_task(self._put_back(d))
-        self._put_backs.add(task)
-        task.add_done_callback(self._put_backs.discard)
-
-    async def _put_back(self, d: Delivery) -> None:
-        log.info("client of %s left before its message was written: putting it back", d.queue)
-        try:
-            await self.api.manager.put_back(d.queue, d.message.uuid)
-        except LMQError as e:
-            log.warning("could not put back message %s of %s: %s", uuid_text(d.message.uuid), d.queue, e.detail)
+        self._put_backs.add(d)
 
     # -- stopping ----------------------------------------------------------------------------
 
@@ -461,8 +454,7 @@ class HttpServer:
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
-        if self._put_backs:
-            await asyncio.wait(set(self._put_backs), timeout=grace)
+        await self._put_backs.wait(grace)
         if self._listener is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._listener.wait_closed(), grace)

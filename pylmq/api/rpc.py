@@ -63,6 +63,7 @@ from typing import Any, Final, cast
 import msgpack
 
 from pylmq.api._eager import start_eagerly
+from pylmq.api._putback import PutBacks
 from pylmq.api.msgpack_rpc import (
     DEFAULT_MAX_MESSAGE_SIZE,
     Decoder,
@@ -611,7 +612,7 @@ class RpcServer:
         self._server: asyncio.Server | None = None
         self._conns: set[_Connection] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._put_backs: set[asyncio.Task[None]] = set()
+        self._put_backs = PutBacks(manager, "rpc")
         self._closing = False
         self._all_gone: asyncio.Event | None = None
 
@@ -653,8 +654,7 @@ class RpcServer:
                     if conn.transport is not None:
                         conn.transport.abort()
         await self._server.wait_closed()
-        if self._put_backs:
-            await asyncio.wait(set(self._put_backs), timeout=_CLOSE_GRACE)
+        await self._put_backs.wait(_CLOSE_GRACE)
         log.info("MessagePack-RPC stopped")
 
     def _on_connection_lost(self) -> None:
@@ -663,14 +663,4 @@ class RpcServer:
 
     def _put_back(self, d: Delivery) -> None:
         """The client never got ``d``: make it available again, its retry intact."""
-        task = asyncio.get_running_loop().create_task(self._do_put_back(d))
-        self._put_backs.add(task)
-        task.add_done_callback(self._put_backs.discard)
-
-    async def _do_put_back(self, d: Delivery) -> None:
-        try:
-            await self.manager.put_back(d.queue, d.message.uuid)
-        except LMQError as e:
-            log.debug("rpc: put back of %s in %s: %s", uuid_text(d.message.uuid), d.queue, e)
-        except Exception:
-            log.exception("rpc: put back of %s in %s failed", uuid_text(d.message.uuid), d.queue)
+        self._put_backs.add(d)

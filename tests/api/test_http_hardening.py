@@ -243,3 +243,60 @@ def test_the_default_limit_leaves_descriptors_for_the_node(monkeypatch, soft: in
     monkeypatch.setattr(resource, "getrlimit", lambda _: (soft, soft))
     assert default_max_connections() == expected
     assert 2 * expected + RESERVED_FDS <= soft or expected == 16
+
+
+@pytest.mark.parametrize(
+    "request_line",
+    [b"CONNECT example.com:443 HTTP/1.1", b"OPTIONS * HTTP/1.1", b"GET http://[bad/messages/q HTTP/1.1"],
+)
+async def test_a_target_that_is_not_a_path_is_400(server, request_line: bytes) -> None:
+    reader, writer = await _raw(server)
+    writer.write(request_line + b"\r\nHost: t\r\n\r\n" + b"GET /messages/after?t=0 HTTP/1.1\r\nHost: t\r\n\r\n")
+    status, body = await _answer(reader)
+    doc = json.loads(body)
+    assert (status, doc["error"]) == (400, "bad_request"), doc
+    assert "must be a path" in doc["detail"], doc
+    if not request_line.startswith(b"CONNECT"):  # after CONNECT the stream is a tunnel: closed
+        assert (await _answer(reader))[0] == 204, "the connection goes on"
+    writer.close()
+
+
+async def test_an_absolute_form_target_still_reaches_its_resource(server, api) -> None:
+    await api.push("abs", b"via absolute form")
+    reader, writer = await _raw(server)
+    writer.write(b"GET http://t/messages/abs?t=0 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert await _answer(reader) == (200, b"via absolute form")
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("PATCH", "/properties/deep", b"[" * 100_000 + b"]" * 100_000),
+        ("PATCH", "/properties/deep", b'{"retry":' * 50_000),
+        ("PUT", "/properties", b'[["d.*",' + b'{"a":' * 40 + b"1" + b"}" * 40 + b"]]"),
+    ],
+)
+async def test_json_nested_too_deep_is_400(api, method: str, path: str, body: bytes) -> None:
+    r = await api.request(method, path, data=body, headers={"Content-Type": "application/json"})
+    assert r.status == 400, r
+    assert r.json()["error"] == "bad_request", r
+    assert (await api.request("GET", "/properties")).body == b"[]"
+
+
+async def test_json_with_brackets_in_strings_is_not_too_deep(api) -> None:
+    body = b'[["' + b"[{" * 100 + b'.*",{"retry":1}]]'
+    r = await api.request("PUT", "/properties", data=body, headers={"Content-Type": "application/json"})
+    # Not refused for depth: the regex itself is the problem (an unbalanced bracket).
+    assert r.json()["error"] == "invalid_regex", r
+
+
+async def test_an_error_detail_quoting_huge_input_is_cut_short(api) -> None:
+    await api.push("keep", b"x")
+    long_id = "i" * 5000
+    r = await api.request("POST", f"/messages/keep/{long_id}", {"reply": "ack"})
+    assert r.status == 404, r
+    detail = r.json()["detail"]
+    assert len(detail) < 400 and detail.endswith(" more characters)"), detail
+    r = await api.request("GET", "/" + "n" * 5000)
+    assert r.status == 404 and len(r.json()["detail"]) < 400, r

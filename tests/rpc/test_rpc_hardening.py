@@ -12,6 +12,7 @@ import pytest
 from rpc_helpers import RawClient, open_client
 
 from pylmq.api.rpc import RpcServer
+from pylmq.log import format_line
 from pylmq.node import LMQNode
 
 
@@ -124,3 +125,20 @@ async def test_connections_past_the_limit_are_closed_with_one_log_line(
     finally:
         for c in held + extra:
             await c.close()
+
+
+async def test_an_error_quoting_a_5000_character_id_is_cut_short(client: RawClient) -> None:
+    await client.call("push", "q", "kept")
+    error = await client.error("done", "q", "i" * 5000)
+    assert error[0] == "not_found" and len(error[1]) < 400 and error[1].endswith(" more characters)"), error
+
+
+async def test_a_newline_in_a_queue_name_does_not_forge_an_access_log_line(
+    client: RawClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    name = "q\n2026-01-01 00:00:00.000 [emergency] <0.1.0>@lmq:forged:1 node compromised"
+    with caplog.at_level(logging.INFO, logger="pylmq.access"):
+        assert await client.call("push", name, 1) == "ok"
+    (record,) = [r for r in caplog.records if r.name == "pylmq.access"]
+    line = format_line(record, 1_700_000_000.0)
+    assert line.count("\n") == 1 and "push q\\n2026-01-01 00:00:00.000 [emergency]" in line, line

@@ -1,4 +1,5 @@
-"""The connection limit both API servers apply, and the one log line that says it was hit.
+"""Limits on what clients may hold: the connection limit both API servers apply (and the one
+log line that says it was hit), the HTTP read timeouts.
 
 Every connection costs a file descriptor. Past the process's limit (``RLIMIT_NOFILE``) accept()
 fails for everyone and the node can no longer open its own files (journal, logs, links to other
@@ -13,7 +14,20 @@ import logging
 import resource
 from collections.abc import Callable
 
-__all__ = ["DEFAULT_MAX_CONNECTIONS", "RESERVED_FDS", "ConnectionLimit", "default_max_connections"]
+__all__ = [
+    "DEFAULT_BODY_TIMEOUT",
+    "DEFAULT_HEADER_TIMEOUT",
+    "DEFAULT_MAX_CONNECTIONS",
+    "RESERVED_FDS",
+    "ConnectionLimit",
+    "default_max_connections",
+]
+
+DEFAULT_HEADER_TIMEOUT = 30.0
+"""Seconds from an HTTP request's first byte to the end of its head: a deadline, not reset by
+each byte, or a client sending a byte now and then (slowloris) would hold its connection."""
+DEFAULT_BODY_TIMEOUT = 30.0
+"""Seconds an HTTP request body may go without a byte arriving."""
 
 DEFAULT_MAX_CONNECTIONS = 10_000
 """The most connections one API accepts whatever the descriptor limit."""

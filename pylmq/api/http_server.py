@@ -52,12 +52,12 @@ from typing import cast
 import httptools
 
 from pylmq.api._eager import start_eagerly
-from pylmq.api._limits import ConnectionLimit, default_max_connections
+from pylmq.api._limits import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, ConnectionLimit, default_max_connections
 from pylmq.api._putback import PutBacks
 from pylmq.api.http import DEFAULT_MAX_BODY, HttpApi, Request, Response, error_response
 from pylmq.core.queue import Delivery
 
-__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_HEADER_TIMEOUT", "MAX_HEAD", "MAX_PIPELINE", "MAX_TARGET", "HttpServer"]
+__all__ = ["MAX_HEAD", "MAX_PIPELINE", "MAX_TARGET", "HttpServer"]
 
 log = logging.getLogger("pylmq.http")
 access_log = logging.getLogger("pylmq.access")
@@ -68,11 +68,9 @@ MAX_HEAD = 64 * 1024
 """Largest header block (names and values together)."""
 MAX_PIPELINE = 32
 """Requests queued on one connection before it is no longer read."""
-DEFAULT_HEADER_TIMEOUT = 30.0
-"""Seconds from a request's first byte to the end of its head: a deadline, not reset by each
-byte, or a client sending a byte now and then (slowloris) would hold its connection forever."""
-DEFAULT_BODY_TIMEOUT = 30.0
-"""Seconds a request body may go without a byte arriving."""
+
+LINGER = 2.0
+"""Seconds a connection closed after a refused request still reads (and drops) what comes."""
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _CLOSE = b"Connection: close\r\n"
@@ -293,8 +291,8 @@ class _Connection(asyncio.Protocol):
 
     def _end_after_answers(self) -> None:
         self._ending = True
-        if self.transport is None:
-            return
+        if self.transport is None or self._closed_by_us:
+            return  # the last answer is out already (and the connection closing or lingering)
         if self.task is None and not self._pending:
             self._closed_by_us = True
             self.transport.close()  # everything is answered already
@@ -314,7 +312,7 @@ class _Connection(asyncio.Protocol):
                     response, head_only = await self.server.respond(what), what.method == "HEAD"
                 else:
                     response, head_only = what, False
-                open_ = self._send(response, connection, head_only)
+                open_ = self._send(response, connection, head_only, linger=what is response)
                 if self._writable is not None:
                     # Over the write buffer's high-water mark: a delivery counts as written
                     # once the buffer drains; a client gone before that gets it put back.
@@ -342,8 +340,9 @@ class _Connection(asyncio.Protocol):
                 self._write(_CONTINUE)
             self.server.stopped_one()
 
-    def _send(self, response: Response, connection: bytes | None, head_only: bool) -> bool:
-        """Write one answer; whether the connection stays open for the next."""
+    def _send(self, response: Response, connection: bytes | None, head_only: bool, linger: bool = False) -> bool:
+        """Write one answer; whether the connection stays open for the next. ``linger``: the
+        answer refuses a request not read whole (see :meth:`_linger`)."""
         transport = self.transport
         if transport is None or transport.is_closing():
             if response.delivery is not None:
@@ -370,9 +369,24 @@ class _Connection(asyncio.Protocol):
             transport.writelines((head, body))
         if connection is _CLOSE:
             self._closed_by_us = True
-            transport.close()
+            if linger and transport.can_write_eof():
+                self._linger(transport)
+            else:
+                transport.close()
             return False
         return True
+
+    def _linger(self, transport: asyncio.Transport) -> None:
+        """Close after refusing a request whose rest may still be coming (413, 408): closed at
+        once with unread bytes, the socket would send a reset, which can make the client drop
+        our answer unread. Send FIN instead and read (and drop) what still comes until the
+        client closes too, for at most :data:`LINGER` seconds."""
+        transport.write_eof()
+        self.in_message = self.in_body = False  # nothing more is read: not busy at a stop
+        self._body = []
+        self._reading = True
+        transport.resume_reading()
+        self.loop.call_later(LINGER, transport.close)
 
     def _write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import json
 import logging
@@ -20,6 +21,9 @@ import pytest
 from pylmq.api._limits import RESERVED_FDS, default_max_connections
 from pylmq.api.http import HttpApi
 from pylmq.api.http_server import HttpServer
+from pylmq.cli.service import node_options
+from pylmq.config import load_settings
+from pylmq.node import LMQNode
 
 
 @contextlib.contextmanager
@@ -300,3 +304,41 @@ async def test_an_error_detail_quoting_huge_input_is_cut_short(api) -> None:
     assert len(detail) < 400 and detail.endswith(" more characters)"), detail
     r = await api.request("GET", "/" + "n" * 5000)
     assert r.status == 404 and len(r.json()["detail"]) < 400, r
+
+
+async def test_settings_reach_the_servers_of_a_node(tmp_path) -> None:
+    settings = load_settings(None, None, {"max_connections": "1", "header_timeout": "200", "body_timeout": "5000"})
+    opts = dataclasses.replace(node_options(settings), http=("127.0.0.1", 0), rpc=("127.0.0.1", 0), store="memory")
+    node = LMQNode(opts)
+    await node.start()
+    try:
+        assert node.http_address is not None and node.rpc_address is not None
+        reader, writer = await asyncio.open_connection(*node.http_address)
+        writer.write(b"GET /messages/x?t=0 HTTP/1.1\r\n")  # and never the rest of the head
+        status, _ = await _answer(reader)
+        assert status == 408
+        writer.close()
+        held = await asyncio.open_connection(*node.rpc_address)  # the one RPC connection allowed
+        refused, other = await asyncio.open_connection(*node.rpc_address)
+        assert await _closed(refused)
+        other.close()
+        held[1].close()
+    finally:
+        await node.stop()
+
+
+async def test_a_refused_upload_still_sending_gets_its_413_not_a_reset(node) -> None:
+    srv = HttpServer(HttpApi(node.manager), max_body=1024)
+    await srv.start("127.0.0.1", 0)
+    try:
+        reader, writer = await _raw(srv)
+        writer.write(b"POST /messages/big HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000\r\n\r\n")
+        for _ in range(20):  # the client goes on sending its body after the server refused it
+            writer.write(b"x" * 65536)
+            await asyncio.sleep(0.005)
+        status, body = await _answer(reader)
+        assert (status, json.loads(body)["error"]) == (413, "too_large")
+        assert await _closed(reader)
+        writer.close()
+    finally:
+        await srv.close()

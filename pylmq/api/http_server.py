@@ -16,7 +16,9 @@ What one connection does:
 - Limits: the request target (:data:`MAX_TARGET`, 414), the header block (:data:`MAX_HEAD`,
   431) and the body (``max_body``, 413, checked on Content-Length before the body is read, and
   as chunks arrive). A request over a limit or not HTTP is answered with a JSON error after the
-  answers before it, then the connection closes: what follows cannot be framed.
+  answers before it, then the connection closes: what follows cannot be framed. It closes
+  gently (FIN, then what still comes is read and dropped for :data:`LINGER` seconds), so that
+  a client still sending does not get a reset in place of the answer.
 - ``Expect: 100-continue`` is answered ``100 Continue`` when the body is within the limit (417
   for other expectations).
 - A client that goes away (end of stream or reset) has its request cancelled: a long poll puts
@@ -337,6 +339,7 @@ class _Connection(asyncio.Protocol):
             self.idle_since = self.loop.time()
             if self._expecting and not self._pending:
                 self._expecting = False
+                self.read_since = self.loop.time()  # the body can only come now
                 self._write(_CONTINUE)
             self.server.stopped_one()
 
@@ -380,13 +383,14 @@ class _Connection(asyncio.Protocol):
         """Close after refusing a request whose rest may still be coming (413, 408): closed at
         once with unread bytes, the socket would send a reset, which can make the client drop
         our answer unread. Send FIN instead and read (and drop) what still comes until the
-        client closes too, for at most :data:`LINGER` seconds."""
+        client closes too, for at most :data:`LINGER` seconds; then abort, in case the client
+        does not read our answer either (close() would wait for it to)."""
         transport.write_eof()
         self.in_message = self.in_body = False  # nothing more is read: not busy at a stop
         self._body = []
         self._reading = True
         transport.resume_reading()
-        self.loop.call_later(LINGER, transport.close)
+        self.loop.call_later(LINGER, transport.abort)
 
     def _write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -395,8 +399,9 @@ class _Connection(asyncio.Protocol):
     def time_out(self, now: float) -> None:
         """Answer 408 and close if the request being read is late: its head not whole
         ``header_timeout`` after its first byte, or its body still for ``body_timeout``.
-        A connection not read (answers pending) is not the client's fault."""
-        if not self.in_message or self._ending or not self._reading:
+        A connection not read (answers pending), or a client waiting for its ``100 Continue``,
+        is not late by its own fault."""
+        if not self.in_message or self._ending or not self._reading or self._expecting:
             return
         server = self.server
         if self.in_body:

@@ -342,3 +342,19 @@ async def test_a_refused_upload_still_sending_gets_its_413_not_a_reset(node) -> 
         writer.close()
     finally:
         await srv.close()
+
+
+async def test_a_client_waiting_for_its_100_continue_is_not_timed_out(slow_server, api) -> None:
+    reader, writer = await _raw(slow_server)
+    # Behind a long poll, the 100 Continue (and so the body) waits for the poll's answer.
+    writer.write(
+        b"GET /messages/first?t=2 HTTP/1.1\r\nHost: t\r\n\r\n"
+        b"POST /messages/second HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"
+    )
+    await asyncio.sleep(0.8)  # past body_timeout (0.3 s), but the client cannot send yet
+    await api.push("first", b"1")
+    assert await _answer(reader) == (200, b"1")
+    assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5) == b"HTTP/1.1 100 Continue\r\n\r\n"
+    writer.write(b"body")
+    assert (await _answer(reader))[0] == 200
+    writer.close()

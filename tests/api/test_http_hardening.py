@@ -23,7 +23,7 @@ from pylmq.api.http import HttpApi
 from pylmq.api.http_server import HttpServer
 from pylmq.cli.service import node_options
 from pylmq.config import load_settings
-from pylmq.node import LMQNode
+from pylmq.node import LMQNode, NodeOptions
 
 
 @contextlib.contextmanager
@@ -358,3 +358,40 @@ async def test_a_client_waiting_for_its_100_continue_is_not_timed_out(slow_serve
     writer.write(b"body")
     assert (await _answer(reader))[0] == 200
     writer.close()
+
+
+def test_timeouts_limit_and_gentle_close_on_uvloop() -> None:
+    """The same on uvloop, the loop a node runs (its transports are not asyncio's)."""
+    uvloop = pytest.importorskip("uvloop")
+
+    async def main() -> None:
+        node = LMQNode(NodeOptions(http=None, rpc=None, store="memory"))
+        await node.start()
+        srv = HttpServer(HttpApi(node.manager), max_body=1024, header_timeout=0.2, max_connections=3)
+        await srv.start("127.0.0.1", 0)
+        try:
+            reader, writer = await _raw(srv)
+            writer.write(b"POST /messages/big HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000\r\n\r\n")
+            for _ in range(20):
+                writer.write(b"x" * 65536)
+                await asyncio.sleep(0.005)
+            assert (await _answer(reader))[0] == 413
+            assert await _closed(reader)
+            writer.close()
+            slow_reader, slow = await _raw(srv)
+            slow.write(b"GET /messages/x HTTP/1.1\r\n")
+            assert (await _answer(slow_reader))[0] == 408
+            held = [await _raw(srv) for _ in range(3)]
+            await _eventually(lambda: len(srv.connections) == 3, "three connections")
+            refused, other = await _raw(srv)
+            assert (await _answer(refused))[0] == 503
+            other.close()
+            for _, w in held:
+                w.close()
+            slow.close()
+        finally:
+            await srv.close()
+            await node.stop()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(asyncio.wait_for(main(), 20))

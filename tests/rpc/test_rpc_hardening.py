@@ -13,7 +13,7 @@ from rpc_helpers import RawClient, open_client
 
 from pylmq.api.rpc import RpcServer
 from pylmq.log import format_line
-from pylmq.node import LMQNode
+from pylmq.node import LMQNode, NodeOptions
 
 
 def _waiting(node: LMQNode, name: str) -> int:
@@ -142,3 +142,32 @@ async def test_a_newline_in_a_queue_name_does_not_forge_an_access_log_line(
     (record,) = [r for r in caplog.records if r.name == "pylmq.access"]
     line = format_line(record, 1_700_000_000.0)
     assert line.count("\n") == 1 and "push q\\n2026-01-01 00:00:00.000 [emergency]" in line, line
+
+
+def test_the_in_flight_cap_on_uvloop() -> None:
+    """On uvloop, the loop a node runs: pipelined pulls wait their turn and are all answered."""
+    uvloop = pytest.importorskip("uvloop")
+
+    async def main() -> None:
+        node = LMQNode(NodeOptions(http=None, rpc=None, store="memory"))
+        await node.start()
+        server = RpcServer(node.manager, max_inflight=8)
+        address = await server.start("127.0.0.1", 0)
+        c, pusher = await open_client(address), await open_client(address)
+        try:
+            pulls = [c.request("pull", "uv", 10) for _ in range(200)]
+            await c.writer.drain()
+            assert await _settled(node, "uv", 1) == 8
+            for i in range(200):
+                pusher.request("push", "uv", i)
+            for i, msgid in enumerate(pulls):
+                error, result = await c.response(msgid)
+                assert error is None and result["content"] == i, (i, error, result)
+        finally:
+            await c.close()
+            await pusher.close()
+            await server.close()
+            await node.stop()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(asyncio.wait_for(main(), 30))

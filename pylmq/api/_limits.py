@@ -63,9 +63,10 @@ class ConnectionLimit:
         self.refused += 1
         now = self.clock()
         if self._logged_at is None or now - self._logged_at >= LOG_EVERY:
+            since = "" if self._logged_at is None else f"; {self.refused} refused since the last such line"
             self.log.warning(
-                "%s: connection limit of %d reached: refused %d connection(s) (max_connections)",
-                self.api, self.max_connections, self.refused,
+                "%s: connection limit of %d reached (max_connections): new connections are refused%s",
+                self.api, self.max_connections, since,
             )  # fmt: skip
             self._logged_at = now
             self.refused = 0

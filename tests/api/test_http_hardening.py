@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from pylmq.api._limits import RESERVED_FDS, default_max_connections
+from pylmq.api._limits import RESERVED_FDS, ConnectionLimit, default_max_connections
 from pylmq.api.http import HttpApi
 from pylmq.api.http_server import HttpServer
 from pylmq.cli.service import node_options
@@ -395,3 +395,20 @@ def test_timeouts_limit_and_gentle_close_on_uvloop() -> None:
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(asyncio.wait_for(main(), 20))
+
+
+def test_the_limit_is_logged_once_a_minute_with_what_was_refused_meanwhile(caplog) -> None:
+    now = [100.0]
+    limit = ConnectionLimit(2, "HTTP", logging.getLogger("pylmq.http"), lambda: now[0])
+    caplog.set_level(logging.WARNING, logger="pylmq.http")
+    assert limit.admit(1)
+    for _ in range(50):
+        assert not limit.admit(2)
+        now[0] += 1.0  # 50 refusals over 50 s: one line
+    assert [r.getMessage() for r in caplog.records] == [
+        "HTTP: connection limit of 2 reached (max_connections): new connections are refused"
+    ]
+    now[0] += 10.0
+    assert not limit.admit(5)
+    assert caplog.records[-1].getMessage().endswith("; 50 refused since the last such line")
+    assert len(caplog.records) == 2

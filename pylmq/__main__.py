@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="durable store directory (default data)")
     p.add_argument("--fsync", choices=FSYNC_POLICIES, help=f"durability policy (default {DEFAULT_FSYNC})")
     p.add_argument("--stats-interval", help="ms between StatsD size/memory gauges; 0 turns them off")
+    p.add_argument("--max-connections", help="open connections per API port (default 0: from the fd limit)")
+    p.add_argument("--header-timeout", help="ms for an HTTP request's head, from its first byte (default 30000)")
+    p.add_argument("--body-timeout", help="ms an HTTP request body may go without a byte (default 30000)")
     p.add_argument("--statsd", help="StatsD daemon HOST:PORT (default localhost:8125); off sends nothing")
     p.add_argument("--log-level", help="also write log lines at this lager level and above to stderr")
     p.add_argument("--name", help="join Erlang distribution as this hidden node (alive@host; -sname if no dotted host)")
@@ -55,6 +58,9 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "data_dir": args.data_dir,
         "fsync": args.fsync,
         "stats_interval": args.stats_interval,
+        "max_connections": args.max_connections,
+        "header_timeout": args.header_timeout,
+        "body_timeout": args.body_timeout,
         "cookie": args.cookie,
     }
     if args.http is not None:

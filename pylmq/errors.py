@@ -8,6 +8,18 @@ mapping lives here and nowhere else.
 
 from __future__ import annotations
 
+MAX_DETAIL = 256
+"""Longest error detail an API sends back: details quote the client's input (an id, a queue
+name, a property value), which may be as long as a request allows."""
+
+
+def shown_detail(detail: str) -> str:
+    """``detail`` as the HTTP and MessagePack-RPC APIs send it: cut to :data:`MAX_DETAIL`
+    characters, saying how much was left out."""
+    if len(detail) <= MAX_DETAIL:
+        return detail
+    return f"{detail[:MAX_DETAIL]}... ({len(detail) - MAX_DETAIL} more characters)"
+
 
 class LMQError(Exception):
     """Base of every pylmq error."""

@@ -39,6 +39,9 @@ def node_options(s: Settings) -> NodeOptions:
         data_dir=s.data_dir,
         fsync=s.fsync,
         fsync_interval=s.fsync_interval / 1000.0,
+        max_connections=s.max_connections or None,
+        header_timeout=s.header_timeout / 1000.0,
+        body_timeout=s.body_timeout / 1000.0,
         node_name=s.node_name or "nonode@nohost",
     )
 

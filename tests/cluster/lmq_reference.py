@@ -76,7 +76,10 @@ def _otp_release() -> str | None:
 def kit_missing_reason() -> str | None:
     """Why real LMQ nodes cannot run here, or None when they can."""
     if not LMQ_REF.is_file() or not os.access(LMQ_REF, os.X_OK):
-        return f"the LMQ reference kit is not at {KIT} (bin/lmq-ref): real-LMQ tests need it next to the repository"
+        return (
+            f"no LMQ reference kit at {KIT} (bin/lmq-ref missing): the real-LMQ tests need it at"
+            " ../shared/lmq-reference beside the repository, or its path in LMQ_REFERENCE_KIT"
+        )
     release = _otp_release()
     if release is None:
         return "erl (Erlang/OTP 25) is not on PATH: the LMQ reference kit runs only on OTP 25"

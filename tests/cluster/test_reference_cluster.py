@@ -68,6 +68,17 @@ def assert_queue_process_everywhere(ref: RefCluster, queue: str) -> None:
         assert queue in node.queue_processes(), f"expected a queue process of {queue} on {node.name}"
 
 
+def assert_cached_props_equal_mnesia(ref: RefCluster, queue: str) -> None:
+    """Each Erlang node's queue process caches the props (merged with the defaults) and the raw
+    props that Mnesia holds (lmq_queue's state record: name, props, raw_props, ...)."""
+    expr = (
+        f"Pid = lmq_queue_mgr:get('{queue}'), S = sys:get_state(Pid),"
+        f" {{element(3, S) =:= lmq_lib:get_properties('{queue}'), element(4, S) =:= lmq_lib:queue_info('{queue}')}}"
+    )
+    for node in ref.erl:
+        assert node.eval(expr) == "{true,true}", f"{node.name} caches props of {queue} other than Mnesia's"
+
+
 def new_queue_through_pylmq(ref: RefCluster, queue: str) -> None:
     """The queue created by a push through pylmq, and left empty."""
     py = client(ref.py[0])
@@ -170,6 +181,7 @@ def test_props_patched_through_pylmq_are_served_by_every_erlang_node(ref: RefClu
     for node in ref.erl:
         assert pushed_and_pulled_on(node, queue).retry == DEFAULT_RETRY
     client(ref.py[0]).update_props(queue, {"retry": 7})
+    assert_cached_props_equal_mnesia(ref, queue)
     for node in ref.erl:
         got = pushed_and_pulled_on(node, queue)
         assert got.retry == 7, f"{node.name} stamped retry {got.retry} after the PATCH through pylmq, expected 7"
@@ -200,6 +212,7 @@ def test_props_reset_through_pylmq_are_served_by_every_erlang_node(ref: RefClust
     for node in ref.erl:
         assert pushed_and_pulled_on(node, queue).retry == 7
     py.reset_props(queue)
+    assert_cached_props_equal_mnesia(ref, queue)
     for node in ref.erl:
         got = pushed_and_pulled_on(node, queue)
         assert got.retry == DEFAULT_RETRY, f"{node.name} stamped retry {got.retry} after the reset through pylmq"
@@ -225,11 +238,13 @@ def test_default_props_set_and_deleted_through_pylmq_are_served_by_every_erlang_
     new_queue_through_pylmq(ref, queue)
     try:
         py.set_default_props([(f"^{queue}$", {"retry": 4})])
+        assert_cached_props_equal_mnesia(ref, queue)
         for node in ref.erl:
             got = pushed_and_pulled_on(node, queue)
             assert got.retry == 4, f"{node.name} stamped retry {got.retry} after PUT /properties through pylmq"
     finally:
         py.delete_default_props()
+    assert_cached_props_equal_mnesia(ref, queue)
     for node in ref.erl:
         got = pushed_and_pulled_on(node, queue)
         assert got.retry == DEFAULT_RETRY, f"{node.name} stamped retry {got.retry} after DELETE /properties"

@@ -160,6 +160,15 @@ def test_pull_any_on_each_erlang_node_sees_a_queue_created_through_pylmq(ref: Re
         client(node).nack(queue, got.id)
 
 
+def waiting_pull_any(regexp: str) -> str:
+    """Erlang: how many pull-any processes (lmq_mpull) wait on this regexp."""
+    return (
+        "length([P || {_, P, _, _} <- supervisor:which_children(lmq_mpull_sup),"
+        " case catch sys:get_state(P, 1000) of"
+        f' {{waiting, S}} -> lists:member(<<"{regexp}">>, tuple_to_list(S)); _ -> false end])'
+    )
+
+
 def test_a_waiting_pull_any_on_each_erlang_node_takes_a_push_through_pylmq_to_a_new_queue(ref: RefCluster) -> None:
     for node in ref.erl:
         queue = "rq_" + secrets.token_hex(4)
@@ -167,7 +176,8 @@ def test_a_waiting_pull_any_on_each_erlang_node_takes_a_push_through_pylmq_to_a_
         waiter = threading.Thread(target=lambda n=node, q=queue, g=got: g.append(client(n).pull_any(f"^{q}$", 10)))
         waiter.start()
         # The pull-any must be waiting before the queue exists.
-        wait_for(lambda n=node: n.eval("length(lmq_mpull:list_active())"), lambda v: v != "0", 5)
+        waiting = wait_for(lambda n=node, q=queue: n.eval(waiting_pull_any(f"^{q}$")), lambda v: v == "1", 10)
+        assert waiting == "1", f"the pull-any on {node.name} is not waiting"
         client(ref.py[0]).push(queue, b"late", "text/plain")
         waiter.join(15)
         assert got and got[0] is not None and got[0].body == b"late", f"waiting pull-any on {node.name} got {got}"

@@ -15,9 +15,9 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
+from cluster_helpers import PyNode
 from lmq_reference import RefCluster, RefNode, reference_cluster, wait_for
 
 from pylmq.client import HttpClient, Message
@@ -48,12 +48,8 @@ def http(method: str, url: str, body: bytes | None = None, ctype: str = "text/pl
         return e.code, e.read()
 
 
-def client(node: RefNode | Any) -> HttpClient:
+def client(node: RefNode | PyNode) -> HttpClient:
     return HttpClient(node.url, request_timeout=30)
-
-
-def pylmq_url(ref: RefCluster) -> str:
-    return ref.py[0].url
 
 
 def assert_stats_ok_everywhere(ref: RefCluster, queue: str) -> None:

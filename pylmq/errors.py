@@ -8,6 +8,8 @@ mapping lives here and nowhere else.
 
 from __future__ import annotations
 
+import os
+
 
 class LMQError(Exception):
     """Base of every pylmq error."""
@@ -84,6 +86,27 @@ class StoreError(LMQError):
 
     reason = "store_error"
     http_status = 503
+
+
+class JournalCorrupt(StoreError):
+    """The durable store's journal is damaged where a crash cannot have torn it: the node
+    refuses to start rather than drop or resurrect messages. ``path`` and ``offset`` say where
+    the damage begins, ``end`` where the next valid record (or the file) begins."""
+
+    reason = "journal_corrupt"
+
+    def __init__(self, path: str, offset: int, end: int, what: str) -> None:
+        data_dir = os.path.dirname(path) or "."
+        super().__init__(
+            f"cannot recover {data_dir}: journal {path} is damaged at byte offset {offset} ({what}); refusing to start so that no message "
+            f"is lost or comes back. `pylmq journal check --data-dir {data_dir}` reports the damage, `pylmq journal "
+            f"repair --data-dir {data_dir}` keeps every valid record and saves the damaged bytes aside (in a release: "
+            f"bin/lmq check-journal, bin/lmq repair-journal)"
+        )
+        self.path = path
+        self.offset = offset
+        self.end = end
+        self.what = what
 
 
 class ShuttingDown(StoreError):

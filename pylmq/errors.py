@@ -98,10 +98,11 @@ class JournalCorrupt(StoreError):
     def __init__(self, path: str, offset: int, end: int, what: str) -> None:
         data_dir = os.path.dirname(path) or "."
         super().__init__(
-            f"cannot recover {data_dir}: journal {path} is damaged at byte offset {offset} ({what}); refusing to start so that no message "
-            f"is lost or comes back. `pylmq journal check --data-dir {data_dir}` reports the damage, `pylmq journal "
-            f"repair --data-dir {data_dir}` keeps every valid record and saves the damaged bytes aside (in a release: "
-            f"bin/lmq check-journal, bin/lmq repair-journal)"
+            f"cannot recover {data_dir}: journal {path} is damaged at byte offset {offset} ({what}); "
+            "refusing to start so that no message is lost or comes back. "
+            f"`pylmq journal check --data-dir {data_dir}` reports the damage, "
+            f"`pylmq journal repair --data-dir {data_dir}` keeps every valid record and saves the damaged "
+            "bytes aside (in a release: bin/lmq check-journal, bin/lmq repair-journal)"
         )
         self.path = path
         self.offset = offset

@@ -26,12 +26,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pylmq.errors import JournalCorrupt, StoreError
-from pylmq.store.journal import MAGIC, SEGMENT_NAME, Damage, Frame, JournalFormatError, SnapshotBegin, SnapshotEnd, scan
+from pylmq.store.journal import (
+    MAGIC,
+    SEGMENT_NAME,
+    Buffer,
+    Damage,
+    Frame,
+    JournalFormatError,
+    SnapshotBegin,
+    SnapshotEnd,
+    scan,
+)
 
 __all__ = [
     "Repaired",
     "SegmentReport",
     "check",
+    "check_buffer",
     "check_segment",
     "mapped",
     "refusal",
@@ -140,29 +151,34 @@ def mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
 def check_segment(path: Path, *, last: bool) -> SegmentReport:
     """Read a whole segment and judge its damage as start-up would."""
     with mapped(path) as buf:
-        report = SegmentReport(path, len(buf), last)
-        snapshot: tuple[int, int] | None = None
-        try:
-            for item in scan(buf):  # type: ignore[arg-type]  # an mmap is a buffer
-                if isinstance(item, Frame):
-                    report.records += 1
-                    if report.kept and report.kept[-1][1] == item.offset:
-                        report.kept[-1] = (report.kept[-1][0], item.end)
-                    else:
-                        report.kept.append((item.offset, item.end))
-                    if isinstance(item.record, SnapshotBegin):
-                        snapshot = (item.offset, item.end)
-                    elif isinstance(item.record, SnapshotEnd):
-                        snapshot = None
-                    continue
-                report.damages.append(item)
-                why = refusal(item, size=report.size, last=last, snapshot_at=None if snapshot is None else snapshot[0])
-                if why is not None:
-                    report.problems.append(JournalCorrupt(str(path), item.offset, item.end, why))
-        except JournalFormatError as e:
-            report.problems.append(JournalCorrupt(str(path), 0, report.size, str(e)))
-            report.foreign = True
-            return report
+        return check_buffer(buf, path, last=last)
+
+
+def check_buffer(buf: Buffer, path: Path, *, last: bool) -> SegmentReport:
+    """:func:`check_segment` on the bytes of ``path``."""
+    report = SegmentReport(path, len(buf), last)
+    snapshot: tuple[int, int] | None = None
+    try:
+        for item in scan(buf):
+            if isinstance(item, Frame):
+                report.records += 1
+                if report.kept and report.kept[-1][1] == item.offset:
+                    report.kept[-1] = (report.kept[-1][0], item.end)
+                else:
+                    report.kept.append((item.offset, item.end))
+                if isinstance(item.record, SnapshotBegin):
+                    snapshot = (item.offset, item.end)
+                elif isinstance(item.record, SnapshotEnd):
+                    snapshot = None
+                continue
+            report.damages.append(item)
+            why = refusal(item, size=report.size, last=last, snapshot_at=None if snapshot is None else snapshot[0])
+            if why is not None:
+                report.problems.append(JournalCorrupt(str(path), item.offset, item.end, why))
+    except JournalFormatError as e:
+        report.problems.append(JournalCorrupt(str(path), 0, report.size, str(e)))
+        report.foreign = True
+        return report
     if snapshot is not None:
         report.open_snapshot = snapshot
         report.problems.append(JournalCorrupt(str(path), snapshot[0], report.size, unterminated_snapshot(snapshot[0])))

@@ -534,7 +534,7 @@ class DurableStore(LocalStore):
     def _judge_damage(self, path: Path, reader: JournalReader, size: int) -> None:
         """The reader stopped at a bad frame: cut it if it is a torn tail, else refuse."""
         with mapped(path) as buf:
-            damage = damage_at(buf, reader.offset)  # type: ignore[arg-type]  # an mmap is a buffer
+            damage = damage_at(buf, reader.offset)
         assert damage is not None, "the reader stops only at a bad frame"
         why = refusal(damage, size=size, last=True, snapshot_at=reader.snapshot_at)
         if why is not None:

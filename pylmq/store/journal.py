@@ -26,6 +26,7 @@ then searches byte by byte, so a damaged frame's payload is not mistaken for fra
 
 from __future__ import annotations
 
+import mmap
 import re
 import struct
 import zlib
@@ -41,6 +42,7 @@ __all__ = [
     "MAGIC",
     "SEGMENT_NAME",
     "AppendRecord",
+    "Buffer",
     "Damage",
     "DefaultsRecord",
     "DeleteRecord",
@@ -318,8 +320,8 @@ class JournalReader:
 
 # -- damage: finding it and resynchronising after it ------------------------------------------------
 
-Buffer = bytes | bytearray | memoryview
-"""A whole segment's bytes (an ``mmap`` of the file does as well)."""
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+"""A whole segment's bytes."""
 
 
 class Frame(NamedTuple):

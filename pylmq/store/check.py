@@ -29,6 +29,7 @@ from pylmq.errors import JournalCorrupt, StoreError
 from pylmq.store.journal import (
     MAGIC,
     SEGMENT_NAME,
+    SNAPSHOT_BEGIN_FRAME,
     Buffer,
     Damage,
     Frame,
@@ -59,16 +60,19 @@ def segment_paths(data_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def refusal(damage: Damage, *, size: int, last: bool, snapshot_at: int | None) -> str | None:
-    """Why start-up must refuse this damage, or None for a torn tail it may cut.
+def refusal(damage: Damage, buf: Buffer, *, last: bool, snapshot_at: int | None) -> str | None:
+    """Why start-up must refuse this damage in segment ``buf``, or None for a torn tail it may cut.
 
     ``snapshot_at`` is the offset of a snapshot's begin marker read before the damage and not
     yet closed by its end marker.
     """
-    if damage.end < size:
+    if damage.end < len(buf):
         return f"{damage.reason}; valid records follow at offset {damage.end}"
     if snapshot_at is not None:
         return f"{damage.reason} inside the compaction snapshot that begins at offset {snapshot_at}"
+    if damage.offset == len(MAGIC) and SNAPSHOT_BEGIN_FRAME.startswith(bytes(buf[damage.offset : damage.end])):
+        # Only compaction writes this frame, and only into a segment it installs once whole.
+        return f"{damage.reason} in the begin marker of a compaction snapshot"
     if not last:
         return f"{damage.reason} in a segment that is not the last"
     return None
@@ -172,7 +176,7 @@ def check_buffer(buf: Buffer, path: Path, *, last: bool) -> SegmentReport:
                     snapshot = None
                 continue
             report.damages.append(item)
-            why = refusal(item, size=report.size, last=last, snapshot_at=None if snapshot is None else snapshot[0])
+            why = refusal(item, buf, last=last, snapshot_at=None if snapshot is None else snapshot[0])
             if why is not None:
                 report.problems.append(JournalCorrupt(str(path), item.offset, item.end, why))
     except JournalFormatError as e:

@@ -535,8 +535,8 @@ class DurableStore(LocalStore):
         """The reader stopped at a bad frame: cut it if it is a torn tail, else refuse."""
         with mapped(path) as buf:
             damage = damage_at(buf, reader.offset)
-        assert damage is not None, "the reader stops only at a bad frame"
-        why = refusal(damage, size=size, last=True, snapshot_at=reader.snapshot_at)
+            assert damage is not None, "the reader stops only at a bad frame"
+            why = refusal(damage, buf, last=True, snapshot_at=reader.snapshot_at)
         if why is not None:
             raise JournalCorrupt(str(path), damage.offset, damage.end, why)
         self._cut_tail(path, reader.offset, size)

@@ -41,6 +41,7 @@ from pylmq.core.props import DefaultList, RawProps
 __all__ = [
     "MAGIC",
     "SEGMENT_NAME",
+    "SNAPSHOT_BEGIN_FRAME",
     "AppendRecord",
     "Buffer",
     "Damage",
@@ -208,6 +209,10 @@ class Encoder:
             for msg in messages:
                 yield self.put(name, msg)
         yield self._frame(K_SNAPSHOT_END, ())
+
+
+SNAPSHOT_BEGIN_FRAME = Encoder()._frame(K_SNAPSHOT_BEGIN, ())
+"""The first frame of every segment that compaction writes (always the same bytes)."""
 
 
 # Identical metadata is shared by many records; decoding would otherwise allocate it per record.

@@ -96,7 +96,9 @@ class JournalCorrupt(StoreError):
     reason = "journal_corrupt"
 
     def __init__(self, path: str, offset: int, end: int, what: str) -> None:
-        data_dir = os.path.dirname(path) or "."
+        # Absolute: an operator reads it in a log, from whatever directory they work in.
+        path = os.path.abspath(path)
+        data_dir = os.path.dirname(path)
         super().__init__(
             f"cannot recover {data_dir}: journal {path} is damaged at byte offset {offset} ({what}); "
             "refusing to start so that no message is lost or comes back. "

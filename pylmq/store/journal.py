@@ -346,9 +346,15 @@ class Damage(NamedTuple):
     reason: str
 
 
-# A frame can only start where the byte after its length and CRC is a known kind: the regex
-# engine finds those positions in C, so a search through megabytes of damage stays quick.
-_CANDIDATE = re.compile(rb"(?=[\x00-\xff]{8}[\x01-\x09])")
+# How many fields each kind's payload array has (all fit msgpack's one-byte fixarray header).
+_FIELDS = {K_QUEUE: 2, K_DROP: 1, K_DEFAULTS: 1, K_PUT: 7, K_MOVE: 6, K_APPEND: 3, K_DELETE: 2}
+_FIELDS |= {K_SNAPSHOT_BEGIN: 0, K_SNAPSHOT_END: 0}
+# A frame can only start where the byte after its length and CRC is a known kind and the next
+# one the array header of that kind's payload: the regex engine finds those positions in C
+# (about 1 in 7,000 positions of random bytes), so only they cost a checksum.
+_CANDIDATE = re.compile(
+    b"(?=[\\x00-\\xff]{8}(?:" + b"|".join(re.escape(bytes([k, 0x90 + n])) for k, n in _FIELDS.items()) + b"))"
+)
 
 
 def frame_at(buf: Buffer, pos: int) -> Frame | tuple[str, int | None]:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -352,3 +354,17 @@ async def test_node_process_on_a_damaged_journal_exits_non_zero_naming_file_and_
     assert node.returncode == 1, node
     assert f"pylmq: cannot recover {s.data_dir}: journal {seg} is damaged at byte offset {hit.offset}" in node.stderr
     assert "pylmq ready" not in node.stdout
+
+
+async def test_checksummed_record_of_an_unknown_kind_mid_segment_refuses_with_its_offset(
+    open_store: OpenStore,
+) -> None:
+    s = await push_and_ack(open_store, pushed=4, acked=0)
+    seg = s.data_dir / "journal-00000001.log"
+    data = seg.read_bytes()
+    at = frames(seg)[2].offset
+    payload = b"\x90"
+    foreign = struct.pack("<IIB", 2, zlib.crc32(b"\x63" + payload), 0x63) + payload
+    seg.write_bytes(data[:at] + foreign + data[at:])
+    with pytest.raises(JournalCorrupt, match=f"damaged at byte offset {at} .*unknown record kind 99"):
+        await open_store(s.data_dir)

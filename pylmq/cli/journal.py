@@ -83,7 +83,12 @@ def run_repair(data_dir: Path, out: TextIO) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pylmq journal", description="Check or repair the durable store's journal.")
-    p.add_argument("action", choices=("check", "repair"))
+    p.add_argument(
+        "action",
+        choices=("check", "repair"),
+        help="check: report the damage (exit 0 clean, 1 damaged, 2 error); repair: keep every valid record, "
+        "save the damaged bytes aside (exit 0 once clean, 2 error)",
+    )
     p.add_argument("--data-dir", default="data", help="the durable store's directory (default data)")
     return p
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from operator import attrgetter
@@ -48,7 +49,8 @@ MAX_NAME_LENGTH = 255  # a queue name is an Erlang atom in the cluster (255 lati
 SELECTIONS = 256  # regexes whose selection is kept (least recently used go first)
 SELECTED_NAMES = 1_000_000  # names held by all kept selections together (~50 MiB)
 RECENT_NAMES = 4096  # queues created lately, which a kept selection has yet to look at
-SCAN_CHUNK = 256  # names matched (or queues tried) between two turns given to other tasks
+SCAN_CHUNK = 256  # queues tried by one pull-any between two turns given to other tasks
+SCAN_SLICE = 0.002  # seconds of regex matching between two turns given to other tasks
 
 
 def validate_name(name: Any) -> str:
@@ -219,16 +221,19 @@ class QueueManager:
         return True
 
     async def _scan(self, sel: _Selection) -> None:
-        """Match every existing name, SCAN_CHUNK at a time (a new queue found meanwhile is
-        matched by the catch-up that follows)."""
+        """Match every existing name, giving other tasks a turn every SCAN_SLICE seconds (by
+        time, not by count: a match costs from a microsecond to a millisecond by pattern). A
+        queue created meanwhile is matched by the catch-up that follows."""
         created, names = self._created, list(self._queues)
         search, found = sel.pattern.search, sel.names
-        for i in range(0, len(names), SCAN_CHUNK):
-            if i:
+        clock = time.perf_counter
+        until = clock() + SCAN_SLICE
+        for i, n in enumerate(names):
+            if search(n):
+                found[n] = None
+            if not i & 15 and clock() > until:
                 await asyncio.sleep(0)
-            for n in names[i : i + SCAN_CHUNK]:
-                if search(n):
-                    found[n] = None
+                until = clock() + SCAN_SLICE
         sel.synced = created
 
     def _keep(self, sel: _Selection) -> None:

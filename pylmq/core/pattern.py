@@ -27,14 +27,16 @@ __all__ = ["CACHE_SIZE", "MAX_MEMORY", "MAX_PATTERN_BYTES", "Pattern", "compile_
 MAX_PATTERN_BYTES: Final = 4096
 """A queue name has at most 255 bytes; 4 KiB still holds an alternation of ~200 names."""
 
-MAX_MEMORY: Final = 1 << 20
-"""RE2's memory budget per compiled pattern (program and DFA cache): a pattern needing more
-is refused ("pattern too large"), and a search that fills the DFA cache falls back to RE2's
-NFA, still linear. With :data:`CACHE_SIZE` it bounds the cache at 1 GiB in the very worst
-case; patterns people write take a few KiB each."""
+MAX_MEMORY: Final = 256 << 10
+"""RE2's memory budget per compiled pattern (program and DFA cache). A pattern whose program
+needs more is refused ("pattern too large": e.g. 22 times ``a{1000}``); a search that fills the
+DFA cache goes on in RE2's NFA, slower (about a millisecond for a 255-byte name and a pattern of
+a few KiB) but still linear. With :data:`CACHE_SIZE` it bounds the cache at 128 MiB when every
+pattern is built to exhaust it; patterns people write take 1-10 KiB."""
 
-CACHE_SIZE: Final = 1024
-"""Distinct patterns kept compiled (least recently used go first)."""
+CACHE_SIZE: Final = 512
+"""Distinct patterns kept compiled (least recently used go first): many more than clients use,
+and more than a default list holds (:data:`pylmq.core.props.MAX_DEFAULTS`)."""
 
 _UNSUPPORTED_HINT: Final = (
     "pylmq matches with RE2 (linear time): backreferences, lookarounds, \\Z, possessive "

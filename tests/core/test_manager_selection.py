@@ -94,7 +94,12 @@ async def test_fan_out_uses_the_selection_and_replies_in_name_order(
     assert searches.take() == 0
 
 
-async def test_the_first_scan_lets_other_clients_in_between(many: QueueManager) -> None:
+async def test_the_first_scan_lets_other_clients_in_between(
+    many: QueueManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The scan yields by time (a match costs a microsecond or a millisecond by pattern); with
+    # no time allowed it yields at every check, once per 16 names.
+    monkeypatch.setattr(manager_module, "SCAN_SLICE", 0.0)
     turns = 0
     done = asyncio.Event()
 
@@ -108,6 +113,26 @@ async def test_the_first_scan_lets_other_clients_in_between(many: QueueManager) 
     await asyncio.sleep(0)
     turns = 0
     await many.pull_any("^nothing-matches$", 0)
+    done.set()
+    await other
+    assert turns >= QUEUES // 16 - 1, f"the loop was given {turns} turns"
+
+
+async def test_a_pull_any_over_many_queues_lets_other_clients_in_between(many: QueueManager) -> None:
+    await many.pull_any("^q-", 0)  # the selection is made: what follows only tries the queues
+    turns = 0
+    done = asyncio.Event()
+
+    async def other_client() -> None:
+        nonlocal turns
+        while not done.is_set():
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_client())
+    await asyncio.sleep(0)
+    turns = 0
+    assert await many.pull_any("^q-", 0) is None
     done.set()
     await other
     assert turns >= QUEUES // manager_module.SCAN_CHUNK - 1, f"the loop was given {turns} turns"

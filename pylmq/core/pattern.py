@@ -25,7 +25,8 @@ from pylmq.errors import InvalidRegex
 __all__ = ["CACHE_SIZE", "MAX_MEMORY", "MAX_PATTERN_BYTES", "Pattern", "compile_pattern"]
 
 MAX_PATTERN_BYTES: Final = 4096
-"""A queue name has at most 255 bytes; 4 KiB still holds an alternation of ~200 names."""
+"""A queue name has at most 255 bytes; 4 KiB still holds an alternation of ~330 names like
+``queue-00042``."""
 
 MAX_MEMORY: Final = 256 << 10
 """RE2's memory budget per compiled pattern (program and DFA cache). A pattern whose program

@@ -325,21 +325,22 @@ class QueueManager:
             return None
         loop = asyncio.get_running_loop()
         waiter = Waiter(loop.create_future())
-        if sel is not None:
-            self._any_waiters[waiter] = sel.pattern
-            # From now on _attach adds the waiter to new queues; those created while the store
-            # was asked above are found by bringing the selection up to date.
-            queues = await self._select(sel)
-        for i, q in enumerate(queues):
-            if i and not i % SCAN_CHUNK:
-                await asyncio.sleep(0)
-                if not waiter.live:
-                    break
-            q.add_waiter(waiter)
-        if sel is None and not waiter.queues:
-            waiter.finish(None)  # its queue was deleted while the store was asked
         timer = loop.call_later(timeout, waiter.finish, None) if timeout is not None else None
+        # Registering may yield (many queues): a client that leaves meanwhile is cleaned up below.
         try:
+            if sel is not None:
+                self._any_waiters[waiter] = sel.pattern
+                # From now on _attach adds the waiter to new queues; those created while the
+                # store was asked above are found by bringing the selection up to date.
+                queues = await self._select(sel)
+            for i, q in enumerate(queues):
+                if i and not i % SCAN_CHUNK:
+                    await asyncio.sleep(0)
+                    if not waiter.live:
+                        break
+                q.add_waiter(waiter)
+            if sel is None and not waiter.queues:
+                waiter.finish(None)  # its queue was deleted while the store was asked
             delivery = await waiter.future
         except asyncio.CancelledError:
             # The client went away. A message already taken for it goes back, retry intact.

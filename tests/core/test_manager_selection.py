@@ -138,6 +138,24 @@ async def test_a_pull_any_over_many_queues_lets_other_clients_in_between(many: Q
     assert turns >= QUEUES // manager_module.SCAN_CHUNK - 1, f"the loop was given {turns} turns"
 
 
+async def test_a_pull_any_cancelled_while_it_registers_leaves_no_waiter_behind(many: QueueManager) -> None:
+    await many.pull_any("^q-", 0)  # the selection is made: the pull below only registers
+    waiting = asyncio.create_task(many.pull_any("^q-", None))
+    for _ in range(1000):  # past the queues tried at once, into the registration
+        await asyncio.sleep(0)
+        if many._any_waiters:
+            break
+    assert many._any_waiters and not waiting.done()
+    await asyncio.sleep(0)  # registration yields every SCAN_CHUNK queues: cancel it midway
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert not many._any_waiters
+    await many.push("q-00001", make_item(b"for a live client"))
+    d = await many.pull("q-00001", 0)
+    assert d is not None and d.message.content[1] == b"for a live client"
+
+
 async def test_a_selection_left_far_behind_is_made_again(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(manager_module, "RECENT_NAMES", 8)
     m = await _manager(10)

@@ -121,7 +121,8 @@ class Queue:
     # -- client operations ------------------------------------------------------------------
 
     async def push(self, item: Item) -> AccumResult:
-        result = await self.store.enqueue(self.name, item, self.props.retry, self.props.accum)
+        props = self.props
+        result = await self.store.enqueue(self.name, item, props.retry, props.accum)
         # The message is in the store from here on, whether or not its client waits for the
         # commit: waiters learn of it now (a delivery waits for the commit itself).
         if self.observer is not None:

@@ -191,10 +191,17 @@ class QueueManager:
     async def _select(self, sel: _Selection) -> list[Queue]:
         """Bring ``sel`` up to date and return its queues. Queues created since it was last
         used are matched one by one; only a selection just made (or left behind by more than
-        RECENT_NAMES new queues) matches every name, in chunks between which other clients are
-        served. A selection is kept only once complete."""
-        while not self._catch_up(sel):
-            await self._scan(sel)
+        RECENT_NAMES new queues) matches every name. A selection is kept only once complete."""
+        while sel.synced != self._created:
+            created = self._created
+            behind = created - sel.synced
+            if behind > len(self._recent):
+                names = list(self._queues)
+            else:
+                names = list(itertools.islice(self._recent, len(self._recent) - behind, None))
+            # Queues created while this runs are matched in the next round.
+            await self._match_names(sel, names)
+            sel.synced = created
         queues: list[Queue] = []
         gone: list[str] = []
         for n in sel.names:
@@ -208,33 +215,19 @@ class QueueManager:
         self._keep(sel)
         return queues
 
-    def _catch_up(self, sel: _Selection) -> bool:
-        """Match the queues created since ``sel`` was synced; False if too many to know."""
-        behind = self._created - sel.synced
-        if behind > len(self._recent):
-            return False
-        if behind:
-            for n in itertools.islice(self._recent, len(self._recent) - behind, None):
-                if n in self._queues and sel.pattern.search(n):
-                    sel.names[n] = None
-            sel.synced = self._created
-        return True
-
-    async def _scan(self, sel: _Selection) -> None:
-        """Match every existing name, giving other tasks a turn every SCAN_SLICE seconds (by
-        time, not by count: a match costs from a microsecond to a millisecond by pattern). A
-        queue created meanwhile is matched by the catch-up that follows."""
-        created, names = self._created, list(self._queues)
-        search, found = sel.pattern.search, sel.names
+    async def _match_names(self, sel: _Selection, names: list[str]) -> None:
+        """Add the names that match to ``sel``, giving other tasks a turn every SCAN_SLICE
+        seconds (by time, not by count: a match costs from a microsecond to a millisecond by
+        pattern)."""
+        search, found, queues = sel.pattern.search, sel.names, self._queues
         clock = time.perf_counter
         until = clock() + SCAN_SLICE
         for i, n in enumerate(names):
-            if search(n):
+            if n in queues and search(n):
                 found[n] = None
             if not i & 15 and clock() > until:
                 await asyncio.sleep(0)
                 until = clock() + SCAN_SLICE
-        sel.synced = created
 
     def _keep(self, sel: _Selection) -> None:
         """Keep ``sel`` (or count its new size), then drop the least recently used selections

@@ -19,6 +19,7 @@ from pylmq.errors import InvalidProps, InvalidRegex
 __all__ = [
     "DEFAULT_PROPS",
     "MAX_DEFAULTS",
+    "MAX_DEFAULTS_BYTES",
     "MAX_RETRY",
     "MAX_SECONDS",
     "DefaultList",
@@ -73,6 +74,11 @@ its name, so one lookup may run every regex of the list (an RE2 match costs micr
 Python: 256 stay within a few milliseconds), and the list's patterns all fit the compile cache
 (:data:`pylmq.core.pattern.CACHE_SIZE`)."""
 
+MAX_DEFAULTS_BYTES = 16 << 10
+"""The default list's regexes together (UTF-8). A regex whose RE2 DFA cache overflows is
+searched by RE2's NFA, about a millisecond per few KiB of pattern: the total bounds a lookup,
+which runs on the loop, at a few milliseconds too."""
+
 
 def _number(key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -124,11 +130,16 @@ def parse_default_list(obj: Any, *, accum_key: str = "accum") -> DefaultList:
     if len(obj) > MAX_DEFAULTS:
         raise InvalidProps(f"the default list has {len(obj)} entries, more than the limit of {MAX_DEFAULTS}")
     out: DefaultList = []
+    size = 0
     for entry in obj:
         if not isinstance(entry, list | tuple) or len(entry) != 2:
             raise InvalidProps(f"each default entry must be [regex, props], got {entry!r}")
         regex, props = entry
-        out.append((compile_pattern(regex).text, parse_props(props, accum_key=accum_key)))
+        text = compile_pattern(regex).text
+        size += len(text.encode("utf-8"))
+        if size > MAX_DEFAULTS_BYTES:
+            raise InvalidProps(f"the default list's regexes take more than the limit of {MAX_DEFAULTS_BYTES} bytes")
+        out.append((text, parse_props(props, accum_key=accum_key)))
     return out
 
 

@@ -7,7 +7,7 @@ import json
 import time
 
 from pylmq.core.pattern import MAX_PATTERN_BYTES
-from pylmq.core.props import MAX_DEFAULTS
+from pylmq.core.props import MAX_DEFAULTS, MAX_DEFAULTS_BYTES
 
 JSON_CT = {"Content-Type": "application/json"}
 # 25 "a" and a "!": a backtracking engine needs seconds for (a+)+$ here, twice that per "a" more.
@@ -100,3 +100,12 @@ async def test_a_default_list_over_the_size_limit_is_a_400_and_nothing_is_stored
     assert (await api.request("GET", "/properties")).json() == []
     assert (await _put_defaults(api, entries[:MAX_DEFAULTS]))[0] == 204
     assert len((await api.request("GET", "/properties")).json()) == MAX_DEFAULTS
+
+
+async def test_a_default_list_whose_regexes_are_too_long_together_is_a_400(api) -> None:
+    unit = MAX_PATTERN_BYTES - 10
+    entries = [[f"^{i:04d}" + "a" * (unit - 5), {"retry": 1}] for i in range(MAX_DEFAULTS_BYTES // unit + 1)]
+    status, doc = await _put_defaults(api, entries)
+    assert status == 400 and doc is not None and str(MAX_DEFAULTS_BYTES) in doc["detail"], doc
+    assert (await api.request("GET", "/properties")).json() == []
+    assert (await _put_defaults(api, entries[:-1]))[0] == 204

@@ -118,6 +118,31 @@ async def test_the_first_scan_lets_other_clients_in_between(
     assert turns >= QUEUES // 16 - 1, f"the loop was given {turns} turns"
 
 
+async def test_matching_the_queues_created_since_lets_other_clients_in_between(
+    many: QueueManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(manager_module, "SCAN_SLICE", 0.0)
+    await many.pull_any("^late-", 0)
+    for i in range(2000):
+        await many.ensure(f"late-{i}")
+    turns = 0
+    done = asyncio.Event()
+
+    async def other_client() -> None:
+        nonlocal turns
+        while not done.is_set():
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_client())
+    await asyncio.sleep(0)
+    turns = 0
+    assert len(await many.match("^late-")) == 2000
+    done.set()
+    await other
+    assert turns >= 2000 // 16 - 1, f"the loop was given {turns} turns"
+
+
 async def test_a_pull_any_over_many_queues_lets_other_clients_in_between(many: QueueManager) -> None:
     await many.pull_any("^q-", 0)  # the selection is made: what follows only tries the queues
     turns = 0

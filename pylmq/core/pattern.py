@@ -22,7 +22,7 @@ import re2
 
 from pylmq.errors import InvalidRegex
 
-__all__ = ["CACHE_SIZE", "MAX_MEMORY", "MAX_PATTERN_BYTES", "Pattern", "compile_pattern"]
+__all__ = ["CACHE_SIZE", "MAX_MEMORY", "MAX_PATTERN_BYTES", "Pattern", "cache_info", "compile_pattern", "pattern_text"]
 
 MAX_PATTERN_BYTES: Final = 4096
 """A queue name has at most 255 bytes; 4 KiB still holds an alternation of ~330 names like

@@ -91,6 +91,7 @@ class Cluster:
         self.refresh_interval = refresh_interval
         self.sub_node: str | None = None
         self.db_nodes: set[str] = set()  # every Erlang db node seen since the join
+        self.cluster_db_nodes: list[str] = []  # Mnesia's db_nodes at the last refresh, sorted
         self.running: list[str] = []  # Erlang peers serving: running db nodes we are connected to
         self.python_nodes: dict[str, bool] = {}  # other pylmq members -> connected
         self.event_nodes: set[str] = set()  # nodes that announced themselves with join_node
@@ -119,6 +120,11 @@ class Cluster:
         if self.mode == CLUSTER:
             active |= set(self.running) | {n for n, up in self.python_nodes.items() if up}
         return sorted(every), sorted(active)
+
+    def node_lists(self) -> tuple[list[str], list[str]]:
+        """What an Erlang node's ``/stats`` lists: Mnesia's db nodes and the running ones (those
+        this node reaches; a node down leaves at once, see :meth:`_on_nodedown`)."""
+        return list(self.cluster_db_nodes), sorted(self.running)
 
     # ------------------------------------------------------------------ PeerLink (for the store)
 
@@ -325,7 +331,8 @@ class Cluster:
         db = await self.dist.rpc(node, "mnesia", "system_info", [A("db_nodes")], CALL_TIMEOUT)
         if not isinstance(running, list) or not isinstance(db, list):
             raise ClusterError(f"{node} answered running_db_nodes {running!r}, db_nodes {db!r}")
-        self.db_nodes |= {n.name for n in db if isinstance(n, Atom)}
+        self.cluster_db_nodes = sorted(n.name for n in db if isinstance(n, Atom))
+        self.db_nodes |= set(self.cluster_db_nodes)
         serving = []
         for n in sorted(x.name for x in running if isinstance(x, Atom)):
             if n not in self.running:

@@ -61,6 +61,11 @@ class Store(Protocol):
 
     async def set_default_props(self, defaults: DefaultList) -> None: ...
 
+    def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
+        """(all nodes, active nodes) of the cluster whose tables this store serves, as LMQ's
+        ``/stats`` lists them; None while the store is this node's own."""
+        ...
+
     # -- messages -----------------------------------------------------------------------------
 
     async def enqueue(self, name: str, item: Item, retry: Retry, accum: float) -> AccumResult: ...

@@ -45,6 +45,9 @@ class LocalStore:
 
     # -- queues and properties ------------------------------------------------------------------
 
+    def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
+        return None
+
     def queue_names(self) -> list[str]:
         return list(self.tables)
 

@@ -110,6 +110,10 @@ class PeerLink(Protocol):
         """The default props were set through this node: every Erlang queue process reloads."""
         ...
 
+    def node_lists(self) -> tuple[list[str], list[str]]:
+        """(the cluster's Mnesia db nodes, those running that this node reaches), sorted."""
+        ...
+
 
 class _Unknown(Exception):
     """The call was sent and its peer died or went silent: its outcome is unknown."""
@@ -236,6 +240,11 @@ class MnesiaStore:
         return result
 
     # -- queues and properties -------------------------------------------------------------------
+
+    def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
+        # LMQ lists Mnesia's db nodes: Erlang nodes only. A pylmq node is hidden and holds no
+        # table copy, so it lists itself only while it serves alone.
+        return self._link().node_lists() if self.mode == CLUSTER else None
 
     def queue_names(self) -> list[str]:
         if self.mode != CLUSTER:

@@ -45,6 +45,9 @@ class LocalStore:
 
     # -- queues and properties ------------------------------------------------------------------
 
+    def check_props(self, props: RawProps) -> None:
+        return None  # every value parse_props lets through is served here
+
     def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
         return None
 

@@ -329,7 +329,12 @@ _ACCUM_RESPONSES = {r: Response(200, _JSON_HEAD, _dumps({"accum": r}).encode()) 
 
 def stats_document(manager: QueueManager, metrics: StatsSource | None, node: str) -> dict[str, Any]:
     """LMQ's ``/stats`` shape: node lists, then per queue its meters, size, memory, nodes, props
-    (as LMQ stores them: accum in milliseconds, unlike GET /properties)."""
+    (as LMQ stores them: accum in milliseconds, unlike GET /properties).
+
+    In a cluster the node lists are the cluster's, as every Erlang node reports them: all and
+    running db nodes, and per queue the running ones (LMQ keeps a copy of every queue table on
+    every db node). Alone, the node lists itself."""
+    every, active = manager.store.cluster_nodes() or ([node], [node])
     queues: dict[str, Any] = {}
     for q in manager.status():
         entry: dict[str, Any] = {}
@@ -337,13 +342,13 @@ def stats_document(manager: QueueManager, metrics: StatsSource | None, node: str
             entry["stats"] = (metrics.stats(q["name"]) or _NO_STATS).to_json()
         entry["size"] = q["size"]
         entry["memory"] = q["memory"]
-        entry["nodes"] = [node]
+        entry["nodes"] = active
         props = export_props(q["props"])
         # LMQ prints the stored property list here, accum in whole milliseconds.
         props["accum"] = round(q["props"].accum * 1000)
         entry["props"] = props
         queues[q["name"]] = entry
-    return {"active_nodes": [node], "all_nodes": [node], "queues": queues}
+    return {"active_nodes": active, "all_nodes": every, "queues": queues}
 
 
 class HttpApi:

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -64,7 +65,7 @@ from pylmq.core.manager import QueueManager
 from pylmq.dist import Atom, Node, Process
 from pylmq.dist.terms import Export, Pid, Term
 from pylmq.errors import ClusterError, DistError
-from pylmq.store.mnesia import CLUSTER, LOCAL, MnesiaStore
+from pylmq.store.mnesia import CLUSTER, ERLANG_INT_MAX, LOCAL, MnesiaStore, erlang_props_problem
 
 __all__ = ["Cluster"]
 
@@ -91,6 +92,7 @@ class Cluster:
         self.refresh_interval = refresh_interval
         self.sub_node: str | None = None
         self.db_nodes: set[str] = set()  # every Erlang db node seen since the join
+        self.cluster_db_nodes: list[str] = []  # Mnesia's db_nodes at the last refresh, sorted
         self.running: list[str] = []  # Erlang peers serving: running db nodes we are connected to
         self.python_nodes: dict[str, bool] = {}  # other pylmq members -> connected
         self.event_nodes: set[str] = set()  # nodes that announced themselves with join_node
@@ -119,6 +121,11 @@ class Cluster:
         if self.mode == CLUSTER:
             active |= set(self.running) | {n for n, up in self.python_nodes.items() if up}
         return sorted(every), sorted(active)
+
+    def node_lists(self) -> tuple[list[str], list[str]]:
+        """What an Erlang node's ``/stats`` lists: Mnesia's db nodes and the running ones (those
+        this node reaches; a node down leaves at once, see :meth:`_on_nodedown`)."""
+        return list(self.cluster_db_nodes), sorted(self.running)
 
     # ------------------------------------------------------------------ PeerLink (for the store)
 
@@ -210,6 +217,13 @@ class Cluster:
             self.python_nodes.clear()
             await self._refresh_members()
             await self._resync()
+            problem = self._unservable_seed()
+            if problem is not None:
+                self._end_subscriber()
+                self.sub_node, self.running, self.cluster_db_nodes = None, [], []
+                self.db_nodes.clear()
+                self.python_nodes.clear()
+                raise ClusterError(f"cannot join {node}: {problem}")
             seeded = await self._seed_cluster()
             await self.store.clear_local()
             self.store.become_cluster(self)
@@ -276,6 +290,22 @@ class Cluster:
 
     # ------------------------------------------------------------------ seeding the cluster
 
+    def _unservable_seed(self) -> str | None:
+        """Props :meth:`_seed_cluster` would write that the Erlang nodes cannot serve (retry
+        infinity): the join is refused before anything is written, and the operator sets them
+        right here first. Props the cluster already has for a queue win and are not checked."""
+        local, mirror = self.store.local, self.store.mirror
+        if not mirror.defaults:
+            for regex, props in local.default_props():
+                if (problem := erlang_props_problem(props)) is not None:
+                    return f"this node's default props of {regex!r:.60}: {problem}"
+        for name in local.queue_names():
+            if name not in mirror.queue_props:
+                problem = erlang_props_problem(local.queue_props(name) or {})
+                if problem is not None:
+                    return f"this node's queue {name!r:.60}: {problem}"
+        return None
+
     async def _seed_cluster(self) -> int:
         """The Python side's data into the cluster: what the cluster lacks (module docstring)."""
         node = self.sub_node
@@ -285,7 +315,7 @@ class Cluster:
             term = default_list_to_term(local.default_props())
             await self.dist.rpc(node, "lmq_lib", "set_lmq_info", [A("default_props"), term], CALL_TIMEOUT)
             await self.defaults_changed()
-        written = 0
+        written = clamped = 0
         for name in local.queue_names():
             atom = name_to_atom(name)
             if name not in mirror.queue_props:
@@ -297,6 +327,11 @@ class Cluster:
             for msg in local.messages(name):
                 if msg.id[1] in have:
                     continue
+                if msg.retry is None:
+                    # Pushed with retry infinity, which an Erlang node cannot deliver; as many
+                    # retries as it can hold never run out either.
+                    msg = dataclasses.replace(msg, retry=ERLANG_INT_MAX)
+                    clamped += 1
                 result = await self.dist.rpc(node, "mnesia", "dirty_write", [atom, message_to_term(msg)], CALL_TIMEOUT)
                 if result is not OK:
                     raise ClusterError(
@@ -305,6 +340,8 @@ class Cluster:
                 written += 1
             if local.messages(name):
                 self.pushed(name)  # records written behind the queue processes' backs: wake pullers
+        if clamped:
+            log.warning("%d messages with retry infinity put into the cluster with retry %d", clamped, ERLANG_INT_MAX)
         return written
 
     # ------------------------------------------------------------------ membership
@@ -325,7 +362,8 @@ class Cluster:
         db = await self.dist.rpc(node, "mnesia", "system_info", [A("db_nodes")], CALL_TIMEOUT)
         if not isinstance(running, list) or not isinstance(db, list):
             raise ClusterError(f"{node} answered running_db_nodes {running!r}, db_nodes {db!r}")
-        self.db_nodes |= {n.name for n in db if isinstance(n, Atom)}
+        self.cluster_db_nodes = sorted(n.name for n in db if isinstance(n, Atom))
+        self.db_nodes |= set(self.cluster_db_nodes)
         serving = []
         for n in sorted(x.name for x in running if isinstance(x, Atom)):
             if n not in self.running:

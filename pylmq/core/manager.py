@@ -398,6 +398,9 @@ class QueueManager:
 
     async def update_props(self, name: str, props: RawProps | None, *, merge: bool = True) -> Props:
         """Merge ``props`` into the queue's own properties; ``None`` resets them."""
+        if props:
+            # Before the queue is created: props the store refuses must leave no queue behind.
+            self.store.check_props(props)
         q = await self.ensure(name)
         own = self.store.queue_props(name) or {}
         new = {} if props is None else (merge_props(own, props) if merge else dict(props))

@@ -41,6 +41,9 @@ timeout) after the call was sent, so that its outcome is unknown:
   the same delivery, and in both the message's fate is what LMQ gives it anyway.
 - ``create``/``delete``/props/default props are idempotent and are retried.
 
+In the cluster the store refuses props the Erlang nodes cannot serve (:func:`erlang_props_problem`),
+before anything reaches Mnesia: they would store them, then fail on every request that shows them.
+
 A dequeue that finds nothing although the mirror shows a deliverable first record (the mirror
 lags the cluster by an event, or this host's clock runs ahead of the peer's) holds the queue:
 :meth:`MnesiaStore.waittime` reports a short wait (doubling up to a second) until the mirror
@@ -67,10 +70,19 @@ from pylmq.core.message import Item, Message, Retry
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult
 from pylmq.dist.terms import Atom, Term
-from pylmq.errors import ClusterError, NodeDown, RemoteError
+from pylmq.errors import ClusterError, InvalidProps, NodeDown, RemoteError
 from pylmq.store.local import LocalStore
 
-__all__ = ["CLUSTER", "LOCAL", "MODES", "STANDALONE", "MnesiaStore", "PeerLink"]
+__all__ = [
+    "CLUSTER",
+    "ERLANG_INT_MAX",
+    "LOCAL",
+    "MODES",
+    "STANDALONE",
+    "MnesiaStore",
+    "PeerLink",
+    "erlang_props_problem",
+]
 
 log = logging.getLogger("pylmq.store.mnesia")
 
@@ -82,6 +94,34 @@ NO_QUEUE = (ERROR, A("no_queue_exists"))
 ACCUM_REPLY = {OK: "no", (A("accum"), A("new")): "new", (A("accum"), A("yes")): "yes"}
 RPC_TIMEOUT = 30.0
 HOLD_FIRST, HOLD_MAX = 0.05, 1.0
+# jsonx, LMQ's JSON encoder, fails on larger integers (no_match): an Erlang node holding one in a
+# queue's props answers GET /stats and GET /properties with 500. Its msgpack wraps past 2**64.
+ERLANG_INT_MAX = 2**63 - 1
+
+
+def erlang_props_problem(props: RawProps) -> str | None:
+    """Why the Erlang LMQ nodes of a cluster could not serve these (valid) props, or None.
+
+    ``retry`` infinity: LMQ's own APIs accept only integers, and its HTTP pull fails on a message
+    whose retry is the atom (``integer_to_binary(infinity)``: 500, the message stays in processing
+    and comes back after every timeout). Integers as Mnesia holds them (accum in ms) must fit jsonx.
+    """
+    retry = props.get("retry", 0)
+    if retry is None:
+        return (
+            'retry "infinity" cannot be served by the Erlang LMQ nodes of this cluster'
+            " (their HTTP pull fails on it); set a number of retries"
+        )
+    stored = {
+        "retry": retry,
+        "accum": round(float(props.get("accum", 0)) * 1000),
+        "timeout": props.get("timeout", 0),
+    }
+    for key, value in stored.items():
+        if value > ERLANG_INT_MAX:
+            limit = ERLANG_INT_MAX if key != "accum" else ERLANG_INT_MAX / 1000
+            return f"{key} {props[key]!r} cannot be served by the Erlang LMQ nodes of this cluster (at most {limit:g})"
+    return None
 
 
 class PeerLink(Protocol):
@@ -108,6 +148,10 @@ class PeerLink(Protocol):
 
     async def defaults_changed(self) -> None:
         """The default props were set through this node: every Erlang queue process reloads."""
+        ...
+
+    def node_lists(self) -> tuple[list[str], list[str]]:
+        """(the cluster's Mnesia db nodes, those running that this node reaches), sorted."""
         ...
 
 
@@ -237,6 +281,15 @@ class MnesiaStore:
 
     # -- queues and properties -------------------------------------------------------------------
 
+    def check_props(self, props: RawProps) -> None:
+        if self.mode == CLUSTER and (problem := erlang_props_problem(props)) is not None:
+            raise InvalidProps(problem)
+
+    def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
+        # LMQ lists Mnesia's db nodes: Erlang nodes only. A pylmq node is hidden and holds no
+        # table copy, so it lists itself only while it serves alone.
+        return self._link().node_lists() if self.mode == CLUSTER else None
+
     def queue_names(self) -> list[str]:
         if self.mode != CLUSTER:
             return self.local.queue_names()
@@ -270,6 +323,7 @@ class MnesiaStore:
             self.mirror.queue_props.setdefault(name, {})
             await self._link().queue_created(name, None)
             return True
+        self.check_props(props)
         term = props_to_term(props)
         self._check("create", (await self._call("create", [atom, term], retry_unknown=True))[0])
         self.mirror.queue_props[name] = dict(props)
@@ -295,6 +349,9 @@ class MnesiaStore:
     async def set_default_props(self, defaults: DefaultList) -> None:
         if self.mode != CLUSTER:
             return await self.local.set_default_props(defaults)
+        for regex, props in defaults:
+            if (problem := erlang_props_problem(props)) is not None:
+                raise InvalidProps(f"default props of {regex!r:.60}: {problem}")
         term = default_list_to_term(defaults)
         self._check(
             "set_lmq_info", (await self._call("set_lmq_info", [A("default_props"), term], retry_unknown=True))[0]

@@ -86,6 +86,13 @@ class StoreError(LMQError):
     http_status = 503
 
 
+class StoreFull(StoreError):
+    """The store refuses changes for now: its journal or its disk is near a limit (see the
+    node's log); what it answered before is kept. Try again later."""
+
+    reason = "store_full"
+
+
 class ShuttingDown(StoreError):
     reason = "shutting_down"
 

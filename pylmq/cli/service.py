@@ -39,6 +39,8 @@ def node_options(s: Settings) -> NodeOptions:
         data_dir=s.data_dir,
         fsync=s.fsync,
         fsync_interval=s.fsync_interval / 1000.0,
+        journal_max_bytes=s.journal_max_bytes,
+        disk_reserve_bytes=s.disk_reserve_bytes,
         node_name=s.node_name or "nonode@nohost",
     )
 

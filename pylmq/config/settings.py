@@ -50,6 +50,8 @@ class Settings:
     data_dir: Path = Path("data")
     fsync: FsyncPolicy = "interval"  # pylmq.store.durable.DEFAULT_FSYNC
     fsync_interval: int = 1000  # ms, for fsync=interval
+    journal_max_bytes: int = 1 << 30  # durable store: pushes refused past it while compaction fails
+    disk_reserve_bytes: int = 64 << 20  # durable store: pushes refused below this much free space
     vm_env: Mapping[str, str] = field(default_factory=dict)  # -env VAR VALUE from vm.args
     # Things read but without effect in pylmq (Erlang VM flags, InfluxDB, ...): for the log.
     notices: tuple[str, ...] = ()
@@ -60,6 +62,7 @@ _SCALAR_TYPES: dict[str, type] = {
     "http_host": str, "http_port": int, "rpc_host": str, "rpc_port": int, "node_name": str,
     "cookie": str, "hidden": bool, "net_ticktime": int, "stats_interval": int, "statsd_host": str,
     "statsd_port": int, "join": str, "log_dir": Path, "data_dir": Path, "fsync_interval": int,
+    "journal_max_bytes": int, "disk_reserve_bytes": int,
 }  # fmt: skip
 _CHOICES: dict[str, tuple[str, ...]] = {
     "name_mode": get_args(NameMode),
@@ -67,6 +70,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "fsync": get_args(FsyncPolicy),
 }
 _PORTS = ("http_port", "rpc_port", "statsd_port")
+_PYLMQ_KEYS = ("store", "data_dir", "fsync", "fsync_interval", "rpc_host", "log_dir", "journal_max_bytes",
+               "disk_reserve_bytes")  # fmt: skip
 # Override keys that are not Settings fields.
 _EXTRA_OVERRIDES = ("cookie_file",)
 
@@ -162,11 +167,12 @@ def _apply_app(app: str, props: dict[str, Term], acc: dict[str, Any], notices: l
             else:
                 notices.append(f"{kw}: not used by pylmq; ignored")
         elif app == "pylmq":
-            if key in ("store", "data_dir", "fsync", "fsync_interval", "rpc_host", "log_dir"):
+            if key in _PYLMQ_KEYS:
                 acc[key] = _coerce(key, value, kw)
+                if key in ("journal_max_bytes", "disk_reserve_bytes") and acc[key] < 0:
+                    raise ConfigError(f"{kw}: {key} must be a number of bytes >= 0, got {acc[key]}")
             else:
-                raise ConfigError(f"{kw}: unknown pylmq setting (known: store, data_dir, fsync, "
-                                  "fsync_interval, rpc_host, log_dir)")  # fmt: skip
+                raise ConfigError(f"{kw}: unknown pylmq setting (known: {', '.join(_PYLMQ_KEYS)})")
 
 
 def _read_app_config(path: Path, acc: dict[str, Any], notices: list[str], depth: int = 0) -> None:

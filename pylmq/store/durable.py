@@ -27,6 +27,13 @@ records that came meanwhile, syncs, renames it into place and drops the old segm
 highest-numbered segment always holds the whole state. Recovery replays that segment and cuts a
 torn tail (saved aside as ``journal-NNNNNNNN.log.torn``).
 
+Failures and limits (docs/decisions/store-failures.md): a write or sync that fails stops all
+writing and refuses changes (503) until the tables could be written whole as a new segment,
+tried again with back-off; a compaction that fails is tried again with back-off. Near a limit
+(the journal past ``journal_max_bytes`` while compaction fails, free space below
+``disk_reserve_bytes``) pushes and new queues are refused with ``store_full``; past it, every
+change is, so the journal neither grows for ever nor meets a full disk.
+
 Why a journal rather than SQLite (``python -m bench.store_journal``): the in-process tables are
 needed anyway (LMQ's rules in O(log n) on a heap and an index), so the question is only how to
 make their mutations durable. With one transaction per group commit, SQLite in WAL mode keeps up

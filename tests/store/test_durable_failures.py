@@ -9,6 +9,7 @@ import errno
 import logging
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -181,6 +182,43 @@ async def test_failing_compaction_backs_off_refuses_pushes_past_the_limit_and_re
     s2 = await open_store(s.data_dir)
     assert state_of(s2) == before
     assert contents(s2) == [b"after"] and s2.queue_props("bad") == {"retry": 3}
+
+
+async def test_compaction_failing_on_io_is_retried_and_the_journal_goes_on_meanwhile(open_store: OpenStore) -> None:
+    class SnapshotWritesFail(FaultyIO):
+        def write(self, fd: int, data: bytes | bytearray | memoryview) -> None:
+            # Journal groups are written on the loop's thread, snapshots in a thread of their own.
+            if self.write_errno is not None and threading.current_thread() is not threading.main_thread():
+                self.failed_writes += 1
+                raise OSError(self.write_errno, os.strerror(self.write_errno))
+            JournalIO.write(self, fd, data)
+
+    io = SnapshotWritesFail()
+    io.write_errno = errno.EIO
+    s = await open_store(
+        io=io, fsync="none", compact_min_bytes=8 << 10, disk_reserve_bytes=0, retry_initial=0.02, retry_max=0.04
+    )
+    await push(s, b"kept")
+    for _ in range(3000):
+        await cycle(s)
+        await asyncio.sleep(0)
+        if s.stats.compaction_failures >= 3:
+            break
+    assert s.stats.compaction_failures >= 3 and s.stats.compactions == 0
+    assert s.stats.state == "ok", "a failed compaction alone refuses nothing below the journal's limit"
+    io.write_errno = None
+    for _ in range(500):
+        if s.stats.compactions:
+            break
+        await cycle(s)
+        await asyncio.sleep(0.01)
+    assert s.stats.compactions >= 1 and s.stats.compaction_failures == 0
+    await push(s, b"after")
+    before = state_of(s)
+    await s.close()
+    assert not list(s.data_dir.glob("*.tmp")), "a failed snapshot was left behind"
+    s2 = await open_store(s.data_dir)
+    assert state_of(s2) == before and contents(s2) == [b"after", b"kept"]
 
 
 async def test_journal_far_past_its_limit_fails_the_store_until_compaction_succeeds(open_store: OpenStore) -> None:

@@ -6,7 +6,7 @@ EXTRAS ?= test,spark
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 PYTEST_ARGS ?=
 
-.PHONY: run rel test lint check pytest deps erlang java interop statsd bench clean
+.PHONY: run rel test lint check pytest deps tools erlang java interop statsd bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,17 +16,20 @@ $(STAMP): pyproject.toml
 
 deps: $(STAMP)
 
-# Interop tests need a real Erlang/OTP; install Debian's when it is missing.
-erlang:
-	@command -v erl >/dev/null 2>&1 || { \
-	  echo "erl not found: installing erlang-nox"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq erlang-nox erlang-dev; }
+# Debian packages the tests and the quick bench need, as binary:package pairs. Every one that is
+# missing is installed with one apt-get run before any test starts, so a machine that has never
+# run anything passes `make test` (a package installed later, e.g. by the bench, is too late).
+#   erl, erlc: the interop and mixed-cluster tests (real Erlang/OTP; Debian 12's is OTP 25, which
+#              the LMQ reference kit in ../shared/lmq-reference needs)
+#   java:      the Spark tests run a local Spark (pyspark 4 needs Java 17+)
+#   wrk, nginx: the bench's generator and its no-op ceiling (tests/bench and `make bench QUICK=1`)
+#   npm:       the StatsD daemon of tests/ops/test_statsd_daemon.py
+APT_TOOLS := erl:erlang-nox erlc:erlang-dev java:openjdk-17-jre-headless wrk:wrk nginx:nginx-light npm:npm
 
-# The Spark tests run a local Spark (pyspark 4 needs Java 17+); install Debian's when missing.
-java:
-	@command -v java >/dev/null 2>&1 || { \
-	  echo "java not found: installing openjdk-17-jre-headless"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
+tools:
+	@missing=""; for pair in $(APT_TOOLS); do bin=$${pair%%:*}; pkg=$${pair#*:}; 	  command -v $$bin >/dev/null 2>&1 || [ -x /usr/sbin/$$bin ] || missing="$$missing $$pkg"; done; 	if [ -n "$$missing" ]; then 	  echo "installing missing Debian packages:$$missing"; 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing 	    || { echo "apt-get could not install:$$missing (run make test as root, or install them)"; exit 1; }; 	fi
+
+erlang java: tools
 
 # The Erlang test peer of the interop tests (interop/README.md).
 INTEROP_BEAMS := $(patsubst interop/src/%.erl,interop/ebin/%.beam,$(wildcard interop/src/*.erl))
@@ -52,11 +55,11 @@ lint: $(STAMP)
 # The StatsD daemon (npm) for tests/ops/test_statsd_daemon.py; installed only when missing.
 STATSD_JS := .cache/statsd/node_modules/statsd/stats.js
 statsd: $(STATSD_JS)
-$(STATSD_JS):
+$(STATSD_JS): | tools
 	npm install --prefix .cache/statsd --no-audit --no-fund statsd@0.9.0
 
 # pytest exits 5 when it collected no test at all: that is a failure here, never a pass.
-pytest: $(STAMP) erlang java interop statsd
+pytest: $(STAMP) tools interop statsd
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 

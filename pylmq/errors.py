@@ -8,6 +8,20 @@ mapping lives here and nowhere else.
 
 from __future__ import annotations
 
+import os
+
+MAX_DETAIL = 256
+"""Longest error detail an API sends back: details quote the client's input (an id, a queue
+name, a property value), which may be as long as a request allows."""
+
+
+def shown_detail(detail: str) -> str:
+    """``detail`` as the HTTP and MessagePack-RPC APIs send it: cut to :data:`MAX_DETAIL`
+    characters, saying how much was left out."""
+    if len(detail) <= MAX_DETAIL:
+        return detail
+    return f"{detail[:MAX_DETAIL]}... ({len(detail) - MAX_DETAIL} more characters)"
+
 
 class LMQError(Exception):
     """Base of every pylmq error."""
@@ -91,6 +105,30 @@ class StoreFull(StoreError):
     node's log); what it answered before is kept. Try again later."""
 
     reason = "store_full"
+
+
+class JournalCorrupt(StoreError):
+    """The durable store's journal is damaged where a crash cannot have torn it: the node
+    refuses to start rather than drop or resurrect messages. ``path`` and ``offset`` say where
+    the damage begins, ``end`` where the next valid record (or the file) begins."""
+
+    reason = "journal_corrupt"
+
+    def __init__(self, path: str, offset: int, end: int, what: str) -> None:
+        # Absolute: an operator reads it in a log, from whatever directory they work in.
+        path = os.path.abspath(path)
+        data_dir = os.path.dirname(path)
+        super().__init__(
+            f"cannot recover {data_dir}: journal {path} is damaged at byte offset {offset} ({what}); "
+            "refusing to start so that no message is lost or comes back. "
+            f"`pylmq journal check --data-dir {data_dir}` reports the damage, "
+            f"`pylmq journal repair --data-dir {data_dir}` keeps every valid record and saves the damaged "
+            "bytes aside (in a release: bin/lmq check-journal, bin/lmq repair-journal)"
+        )
+        self.path = path
+        self.offset = offset
+        self.end = end
+        self.what = what
 
 
 class ShuttingDown(StoreError):

@@ -48,6 +48,7 @@ __all__ = [
     "LagerLogger",
     "LoggingSetup",
     "configure_logging",
+    "escape_controls",
     "format_line",
     "get_logger",
     "install_crash_handler",
@@ -110,12 +111,33 @@ def _reason(exc_info: Any) -> str:
     return ""
 
 
+# C0 controls, DEL, C1 controls and Unicode's line separators: a newline in a value (a queue
+# name, a request target) would otherwise start a forged line, an escape sequence would drive
+# the terminal of whoever reads the log.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_control(m: re.Match[str]) -> str:
+    c = m.group()
+    return _NAMED_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if c <= "\xff" else f"\\u{ord(c):04x}")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with control characters written as escapes (``\\n``, ``\\x1b``), so that it
+    stays on one line and prints as it is."""
+    # isprintable() is False for every control character: the common case costs one C scan.
+    return text if text.isprintable() else _CONTROL.sub(_escape_control, text)
+
+
 def format_line(record: logging.LogRecord, now: float) -> str:
-    """One lager-layout line (with its newline) for ``record``, stamped ``now``."""
+    """One lager-layout line (with its newline) for ``record``, stamped ``now``. Control
+    characters in the message (from any value put in it) are escaped: one record, one line."""
     message = record.getMessage()
     if record.exc_info:
         # The traceback goes to crash.log; here, lager-style, one line says why.
         message = f"{message}: {_reason(record.exc_info)}" if message else _reason(record.exc_info)
+    message = escape_controls(message)
     if len(message) > MAX_MESSAGE:
         message = message[:MAX_MESSAGE]
     # whole microseconds first, as datetime does, so .123 is not printed as .122
@@ -296,7 +318,8 @@ class CrashLogHandler(logging.Handler):
             kind = getattr(record, "lager_report", "ERROR")
             stamp = dt.datetime.fromtimestamp(now)
             tb = "".join(traceback.format_exception(*record.exc_info))
-            body = f"{record.getMessage()}\n{tb}"
+            # The traceback is lines of its own; the message is one line, as in the other logs.
+            body = f"{escape_controls(record.getMessage())}\n{tb}"
             if self.msg_size > 0 and len(body) > self.msg_size:
                 body = body[: self.msg_size] + "\n(truncated)\n"
             report = f"{stamp:%Y-%m-%d %H:%M:%S} ={kind} REPORT====\n{body.rstrip()}\n\n"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pylmq.api._limits import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.manager import QueueManager
 from pylmq.core.queue import QueueObserver
@@ -59,6 +60,10 @@ class NodeOptions:
     # pushes with 503 store_full rather than let its journal grow or the disk fill.
     journal_max_bytes: int = 1 << 30
     disk_reserve_bytes: int = 64 << 20
+    # Open connections each API accepts (None: from the descriptor limit), HTTP read timeouts.
+    max_connections: int | None = None
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
     node_name: str = "nonode@nohost"  # what /stats lists as this node (its Erlang name, if any)
 
 
@@ -135,7 +140,14 @@ class LMQNode:
         from pylmq.api.http_server import HttpServer
 
         api = HttpApi(self.manager, metrics=self.metrics, node_name=self.opts.node_name)
-        server = HttpServer(api, eager=self._in_process)
+        opts = self.opts
+        server = HttpServer(
+            api,
+            eager=self._in_process,
+            max_connections=opts.max_connections,
+            header_timeout=opts.header_timeout,
+            body_timeout=opts.body_timeout,
+        )
         try:
             self.http_address = await server.start(host, port)
         except OSError as e:
@@ -151,7 +163,7 @@ class LMQNode:
     async def _start_rpc(self, host: str, port: int) -> None:
         from pylmq.api.rpc import RpcServer
 
-        rpc = RpcServer(self.manager, eager=self._in_process)
+        rpc = RpcServer(self.manager, eager=self._in_process, max_connections=self.opts.max_connections)
         try:
             self.rpc_address = await rpc.start(host, port)
         except OSError as e:

@@ -48,7 +48,7 @@ from pylmq.core.manager import QueueManager
 from pylmq.core.message import Item, MessageType, Metadata, make_item, uuid_text
 from pylmq.core.props import export_props, parse_default_list, parse_props
 from pylmq.core.queue import Delivery
-from pylmq.errors import BadRequest, InvalidQueueName, InvalidRegex, LMQError
+from pylmq.errors import BadRequest, InvalidQueueName, InvalidRegex, LMQError, shown_detail
 from pylmq.metrics import HistogramStats, MeterRates, QueueStats
 
 __all__ = [
@@ -101,10 +101,16 @@ class Request:
 
     @property
     def path(self) -> str:
-        """The raw (percent-encoded) path."""
+        """The raw (percent-encoded) path; empty when the target has none (``CONNECT
+        host:port``, ``OPTIONS *``): no resource is named so."""
         path = self.target.partition("?")[0]
-        if not path.startswith("/"):  # an absolute-form target: http://host/path
-            path = urlsplit(self.target).path or "/"
+        if not path.startswith("/"):
+            if not self.target[:8].lower().startswith(("http://", "https://")):
+                return ""
+            try:  # an absolute-form target: http://host/path
+                path = urlsplit(self.target).path or "/"
+            except ValueError:  # http://[bad-ipv6
+                return ""
         return path
 
     @property
@@ -152,8 +158,9 @@ _NO_CONTENT = Response(204)  # immutable in practice: the server only reads resp
 
 
 def error_response(status: int, reason: str, detail: str, extra_head: bytes = b"") -> Response:
-    """``{"error": reason, "detail": detail}`` with ``status``."""
-    body = _dumps({"error": reason, "detail": detail}).encode()
+    """``{"error": reason, "detail": detail}`` with ``status``, the detail cut short
+    (:func:`pylmq.errors.shown_detail`): it may quote the request."""
+    body = _dumps({"error": reason, "detail": shown_detail(detail)}).encode()
     return Response(status, _JSON_HEAD + extra_head, body)
 
 
@@ -216,11 +223,38 @@ def _message_id(segment: str) -> str:
         return segment
 
 
+MAX_JSON_DEPTH = 32
+"""Deepest nesting of arrays and objects in a JSON body (properties need 3): json.loads recurses
+once per level, and a body nested 100,000 deep would exhaust the stack."""
+_JSON_NESTING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def _json_depth_over(body: bytes, limit: int) -> bool:
+    """Whether ``body`` nests arrays and objects deeper than ``limit`` (brackets inside
+    strings do not count). Without that many opening brackets it cannot: scanning is skipped."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    depth = 0
+    for m in _JSON_NESTING.finditer(body):
+        token = m.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return False
+
+
 def _json_body(request: Request) -> Any:
+    if _json_depth_over(request.body, MAX_JSON_DEPTH):
+        raise BadRequest(f"JSON body nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         return json.loads(request.body)
     except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
         raise BadRequest(f"malformed JSON body: {e}") from e
+    except RecursionError:  # the depth check should make this unreachable; a 400 if not
+        raise BadRequest("JSON body nested too deep") from None
 
 
 # -- responses for deliveries ------------------------------------------------------------------
@@ -448,7 +482,10 @@ class HttpApi:
             # Routing inline, not in a coroutine of its own: this runs for every request.
             path = request.path
             found = _resolved.get(path) or _resolve(path)
-            if found is None:
+            if not path:
+                detail = f"the request target must be a path (/messages/...), got {request.target!r}"
+                resp = error_response(400, "bad_request", detail)
+            elif found is None:
                 resp = error_response(404, "not_found", f"no such resource: {unquote(path)}")
             elif (handler := found[0].methods.get(request.method)) is None:
                 allow = found[0].allow
@@ -550,6 +587,8 @@ def _resolve(path: str) -> tuple[_Resource, tuple[str, ...]] | None:
     """The resource for a raw path and its raw (still percent-encoded) parameters. Fixed
     segments compare decoded; a parameter is never empty."""
     parts = path.split("/")[1:]
+    if not parts:
+        return None  # not a path
     head = unquote(parts[0]) if "%" in parts[0] else parts[0]
     for resource in _RESOURCES.get((head, len(parts)), ()):
         args: list[str] = []

@@ -16,7 +16,9 @@ What one connection does:
 - Limits: the request target (:data:`MAX_TARGET`, 414), the header block (:data:`MAX_HEAD`,
   431) and the body (``max_body``, 413, checked on Content-Length before the body is read, and
   as chunks arrive). A request over a limit or not HTTP is answered with a JSON error after the
-  answers before it, then the connection closes: what follows cannot be framed.
+  answers before it, then the connection closes: what follows cannot be framed. It closes
+  gently (FIN, then what still comes is read and dropped for :data:`LINGER` seconds), so that
+  a client still sending does not get a reset in place of the answer.
 - ``Expect: 100-continue`` is answered ``100 Continue`` when the body is within the limit (417
   for other expectations).
 - A client that goes away (end of stream or reset) has its request cancelled: a long poll puts
@@ -25,6 +27,13 @@ What one connection does:
 - Reading pauses past :data:`MAX_PIPELINE` queued requests; answering pauses while the
   transport's write buffer is over its high-water mark.
 - A connection idle longer than ``keepalive_timeout`` is closed (aiohttp's default, 75 s).
+- Slow clients: a request whose head is not whole ``header_timeout`` after its first byte, or
+  whose body gets no byte for ``body_timeout``, is answered 408 and its connection closed.
+- At ``max_connections`` open connections (:mod:`pylmq.api._limits`) a new one takes the place
+  of the connection idle or trickling in a head for longest (``evict_after`` seconds at least);
+  with none such it is answered 503 and closed at once.
+- A connection lost drops its parser and buffers at once: refcounting frees them, with no
+  wait for the cyclic collector.
 
 A graceful stop (:meth:`HttpServer.begin_stop`, :meth:`HttpServer.drain`, :meth:`HttpServer.close`)
 stops listening, closes idle connections, lets requests in progress finish (their connections close
@@ -35,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import time
 from collections import deque
@@ -46,6 +56,15 @@ from typing import cast
 import httptools
 
 from pylmq.api._eager import start_eagerly
+from pylmq.api._limits import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_EVICT_AFTER,
+    DEFAULT_HEADER_TIMEOUT,
+    EVICT_BATCH,
+    EVICT_SCAN_EVERY,
+    ConnectionLimit,
+    default_max_connections,
+)
 from pylmq.api._putback import PutBacks
 from pylmq.api.http import DEFAULT_MAX_BODY, HttpApi, Request, Response, error_response
 from pylmq.core.queue import Delivery
@@ -61,6 +80,9 @@ MAX_HEAD = 64 * 1024
 """Largest header block (names and values together)."""
 MAX_PIPELINE = 32
 """Requests queued on one connection before it is no longer read."""
+
+LINGER = 2.0
+"""Seconds a connection closed after a refused request still reads (and drops) what comes."""
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _CLOSE = b"Connection: close\r\n"
@@ -102,10 +124,17 @@ class _Connection(asyncio.Protocol):
     def __init__(self, server: HttpServer) -> None:
         self.server = server
         self.loop = server.loop
-        self.parser = httptools.HttpRequestParser(self)
+        # None once the connection is lost: the parser refers back to this protocol, and that
+        # cycle would keep the connection and its buffers alive until the cyclic collector runs
+        # (rarely, on a node: pylmq.__main__ freezes it and raises its threshold).
+        self.parser: httptools.HttpRequestParser | None = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.idle_since = self.loop.time()
         self.in_message = False  # between a request's first byte and its end
+        self.in_body = False  # the request's headers are read, its body is not
+        # When the request being read began (its head must be whole by header_timeout after
+        # it, however it trickles in), then when its body last moved (body_timeout).
+        self.read_since = 0.0
         self.task: asyncio.Task[None] | None = None  # answering queued requests
         self._pending: deque[_Item] = deque()
         self._reading = True
@@ -126,10 +155,19 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not subclasses of asyncio.Transport, but have its methods.
         self.transport = cast(asyncio.Transport, transport)
+        server = self.server
+        if len(server.connections) >= server.limit.max_connections:
+            server.make_room()
+        if not server.limit.admit(len(server.connections)):
+            self._ending = True
+            self._closed_by_us = True
+            detail = "the server has too many connections; try again later"
+            self._send(error_response(503, "too_many_connections", detail), None, False)
+            return
         self.server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
-        if self._ending:
+        if self._ending or self.parser is None:
             return  # after a request that could not be read, or an upgrade: not ours to read
         try:
             self.parser.feed_data(data)
@@ -161,6 +199,12 @@ class _Connection(asyncio.Protocol):
         if self.task is not None:
             self.task.cancel()  # a long poll stops waiting and puts back what it took
         self._pending.clear()
+        # Free at once what a client that left mid-request sent, not at the next collection.
+        self.parser = None
+        self._body = []
+        self._headers = {}
+        self._target = b""
+        self.in_message = self.in_body = False
         if self._unsent is not None and (exc is not None or not self._closed_by_us):
             # Still in our write buffer when the client left: it never had it all.
             self.server.put_back(self._unsent)
@@ -185,6 +229,7 @@ class _Connection(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self.in_message = True
+        self.read_since = self.loop.time()
         self._target = b""
         self._headers = {}
         self._head_size = 0
@@ -206,8 +251,10 @@ class _Connection(asyncio.Protocol):
         length = self._headers.get(b"content-length")
         if length is not None and int(length) > self.server.max_body:
             raise self._too_large()
+        self.in_body = True
+        self.read_since = self.loop.time()
         expect = self._headers.get(b"expect")
-        if expect is not None and self.parser.get_http_version() == "1.1":
+        if expect is not None and self.parser is not None and self.parser.get_http_version() == "1.1":
             if expect.lower() != b"100-continue":
                 raise _rejected(417, "expectation_failed", f"unknown Expect: {expect.decode('latin-1')}")
             if self.task is None and not self._pending:
@@ -218,12 +265,15 @@ class _Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         self._body_size += len(body)
         if self._body_size > self.server.max_body:
+            self._body = []  # not kept while the 413 waits for the answers before it
             raise self._too_large()
         self._body.append(body)
+        self.read_since = self.loop.time()
 
     def on_message_complete(self) -> None:
-        self.in_message = False
+        self.in_message = self.in_body = False
         parser = self.parser
+        assert parser is not None  # only called from feed_data
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         target = self._target.decode("utf-8", "surrogateescape")
         request = Request(parser.get_method().decode("ascii"), target, self._headers, body)
@@ -256,8 +306,8 @@ class _Connection(asyncio.Protocol):
 
     def _end_after_answers(self) -> None:
         self._ending = True
-        if self.transport is None:
-            return
+        if self.transport is None or self._closed_by_us:
+            return  # the last answer is out already (and the connection closing or lingering)
         if self.task is None and not self._pending:
             self._closed_by_us = True
             self.transport.close()  # everything is answered already
@@ -277,7 +327,7 @@ class _Connection(asyncio.Protocol):
                     response, head_only = await self.server.respond(what), what.method == "HEAD"
                 else:
                     response, head_only = what, False
-                open_ = self._send(response, connection, head_only)
+                open_ = self._send(response, connection, head_only, linger=what is response)
                 if self._writable is not None:
                     # Over the write buffer's high-water mark: a delivery counts as written
                     # once the buffer drains; a client gone before that gets it put back.
@@ -293,6 +343,8 @@ class _Connection(asyncio.Protocol):
                 item = self._pending.popleft()
                 if not self._reading and not self._ending and len(self._pending) < MAX_PIPELINE // 4:
                     self._reading = True
+                    # The client could not send while it was not read: its clock starts again.
+                    self.read_since = self.loop.time()
                     assert self.transport is not None
                     self.transport.resume_reading()
         finally:
@@ -300,11 +352,13 @@ class _Connection(asyncio.Protocol):
             self.idle_since = self.loop.time()
             if self._expecting and not self._pending:
                 self._expecting = False
+                self.read_since = self.loop.time()  # the body can only come now
                 self._write(_CONTINUE)
             self.server.stopped_one()
 
-    def _send(self, response: Response, connection: bytes | None, head_only: bool) -> bool:
-        """Write one answer; whether the connection stays open for the next."""
+    def _send(self, response: Response, connection: bytes | None, head_only: bool, linger: bool = False) -> bool:
+        """Write one answer; whether the connection stays open for the next. ``linger``: the
+        answer refuses a request not read whole (see :meth:`_linger`)."""
         transport = self.transport
         if transport is None or transport.is_closing():
             if response.delivery is not None:
@@ -331,13 +385,49 @@ class _Connection(asyncio.Protocol):
             transport.writelines((head, body))
         if connection is _CLOSE:
             self._closed_by_us = True
-            transport.close()
+            if linger and transport.can_write_eof():
+                self._linger(transport)
+            else:
+                transport.close()
             return False
         return True
+
+    def _linger(self, transport: asyncio.Transport) -> None:
+        """Close after refusing a request whose rest may still be coming (413, 408): closed at
+        once with unread bytes, the socket would send a reset, which can make the client drop
+        our answer unread. Send FIN instead and read (and drop) what still comes until the
+        client closes too, for at most :data:`LINGER` seconds; then abort, in case the client
+        does not read our answer either (close() would wait for it to)."""
+        transport.write_eof()
+        self.in_message = self.in_body = False  # nothing more is read: not busy at a stop
+        self._body = []
+        self._reading = True
+        transport.resume_reading()
+        self.loop.call_later(LINGER, transport.abort)
 
     def _write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
+
+    def time_out(self, now: float) -> None:
+        """Answer 408 and close if the request being read is late: its head not whole
+        ``header_timeout`` after its first byte, or its body still for ``body_timeout``.
+        A connection not read (answers pending), or a client waiting for its ``100 Continue``,
+        is not late by its own fault."""
+        if not self.in_message or self._ending or not self._reading or self._expecting:
+            return
+        server = self.server
+        if self.in_body:
+            if now - self.read_since <= server.body_timeout:
+                return
+            detail = f"no byte of the request body for {server.body_timeout:g} s"
+        elif now - self.read_since > server.header_timeout:
+            detail = f"the request head was not complete within {server.header_timeout:g} s"
+        else:
+            return
+        self.in_message = self.in_body = False
+        self._body = []
+        self._reject(error_response(408, "request_timeout", detail))
 
     def close_if_idle(self, idle_before: float | None = None) -> None:
         """Close the connection if it has no request in progress (and, with ``idle_before``,
@@ -346,6 +436,21 @@ class _Connection(asyncio.Protocol):
             return
         if idle_before is None or self.idle_since < idle_before:
             self.transport.close()
+
+    def holds_a_place_since(self, before: float) -> float | None:
+        """When this connection last had a request in progress, if that was before ``before``
+        and it is now only idle or trickling in a head: it may give its place to a newcomer.
+        None if it is reading a body, answering, closing, or was active since."""
+        if self.task is not None or self.in_body or self._ending or self.transport is None:
+            return None
+        since = self.read_since if self.in_message else self.idle_since
+        return since if since < before else None
+
+    def give_up_place(self) -> None:
+        """Closed to make room for a new connection (see :meth:`HttpServer.make_room`)."""
+        self.server.connections.discard(self)
+        if self.transport is not None:
+            self.transport.abort()
 
     @property
     def busy(self) -> bool:
@@ -362,6 +467,10 @@ class HttpServer:
         *,
         max_body: int = DEFAULT_MAX_BODY,
         keepalive_timeout: float = 75.0,
+        header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+        body_timeout: float = DEFAULT_BODY_TIMEOUT,
+        max_connections: int | None = None,
+        evict_after: float = DEFAULT_EVICT_AFTER,
         eager: Callable[[], bool] = lambda: True,
     ) -> None:
         self.api = api
@@ -371,8 +480,16 @@ class HttpServer:
         self.respond = api.respond
         self.max_body = max_body
         self.keepalive_timeout = keepalive_timeout
+        self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
         self.loop = asyncio.get_running_loop()
+        if max_connections is None:
+            max_connections = default_max_connections()
+        self.limit = ConnectionLimit(max_connections, "HTTP", log, self.loop.time)
         self.connections: set[_Connection] = set()
+        self.evict_after = evict_after
+        self._evictable: list[_Connection] = []  # the longest-held places found by the last scan
+        self._next_scan = 0.0
         self.stopping = False
         self._listener: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -397,13 +514,40 @@ class HttpServer:
             self._date = b"Date: " + formatdate(now, usegmt=True).encode() + b"\r\nServer: pylmq\r\n"
         return self._date
 
+    def make_room(self) -> None:
+        """At the connection limit, close the connection that has held its place longest
+        (``evict_after`` seconds at least) while idle or trickling in a request head, so that
+        slow or idle sockets filling the limit cannot lock out a client that sends whole
+        requests: it waits for none of the read timeouts. A connection reading a body or
+        answering a request keeps its place; with none to spare the newcomer gets the 503.
+
+        Finding the candidates is a scan of every connection, so it runs at most every
+        :data:`EVICT_SCAN_EVERY` seconds and keeps the :data:`EVICT_BATCH` oldest for the next
+        newcomers: a flood of connects costs the loop a bounded share of its time."""
+        now = self.loop.time()
+        before = now - self.evict_after
+        if not self._evictable and now >= self._next_scan:
+            self._next_scan = now + EVICT_SCAN_EVERY
+            held = ((since, id(c), c) for c in self.connections if (since := c.holds_a_place_since(before)) is not None)
+            self._evictable = [c for _, _, c in heapq.nsmallest(EVICT_BATCH, held)]
+            self._evictable.reverse()  # the oldest last: popped first
+        while self._evictable:
+            conn = self._evictable.pop()
+            if conn in self.connections and conn.holds_a_place_since(before) is not None:
+                conn.give_up_place()
+                return
+
     async def _sweep_idle(self) -> None:
-        period = max(0.05, min(self.keepalive_timeout / 4, 10.0))
+        # One sweep for every connection's timeouts: a timer per request would cost every
+        # request on the hot path; a timeout is late by at most a period (a quarter of it).
+        period = max(0.05, min(self.keepalive_timeout / 4, self.header_timeout / 4, self.body_timeout / 4, 10.0))
         while True:
             await asyncio.sleep(period)
-            idle_before = self.loop.time() - self.keepalive_timeout
+            now = self.loop.time()
+            idle_before = now - self.keepalive_timeout
             for conn in list(self.connections):
                 conn.close_if_idle(idle_before)
+                conn.time_out(now)
 
     # -- put back ----------------------------------------------------------------------------
 

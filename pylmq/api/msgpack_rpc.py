@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import msgpack
 
-from pylmq.errors import BadMessage, LMQError, MessageTooLarge
+from pylmq.errors import MAX_DETAIL, BadMessage, LMQError, MessageTooLarge, shown_detail
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
@@ -60,7 +60,6 @@ NOTIFICATION: Final = 2
 
 DEFAULT_MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024
 MAX_MSGID: Final = 2**32 - 1
-MAX_DETAIL: Final = 500
 
 # Invalid UTF-8 inside a msgpack str survives a decode/encode round trip byte for byte.
 _UNICODE_ERRORS: Final = "surrogateescape"
@@ -321,9 +320,8 @@ def encode_result_raw(msgid: int, result: bytes) -> bytes:
 
 def encode_error(msgid: int, error: LMQError) -> bytes:
     """An error response carrying ``[reason, detail]``; a detail that quotes a huge argument
-    back is cut to :data:`MAX_DETAIL` characters."""
-    detail = error.detail if len(error.detail) <= MAX_DETAIL else error.detail[:MAX_DETAIL] + "..."
-    return pack([RESPONSE, msgid, [error.reason, detail], None])
+    back is cut to :data:`MAX_DETAIL` characters (:func:`pylmq.errors.shown_detail`)."""
+    return pack([RESPONSE, msgid, [error.reason, shown_detail(error.detail)], None])
 
 
 def error_parts(error: Any) -> tuple[str, str]:

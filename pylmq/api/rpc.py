@@ -44,10 +44,13 @@ waiting pulls with ``["connection_closed", ...]`` (as LMQ, whose connection proc
 requests already running are still answered before the connection closes. :meth:`RpcServer.close`
 answers waiting pulls with ``["shutting_down", ...]``.
 
-Limits: ``max_message_size`` (default 64 MiB) per frame; ``max_inflight`` (default 10000)
-requests running per connection, past which the connection is not read until some finish (the
-requests already decoded from one read are all started). An access line per request goes to the
-``pylmq.access`` logger at info: ``rpc PEER METHOD QUEUE OUTCOME MSms``.
+Limits: ``max_message_size`` (default 64 MiB) per frame; ``max_inflight`` (default 128)
+requests running per connection: past it the requests already decoded wait their turn (in
+order) and the connection is not read until half of those running finish, so a client
+pipelining thousands of long polls holds a bounded amount of memory and every request is
+still answered. ``max_connections`` (see :mod:`pylmq.api._limits`) open connections: one more
+is closed at once. An access line per request goes to the ``pylmq.access`` logger at info:
+``rpc PEER METHOD QUEUE OUTCOME MSms``.
 """
 
 from __future__ import annotations
@@ -57,16 +60,19 @@ import contextlib
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, cast
 
 import msgpack
 
 from pylmq.api._eager import start_eagerly
+from pylmq.api._limits import ConnectionLimit, default_max_connections
 from pylmq.api._putback import PutBacks
 from pylmq.api.msgpack_rpc import (
     DEFAULT_MAX_MESSAGE_SIZE,
     Decoder,
+    Event,
     Invalid,
     Notification,
     Request,
@@ -96,8 +102,9 @@ log = logging.getLogger("pylmq.rpc")
 access_log = logging.getLogger("pylmq.access")
 
 MSGPACK_CONTENT_TYPE: Final = b"application/x-msgpack"
-# Requests running at once on one connection before it stops reading more (backpressure).
-DEFAULT_MAX_INFLIGHT: Final = 10_000
+# Requests running at once on one connection before the next wait (backpressure): enough for
+# a client's pipelining, few enough that one connection's waiting pulls cost little memory.
+DEFAULT_MAX_INFLIGHT: Final = 128
 # How long close() waits for the last connections to go once their transports are closed.
 _CLOSE_GRACE: Final = 2.0
 
@@ -364,6 +371,9 @@ class _Connection(asyncio.Protocol):
         self._flush_pending = False
         self._write_paused = False
         self._read_paused = False
+        # Requests decoded while max_inflight were running, in order: at most one read's worth,
+        # since the connection is not read while any wait here.
+        self._backlog: deque[Event] = deque()
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
@@ -373,30 +383,58 @@ class _Connection(asyncio.Protocol):
         peer = self.transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"{peer[0]}:{peer[1]}"
+        if not self.server.limit.admit(len(self.server._conns)):
+            # No msgid to answer yet, and RPC has no other way to say why: just close.
+            self.closed = True
+            self.transport.abort()
+            return
         self.server._conns.add(self)
         if self.server._closing:
             self.abort(ShuttingDown("the server is stopping"), quiet=True)
 
     def data_received(self, data: bytes) -> None:
-        if self.closing_error is not None:
+        if self.closing_error is not None or self.closed:
             return
-        for ev in self.decoder.feed(data):
-            t = type(ev)
-            if t is Request:
-                self._request(ev)  # type: ignore[arg-type]
-            elif t is Notification:
-                self._notification(ev)  # type: ignore[arg-type]
-            elif t is Invalid:
-                assert isinstance(ev, Invalid)
-                if ev.msgid is not None:
-                    self._send(encode_error(ev.msgid, ev.error))
-                if ev.fatal or ev.msgid is None:
-                    # Without a msgid the peer cannot be told what went wrong; stop talking.
-                    self.abort(ev.error)
-                    return
-            else:
-                self.abort(BadMessage("a client must not send responses"))
+        events = self.decoder.feed(data)
+        if self._backlog:
+            self._backlog.extend(events)
+            self._run_backlog()
+            return
+        limit = self.server.max_inflight
+        for i, ev in enumerate(events):
+            if len(self._tasks) >= limit:
+                self._backlog.extend(events[i:])
+                self._update_reading()
                 return
+            if not self._handle(ev):
+                return
+
+    def _handle(self, ev: Event) -> bool:
+        """Start or answer one decoded message; False once the connection is ending."""
+        t = type(ev)
+        if t is Request:
+            self._request(ev)  # type: ignore[arg-type]
+        elif t is Notification:
+            self._notification(ev)  # type: ignore[arg-type]
+        elif t is Invalid:
+            assert isinstance(ev, Invalid)
+            if ev.msgid is not None:
+                self._send(encode_error(ev.msgid, ev.error))
+            if ev.fatal or ev.msgid is None:
+                # Without a msgid the peer cannot be told what went wrong; stop talking.
+                self.abort(ev.error)
+                return False
+        else:
+            self.abort(BadMessage("a client must not send responses"))
+            return False
+        return True
+
+    def _run_backlog(self) -> None:
+        backlog, limit = self._backlog, self.server.max_inflight
+        while backlog and len(self._tasks) < limit and self.closing_error is None:
+            if not self._handle(backlog.popleft()):
+                break
+        self._update_reading()
 
     def eof_received(self) -> bool | None:
         # TCP cannot tell a half-close from a client that left, and a waiting pull would hold
@@ -413,6 +451,7 @@ class _Connection(asyncio.Protocol):
             self.server._put_back(d)
         self._unsent.clear()
         self._out.clear()
+        self._backlog.clear()
         self.server._conns.discard(self)
         self.server._on_connection_lost()
 
@@ -472,7 +511,9 @@ class _Connection(asyncio.Protocol):
             if access_log.isEnabledFor(logging.INFO):
                 access_log.info("rpc %s %s - %s", self.peer, method, self.closing_error.reason)
         self.server._tasks.discard(task)
-        if self._read_paused:
+        if self._backlog:
+            self._run_backlog()
+        elif self._read_paused:
             self._update_reading()
         if self.closing_error is not None and not self._tasks:
             self._close_transport()
@@ -555,7 +596,12 @@ class _Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None or self.closed or transport.is_closing():
             return
-        pause = self._write_paused or self.closing_error is not None or len(self._tasks) >= self.server.max_inflight
+        pause = (
+            self._write_paused
+            or self.closing_error is not None
+            or bool(self._backlog)
+            or len(self._tasks) >= self.server.max_inflight
+        )
         if pause and not self._read_paused:
             transport.pause_reading()
             self._read_paused = True
@@ -574,6 +620,11 @@ class _Connection(asyncio.Protocol):
             log.info("rpc %s: closing connection: %s", self.peer, error.detail)
         self.closing_error = error
         self._update_reading()
+        # Requests still waiting their turn are not started now: each is told why.
+        while self._backlog:
+            ev = self._backlog.popleft()
+            if type(ev) is Request:
+                self._send(encode_error(ev.msgid, error))
         for t in self._polls:
             t.cancel()
         if not self._tasks:
@@ -598,6 +649,7 @@ class RpcServer:
         *,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        max_connections: int | None = None,
         shutdown_timeout: float = 10.0,
         eager: Callable[[], bool] = lambda: True,
     ) -> None:
@@ -607,6 +659,9 @@ class RpcServer:
         self.eager = eager
         self.max_message_size = max_message_size
         self.max_inflight = max(1, max_inflight)
+        if max_connections is None:
+            max_connections = default_max_connections()
+        self.limit = ConnectionLimit(max_connections, "MessagePack-RPC", log, time.monotonic)
         self.shutdown_timeout = shutdown_timeout
         self.address: tuple[str, int] | None = None
         self._server: asyncio.Server | None = None

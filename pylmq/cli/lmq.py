@@ -15,6 +15,8 @@ distribution (:mod:`pylmq.cli.maint`), with the name and cookie of ``REL/etc/vm.
 * ``foreground`` and ``console`` replace this process with the node (``console`` adds an
   interactive Python console, see :mod:`pylmq.cli.repl`).
 * ``pid`` prints the node's OS pid, as the node itself reports it.
+* ``check-journal`` and ``repair-journal`` are ``pylmq journal check|repair`` on the data
+  directory of ``REL/etc/app.config`` (:mod:`pylmq.cli.journal`; repair wants the node stopped).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ __all__ = ["main", "pid_alive"]
 
 PID_FILE = "lmq.pid"
 RUN_LOG = "log/run.log"
-COMMANDS = ("start", "stop", "restart", "ping", "foreground", "console", "pid")
+COMMANDS = ("start", "stop", "restart", "ping", "foreground", "console", "pid", "check-journal", "repair-journal")
 
 
 class Failed(Exception):
@@ -229,6 +231,23 @@ async def cmd_console(rel: Release, _args: argparse.Namespace) -> int:
     return await _exec_node(rel, "--console")
 
 
+def _journal(rel: Release, action: str) -> int:
+    from pylmq.cli import journal
+    from pylmq.config import load_settings
+
+    data_dir = load_settings(None, rel.root / "etc" / "app.config").data_dir
+    # Relative to the release, where the node runs.
+    return journal.run(action, rel.root / data_dir)
+
+
+async def cmd_check_journal(rel: Release, _args: argparse.Namespace) -> int:
+    return _journal(rel, "check")
+
+
+async def cmd_repair_journal(rel: Release, _args: argparse.Namespace) -> int:
+    return _journal(rel, "repair")
+
+
 HANDLERS = {
     "start": cmd_start,
     "stop": cmd_stop,
@@ -237,6 +256,8 @@ HANDLERS = {
     "foreground": cmd_foreground,
     "console": cmd_console,
     "pid": cmd_pid,
+    "check-journal": cmd_check_journal,
+    "repair-journal": cmd_repair_journal,
 }
 
 

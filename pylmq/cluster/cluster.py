@@ -15,6 +15,17 @@ A :class:`Cluster` owns, on the node's hidden Erlang distribution node:
   second, and the Python members (other pylmq nodes, found among the cluster's hidden nodes
   with ``lmq_cluster:hello``), for ``lmq-admin status`` and event broadcast.
 
+Erlang nodes' queue processes: an Erlang LMQ node serves a queue only through the queue process
+its ``lmq_queue_mgr`` runs, which caches the queue's props. The store's writes are ``lmq_lib``
+transactions, which change Mnesia and fire only a *local* ``lmq_event`` on the node that ran them,
+so that node would get no queue process and keep stale props (its peers react to the broadcast
+remote event). After each such write, before the operation answers, this module therefore hands
+every serving Erlang node the remote event an Erlang node would have broadcast, through
+``gen_event:sync_notify`` so that it has been handled when the call returns: ``queue_created``
+(start the queue process, or reload its props) and ``queue_deleted`` (stop it). A props change
+also sets the queue process's raw props (``lmq_queue:props``), and a default props change reloads
+every queue process of every node (LMQ reloads only those of the node that set them).
+
 Joining (``lmq-admin join NODE`` or ``{join, Node}`` in app.config): connect and check that
 NODE runs Mnesia; announce this node with ``{join_node, Self}`` to every Erlang node's
 ``lmq_event`` (a pylmq node never asks LMQ to run ``lmq_console:add_new_node`` on it: real LMQ
@@ -44,14 +55,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from pylmq.cluster.mirror import ADMIN_TABLES, LMQ_INFO, QUEUE_INFO, SCHEMA
 from pylmq.cluster.terms import default_list_to_term, message_to_term, name_from_atom, name_to_atom, props_to_term
 from pylmq.core.manager import QueueManager
 from pylmq.dist import Atom, Node, Process
-from pylmq.dist.terms import Pid, Term
+from pylmq.dist.terms import Export, Pid, Term
 from pylmq.errors import ClusterError, DistError
 from pylmq.store.mnesia import CLUSTER, LOCAL, MnesiaStore
 
@@ -67,6 +78,7 @@ SYNC_NOTIFY, EXIT, OK, ERROR = A("sync_notify"), A("EXIT"), A("ok"), A("error")
 TABLE, SIMPLE = A("table"), A("simple")
 REFRESH_INTERVAL = 1.0
 CALL_TIMEOUT = 15.0
+SETTLE_TIMEOUT = 10.0
 
 
 class Cluster:
@@ -119,9 +131,57 @@ class Cluster:
     def pushed(self, name: str) -> None:
         self._broadcast((NEW_MESSAGE, name_to_atom(name)))
 
-    def props_changed(self, names: list[str]) -> None:
-        for name in names:
-            self._broadcast((QUEUE_CREATED, name_to_atom(name)))
+    async def queue_created(self, name: str, props: Term | None) -> None:
+        atom = name_to_atom(name)
+        await self._on_erlang_nodes(f"queue_created of {name}", lambda node: self._settle_queue(node, atom, props))
+
+    async def queue_deleted(self, name: str) -> None:
+        event = (REMOTE, (QUEUE_DELETED, name_to_atom(name)))
+        await self._on_erlang_nodes(f"queue_deleted of {name}", lambda node: self._sync_notify(node, event))
+
+    async def defaults_changed(self) -> None:
+        await self._on_erlang_nodes("default props", self._reload_all)
+
+    async def _on_erlang_nodes(self, what: str, step: Callable[[str], Awaitable[None]]) -> None:
+        """Run step on every serving Erlang node at once; a node that fails is logged, not fatal:
+        the change is committed in Mnesia, and that node is most likely going down."""
+        nodes = list(self.running)
+        results = await asyncio.gather(*(step(n) for n in nodes), return_exceptions=True)
+        for node, r in zip(nodes, results, strict=True):
+            if isinstance(r, DistError | TimeoutError | ClusterError):
+                log.warning("Erlang node %s did not take the %s: %s", node, what, r)
+            elif isinstance(r, BaseException):
+                raise r
+
+    async def _sync_notify(self, node: str, event: Term) -> None:
+        """The event handled by the node's lmq_event as if another node had broadcast it, but
+        before the call returns (gen_event:sync_notify; lmq_event:notify_remote is async)."""
+        r = await self.dist.rpc(node, "gen_event", "sync_notify", [A("lmq_event"), event], SETTLE_TIMEOUT)
+        if r is not OK:
+            raise ClusterError(f"lmq_event on {node} answered {r!r:.200}")
+
+    async def _settle_queue(self, node: str, atom: Atom, props: Term | None) -> None:
+        # A remote queue_created makes LMQ's handler start the node's queue process if it has
+        # none (and offer the queue to waiting pull-any) or reload the props it caches. The
+        # node that ran lmq_lib:create only fired a local event, which does neither.
+        await self._sync_notify(node, (REMOTE, (QUEUE_CREATED, atom)))
+        if props is None:
+            return
+        # The queue process also keeps the raw props it last stored and skips a props change
+        # equal to them (lmq_queue's {props, P}): give it the props now in Mnesia, or a later
+        # PATCH/reset on that node back to its stale raw props would store nothing.
+        pid = await self.dist.rpc(node, "lmq_queue_mgr", "get", [atom], SETTLE_TIMEOUT)
+        if isinstance(pid, Pid):
+            r = await self.dist.rpc(node, "lmq_queue", "props", [pid, props], SETTLE_TIMEOUT)
+            if r is not OK:
+                raise ClusterError(f"lmq_queue:props on {node} answered {r!r:.200}")
+
+    async def _reload_all(self, node: str) -> None:
+        # What lmq_queue_mgr:set_default_props does on the node that ran it, on every node.
+        found = await self.dist.rpc(node, "lmq_queue_mgr", "match", [b""], SETTLE_TIMEOUT)
+        pids = [x[1] for x in found if type(x) is tuple and len(x) == 2] if isinstance(found, list) else []
+        reload = Export(A("lmq_queue"), A("reload_properties"), 1)
+        await self.dist.rpc(node, "lists", "foreach", [reload, pids], SETTLE_TIMEOUT)
 
     def _broadcast(self, event: Term) -> None:
         connected = set(self.dist.connected_nodes())
@@ -224,12 +284,14 @@ class Cluster:
         if not mirror.defaults and local.default_props():
             term = default_list_to_term(local.default_props())
             await self.dist.rpc(node, "lmq_lib", "set_lmq_info", [A("default_props"), term], CALL_TIMEOUT)
+            await self.defaults_changed()
         written = 0
         for name in local.queue_names():
             atom = name_to_atom(name)
             if name not in mirror.queue_props:
                 props = props_to_term(local.queue_props(name) or {})
                 await self.dist.rpc(node, "lmq_lib", "create", [atom, props], CALL_TIMEOUT)
+                await self.queue_created(name, props)
             t = mirror.table(name)
             have = {m.id[1] for m in t.rows.values()} if t is not None else set()
             for msg in local.messages(name):
@@ -241,6 +303,8 @@ class Cluster:
                         f"could not put message {msg.id[1].hex()} of {name} into the cluster: {result!r}"
                     )
                 written += 1
+            if local.messages(name):
+                self.pushed(name)  # records written behind the queue processes' backs: wake pullers
         return written
 
     # ------------------------------------------------------------------ membership

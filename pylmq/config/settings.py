@@ -52,6 +52,11 @@ class Settings:
     fsync_interval: int = 1000  # ms, for fsync=interval
     journal_max_bytes: int = 1 << 30  # durable store: pushes refused past it while compaction fails
     disk_reserve_bytes: int = 64 << 20  # durable store: pushes refused below this much free space
+    # Open connections each API (HTTP, MessagePack-RPC) accepts; 0: from the descriptor limit
+    # (pylmq.api._limits.default_max_connections).
+    max_connections: int = 0
+    header_timeout: int = 30000  # ms from an HTTP request's first byte to the end of its head
+    body_timeout: int = 30000  # ms an HTTP request body may go without a byte
     vm_env: Mapping[str, str] = field(default_factory=dict)  # -env VAR VALUE from vm.args
     # Things read but without effect in pylmq (Erlang VM flags, InfluxDB, ...): for the log.
     notices: tuple[str, ...] = ()
@@ -63,6 +68,7 @@ _SCALAR_TYPES: dict[str, type] = {
     "cookie": str, "hidden": bool, "net_ticktime": int, "stats_interval": int, "statsd_host": str,
     "statsd_port": int, "join": str, "log_dir": Path, "data_dir": Path, "fsync_interval": int,
     "journal_max_bytes": int, "disk_reserve_bytes": int,
+    "max_connections": int, "header_timeout": int, "body_timeout": int,
 }  # fmt: skip
 _CHOICES: dict[str, tuple[str, ...]] = {
     "name_mode": get_args(NameMode),
@@ -70,8 +76,12 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "fsync": get_args(FsyncPolicy),
 }
 _PORTS = ("http_port", "rpc_port", "statsd_port")
-_PYLMQ_KEYS = ("store", "data_dir", "fsync", "fsync_interval", "rpc_host", "log_dir", "journal_max_bytes",
-               "disk_reserve_bytes")  # fmt: skip
+_AT_LEAST: dict[str, int] = {
+    "max_connections": 0, "header_timeout": 1, "body_timeout": 1, "journal_max_bytes": 0, "disk_reserve_bytes": 0,
+}  # fmt: skip
+# The pylmq section's keys (app.config or -pylmq Key Value in vm.args).
+_PYLMQ_KEYS = ("store", "data_dir", "fsync", "fsync_interval", "rpc_host", "log_dir", "max_connections",
+               "header_timeout", "body_timeout", "journal_max_bytes", "disk_reserve_bytes")  # fmt: skip
 # Override keys that are not Settings fields.
 _EXTRA_OVERRIDES = ("cookie_file",)
 
@@ -109,6 +119,8 @@ def _coerce(key: str, value: Any, where: str, from_text: bool = False) -> Any:
             raise ConfigError(f"{where}: {key} must be an integer, got {value!r}")
         if key in _PORTS and not 0 <= value <= 65535:
             raise ConfigError(f"{where}: {key} must be a port number 0..65535, got {value}")
+        if key in _AT_LEAST and value < _AT_LEAST[key]:
+            raise ConfigError(f"{where}: {key} must be at least {_AT_LEAST[key]}, got {value}")
         return value
     if typ is bool:
         if from_text and isinstance(value, str) and value in ("true", "false"):
@@ -169,8 +181,6 @@ def _apply_app(app: str, props: dict[str, Term], acc: dict[str, Any], notices: l
         elif app == "pylmq":
             if key in _PYLMQ_KEYS:
                 acc[key] = _coerce(key, value, kw)
-                if key in ("journal_max_bytes", "disk_reserve_bytes") and acc[key] < 0:
-                    raise ConfigError(f"{kw}: {key} must be a number of bytes >= 0, got {acc[key]}")
             else:
                 raise ConfigError(f"{kw}: unknown pylmq setting (known: {', '.join(_PYLMQ_KEYS)})")
 

@@ -25,7 +25,8 @@ a directory) and ``journal-NNNNNNNN.log``, the current segment. Compaction freez
 state (O(n) references, on the loop), writes it as a new segment in a thread, appends the
 records that came meanwhile, syncs, renames it into place and drops the old segment; the
 highest-numbered segment always holds the whole state. Recovery replays that segment and cuts a
-torn tail (saved aside as ``journal-NNNNNNNN.log.torn``).
+torn tail (saved aside as ``journal-NNNNNNNN.log.torn-<time>-at<offset>``); any other damage makes
+it refuse to start (:mod:`pylmq.store.check` says which is which, and repairs).
 
 Failures and limits (docs/decisions/store-failures.md): a write or sync that fails stops all
 writing and refuses changes (503) until the tables could be written whole as a new segment,
@@ -55,7 +56,6 @@ import logging
 import math
 import os
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -68,9 +68,11 @@ from pylmq.core.clock import Clock
 from pylmq.core.message import Item, Message, Retry
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult, QueueTable
-from pylmq.errors import ShuttingDown, StoreError, StoreFull
+from pylmq.errors import JournalCorrupt, ShuttingDown, StoreError, StoreFull
+from pylmq.store.check import check_segment, mapped, refusal, save_aside, unterminated_snapshot
 from pylmq.store.journal import (
     MAGIC,
+    SEGMENT_NAME,
     AppendRecord,
     DefaultsRecord,
     DeleteRecord,
@@ -82,6 +84,7 @@ from pylmq.store.journal import (
     PutRecord,
     QueueRecord,
     Record,
+    damage_at,
 )
 from pylmq.store.local import LocalStore
 
@@ -95,7 +98,7 @@ DEFAULT_FSYNC = "interval"
 or being killed (it is in the page cache); a power cut or an OS crash can lose the last
 ``fsync_interval`` of them. ``always`` closes that window at about half the throughput
 (``python -m bench``)."""
-_SEGMENT = re.compile(r"^journal-(\d{8})\.log$")
+_SEGMENT = SEGMENT_NAME
 _CHUNK = 1 << 20
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 
@@ -453,6 +456,9 @@ class DurableStore(LocalStore):
         self._snap_io = ThreadPoolExecutor(1, thread_name_prefix="pylmq-compact")
         try:
             await self._io.call(self._recover)
+        except StoreError:
+            self._release()
+            raise
         except JournalFormatError as e:
             self._release()
             raise StoreError(f"cannot recover {self.data_dir}: {e}") from e
@@ -615,6 +621,12 @@ class DurableStore(LocalStore):
             self.stats.segment, self.stats.segment_bytes = 1, len(MAGIC)
             return
         self._seq = seq = seqs[-1]
+        for old in seqs[:-1]:
+            # Superseded (a crash came between installing a compacted segment and deleting the
+            # one before): deleted below, but not with damage in it, which says the disk fails.
+            problems = check_segment(d / _segment_name(old), last=False).problems
+            if problems:
+                raise problems[0]
         path = d / _segment_name(seq)
         reader = JournalReader()
         count = 0
@@ -628,6 +640,8 @@ class DurableStore(LocalStore):
                     for rec in reader.feed(chunk):
                         self._apply(rec)
                         count += 1
+        except JournalFormatError as e:
+            raise JournalCorrupt(str(path), reader.offset, reader.offset, str(e)) from e
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -635,9 +649,11 @@ class DurableStore(LocalStore):
             table.recovered()  # replay looked records up by uuid; serving never does
         size = path.stat().st_size
         if reader.offset < len(MAGIC):
-            raise JournalFormatError(f"{path} is shorter than its signature")
+            raise JournalCorrupt(str(path), 0, size, "shorter than its signature")
         if reader.offset < size:
-            self._cut_tail(path, reader.offset, size)
+            self._judge_damage(path, reader, size)
+        elif reader.snapshot_at is not None:
+            raise JournalCorrupt(str(path), reader.snapshot_at, size, unterminated_snapshot(reader.snapshot_at))
         for old in seqs[:-1]:
             (d / _segment_name(old)).unlink()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
@@ -645,13 +661,22 @@ class DurableStore(LocalStore):
         self.stats.recovered_records = count
         log.info("recovered %d records from %s (%d queues)", count, path, len(self.tables))
 
+    def _judge_damage(self, path: Path, reader: JournalReader, size: int) -> None:
+        """The reader stopped at a bad frame: cut it if it is a torn tail, else refuse."""
+        with mapped(path) as buf:
+            damage = damage_at(buf, reader.offset)
+            assert damage is not None, "the reader stops only at a bad frame"
+            why = refusal(damage, buf, last=True, snapshot_at=reader.snapshot_at)
+        if why is not None:
+            raise JournalCorrupt(str(path), damage.offset, damage.end, why)
+        self._cut_tail(path, reader.offset, size)
+
     def _cut_tail(self, path: Path, keep: int, size: int) -> None:
         """A torn write (crash mid-write): keep every whole record, save the rest aside."""
-        torn = path.with_name(path.name + ".torn")
         with open(path, "r+b") as f:
             f.seek(keep)
             tail = f.read()
-            torn.write_bytes(tail)
+            torn = save_aside(path, "torn", keep, tail)
             f.truncate(keep)
             f.flush()
             os.fsync(f.fileno())

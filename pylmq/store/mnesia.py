@@ -9,6 +9,13 @@ there is no master. Reads (queue names, props, sizes, wake-up timing) come from 
 :class:`~pylmq.cluster.mirror.Mirror`, kept by :mod:`pylmq.cluster.cluster` from Mnesia table
 events, without round trips.
 
+``lmq_lib`` changes Mnesia only. An Erlang node serves a queue through a queue process that its
+``lmq_queue_mgr`` starts and that caches the queue's props; LMQ starts, updates and stops those
+processes on the node that made the change and, by ``lmq_event``, on the others. So after every
+create, props change, delete and default props change the store waits until the cluster
+(:class:`PeerLink`) has brought every Erlang node's queue processes in line with Mnesia, as if an
+Erlang node had made the change (see :mod:`pylmq.cluster.cluster`).
+
 The store has three modes:
 
 - ``local``: not joined; everything goes to the node's own store (durable or memory).
@@ -90,8 +97,17 @@ class PeerLink(Protocol):
         """A push on this node committed: tell every node's lmq_event (``new_message``)."""
         ...
 
-    def props_changed(self, names: list[str]) -> None:
-        """Queue props changed here: tell Erlang nodes to reload them (``queue_created``)."""
+    async def queue_created(self, name: str, props: Term | None) -> None:
+        """The queue was created, or its props (``props``: the term now in Mnesia) were set,
+        through this node: bring every Erlang node's queue process up to date."""
+        ...
+
+    async def queue_deleted(self, name: str) -> None:
+        """The queue was deleted through this node: stop every Erlang node's queue process."""
+        ...
+
+    async def defaults_changed(self) -> None:
+        """The default props were set through this node: every Erlang queue process reloads."""
         ...
 
 
@@ -252,9 +268,12 @@ class MnesiaStore:
                 return False
             self._check("create", (await self._call("create", [atom], retry_unknown=True))[0])
             self.mirror.queue_props.setdefault(name, {})
+            await self._link().queue_created(name, None)
             return True
-        self._check("create", (await self._call("create", [atom, props_to_term(props)], retry_unknown=True))[0])
+        term = props_to_term(props)
+        self._check("create", (await self._call("create", [atom, term], retry_unknown=True))[0])
         self.mirror.queue_props[name] = dict(props)
+        await self._link().queue_created(name, term)
         return not existed
 
     async def delete(self, name: str) -> bool:
@@ -263,13 +282,14 @@ class MnesiaStore:
         existed = name in self.mirror.queue_props or name in self.mirror.tables
         self._check("delete", (await self._call("delete", [name_to_atom(name)], retry_unknown=True))[0])
         self.mirror.queue_props.pop(name, None)
+        await self._link().queue_deleted(name)
         return existed
 
     async def set_queue_props(self, name: str, props: RawProps) -> None:
         if self.mode != CLUSTER:
             return await self.local.set_queue_props(name, props)
-        # create/2 replaces the props of an existing queue and announces queue_created, which
-        # makes Erlang LMQ nodes reload the props they cache in their queue processes.
+        # create/2 replaces the props of an existing queue; create() then has every Erlang node's
+        # queue process take them (lmq_lib alone updates no queue process).
         await self.create(name, props)
 
     async def set_default_props(self, defaults: DefaultList) -> None:
@@ -280,8 +300,7 @@ class MnesiaStore:
             "set_lmq_info", (await self._call("set_lmq_info", [A("default_props"), term], retry_unknown=True))[0]
         )
         self.mirror.defaults = list(defaults)
-        # LMQ reloads default props only in the queues of the node that set them.
-        self._link().props_changed(list(self.mirror.queue_props))
+        await self._link().defaults_changed()
 
     # -- messages ----------------------------------------------------------------------------------------
 

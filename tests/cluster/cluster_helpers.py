@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests" / "interop"))
 import erlpeer  # noqa: E402
 from erlpeer import Cluster as ErlCluster  # noqa: E402
 
-from pylmq.client import HttpClient  # noqa: E402
+from pylmq.client import HttpClient, RpcClient  # noqa: E402
 
 READY_TIMEOUT = 60.0
 
@@ -44,6 +44,7 @@ class PyNode:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env)
         self.port = 0
+        self.rpc_port = 0
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         assert self.proc.stdout is not None
@@ -53,7 +54,8 @@ class PyNode:
             raise AssertionError(
                 f"expected pylmq node {self.name} to start within {timeout} s; exit={self.proc.poll()}"
             )
-        self.port = json.loads(line)["http"]
+        ports = json.loads(line)
+        self.port, self.rpc_port = ports["http"], ports["rpc"]
 
     @property
     def url(self) -> str:
@@ -61,6 +63,9 @@ class PyNode:
 
     def client(self, timeout: float = 30.0) -> HttpClient:
         return HttpClient(self.url, request_timeout=timeout)
+
+    def rpc_client(self, timeout: float = 30.0) -> RpcClient:
+        return RpcClient("127.0.0.1", self.rpc_port, request_timeout=timeout)
 
     def kill(self) -> None:
         self.proc.kill()

@@ -67,7 +67,7 @@ def test_durable_store_limits_in_the_pylmq_section(tmp_path: Path) -> None:
     opts = node_options(s)  # what the node's durable store is built with
     assert (opts.journal_max_bytes, opts.disk_reserve_bytes) == (256 << 20, 0)
     assert (Settings().journal_max_bytes, Settings().disk_reserve_bytes) == (1 << 30, 64 << 20)
-    with pytest.raises(ConfigError, match="disk_reserve_bytes must be a number of bytes >= 0"):
+    with pytest.raises(ConfigError, match="disk_reserve_bytes must be at least 0"):
         load_settings(None, write(tmp_path / "bad.config", "[{pylmq, [{disk_reserve_bytes, -1}]}]."), {})
 
 
@@ -168,3 +168,23 @@ def test_lager_handler_forms(tmp_path: Path) -> None:
         LogHandler("b.log", "warning", size=0, date="$W0D23", count=2),
     )
     assert lager.crash_log is None
+
+
+def test_connection_limit_and_http_timeouts(tmp_path: Path) -> None:
+    assert (Settings().max_connections, Settings().header_timeout, Settings().body_timeout) == (0, 30000, 30000)
+    app = write(tmp_path / "app.config", "[{pylmq, [{max_connections, 500}, {header_timeout, 10000}]}].")
+    s = load_settings(None, app, {"body_timeout": "2500"})
+    assert (s.max_connections, s.header_timeout, s.body_timeout) == (500, 10000, 2500)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[{pylmq, [{max_connections, -1}]}].", r"max_connections must be at least 0, got -1"),
+        ("[{pylmq, [{header_timeout, 0}]}].", r"header_timeout must be at least 1, got 0"),
+        ("[{pylmq, [{body_timeout, 1.5}]}].", r"body_timeout must be an integer, got 1.5"),
+    ],
+)
+def test_bad_limits_get_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(None, write(tmp_path / "app.config", text), {})

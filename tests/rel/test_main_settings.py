@@ -47,3 +47,9 @@ def test_without_files_there_is_no_distribution_and_logs_stay_on_stderr(tmp_path
 def test_a_bad_flag_value_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="port"):
         settings_from_args(build_parser().parse_args(["--http", "127.0.0.1:notaport"]))
+
+
+def test_connection_limit_and_timeout_flags(tmp_path: Path) -> None:
+    argv = ["--max-connections", "64", "--header-timeout", "5000", "--body-timeout", "7000"]
+    s, _ = settings_from_args(build_parser().parse_args(argv))
+    assert (s.max_connections, s.header_timeout, s.body_timeout) == (64, 5000, 7000)

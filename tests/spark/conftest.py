@@ -11,6 +11,7 @@ import itertools
 import os
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -21,13 +22,18 @@ os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
-from pyspark.sql import SparkSession
-
-from pylmq.spark import register
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    # Imported here: without the spark extra this conftest still loads, and the test modules
+    # skip themselves (spark_helpers.require_pyspark) instead of failing at collection.
+    from pyspark.sql import SparkSession
+
+    from pylmq.spark import register
+
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     session = (
         SparkSession.builder.master("local[2]")

@@ -15,6 +15,12 @@ import pytest
 from pylmq.client import AsyncHttpClient
 from pylmq.client.testing import NodeThread
 
+# Each test module that needs pyspark calls pytest.importorskip("pyspark", reason=NO_PYSPARK) before
+# importing it, so that without the spark extra they are skipped with this reason, not collection errors.
+NO_PYSPARK = (
+    "pyspark is not installed: the Spark tests need the spark extra (pip install -e '.[spark]'; make test does)"
+)
+
 
 def queue_size(node: NodeThread, name: str) -> int:
     """Messages the node holds for ``name``, in any state (available, processing, accum)."""

@@ -8,6 +8,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from spark_helpers import NO_PYSPARK
+
+pytest.importorskip("pyspark", reason=NO_PYSPARK)
 from pyspark.sql import SparkSession
 from spark_helpers import drain, queue_size, wait_until
 

@@ -6,6 +6,9 @@ import pickle
 
 import msgpack
 import pytest
+from spark_helpers import NO_PYSPARK
+
+pytest.importorskip("pyspark", reason=NO_PYSPARK)
 
 from pylmq.client import Message, Part, RpcMessage
 from pylmq.errors import BadRequest

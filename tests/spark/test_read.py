@@ -6,6 +6,9 @@ import time
 
 import msgpack
 import pytest
+from spark_helpers import NO_PYSPARK
+
+pytest.importorskip("pyspark", reason=NO_PYSPARK)
 from pyspark.sql import DataFrame, SparkSession
 from spark_helpers import drain, queue_size, wait_until
 

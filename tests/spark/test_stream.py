@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_helpers import NO_PYSPARK
+
+pytest.importorskip("pyspark", reason=NO_PYSPARK)
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from spark_helpers import drain, queue_size, wait_until

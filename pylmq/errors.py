@@ -100,6 +100,13 @@ class StoreError(LMQError):
     http_status = 503
 
 
+class StoreFull(StoreError):
+    """The store refuses changes for now: its journal or its disk is near a limit (see the
+    node's log); what it answered before is kept. Try again later."""
+
+    reason = "store_full"
+
+
 class JournalCorrupt(StoreError):
     """The durable store's journal is damaged where a crash cannot have torn it: the node
     refuses to start rather than drop or resurrect messages. ``path`` and ``offset`` say where

@@ -39,6 +39,8 @@ def node_options(s: Settings) -> NodeOptions:
         data_dir=s.data_dir,
         fsync=s.fsync,
         fsync_interval=s.fsync_interval / 1000.0,
+        journal_max_bytes=s.journal_max_bytes,
+        disk_reserve_bytes=s.disk_reserve_bytes,
         max_connections=s.max_connections or None,
         header_timeout=s.header_timeout / 1000.0,
         body_timeout=s.body_timeout / 1000.0,

@@ -50,6 +50,8 @@ class Settings:
     data_dir: Path = Path("data")
     fsync: FsyncPolicy = "interval"  # pylmq.store.durable.DEFAULT_FSYNC
     fsync_interval: int = 1000  # ms, for fsync=interval
+    journal_max_bytes: int = 1 << 30  # durable store: pushes refused past it while compaction fails
+    disk_reserve_bytes: int = 64 << 20  # durable store: pushes refused below this much free space
     # Open connections each API (HTTP, MessagePack-RPC) accepts; 0: from the descriptor limit
     # (pylmq.api._limits.default_max_connections).
     max_connections: int = 0
@@ -65,6 +67,7 @@ _SCALAR_TYPES: dict[str, type] = {
     "http_host": str, "http_port": int, "rpc_host": str, "rpc_port": int, "node_name": str,
     "cookie": str, "hidden": bool, "net_ticktime": int, "stats_interval": int, "statsd_host": str,
     "statsd_port": int, "join": str, "log_dir": Path, "data_dir": Path, "fsync_interval": int,
+    "journal_max_bytes": int, "disk_reserve_bytes": int,
     "max_connections": int, "header_timeout": int, "body_timeout": int,
 }  # fmt: skip
 _CHOICES: dict[str, tuple[str, ...]] = {
@@ -73,10 +76,12 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "fsync": get_args(FsyncPolicy),
 }
 _PORTS = ("http_port", "rpc_port", "statsd_port")
-_AT_LEAST: dict[str, int] = {"max_connections": 0, "header_timeout": 1, "body_timeout": 1}
+_AT_LEAST: dict[str, int] = {
+    "max_connections": 0, "header_timeout": 1, "body_timeout": 1, "journal_max_bytes": 0, "disk_reserve_bytes": 0,
+}  # fmt: skip
 # The pylmq section's keys (app.config or -pylmq Key Value in vm.args).
 _PYLMQ_KEYS = ("store", "data_dir", "fsync", "fsync_interval", "rpc_host", "log_dir", "max_connections",
-               "header_timeout", "body_timeout")  # fmt: skip
+               "header_timeout", "body_timeout", "journal_max_bytes", "disk_reserve_bytes")  # fmt: skip
 # Override keys that are not Settings fields.
 _EXTRA_OVERRIDES = ("cookie_file",)
 

@@ -5,12 +5,13 @@ tests/cluster/test_reference_stats_props.py."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 import pylmq.cluster  # noqa: F401  (first, as the package itself loads the Mnesia store)
-from pylmq.api.http import stats_document
+from pylmq.api.http import stats_body, stats_document
 from pylmq.core.manager import QueueManager
 from pylmq.dist.terms import Atom, Term
 from pylmq.errors import InvalidProps
@@ -110,3 +111,5 @@ async def test_stats_in_the_cluster_list_the_clusters_nodes() -> None:
     doc = stats_document(manager, None, "pylmq@h")
     assert (doc["all_nodes"], doc["active_nodes"]) == (["erl1@h", "erl2@h"], ["erl1@h"]), doc
     assert doc["queues"]["q"]["nodes"] == ["erl1@h"], doc
+    # The body GET /stats sends, built in steps, lists the same nodes.
+    assert json.loads(await stats_body(manager, None, "pylmq@h")) == doc

@@ -160,7 +160,7 @@ def test_integers_jsonx_cannot_encode_are_refused(
 ) -> None:
     status, doc = patch(ref.py[0].url, queue, props)
     assert (status, doc.get("error")) == (400, "invalid_props"), (status, doc)
-    assert doc["detail"].startswith(field), doc
+    assert field in doc["detail"], doc
     assert_not_in_mnesia(ref.erl[0], queue)
 
 

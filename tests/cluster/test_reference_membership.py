@@ -202,8 +202,15 @@ def test_graceful_stop_of_every_erlang_node_makes_pylmq_standalone_within_second
     assert mode_line(text).startswith("Standalone: every Erlang node of the cluster is gone"), text
     assert text.splitlines()[1] == f"Active nodes: {env.rel.name}", text
     assert http("POST", f"{env.rel.url}/messages/{queue}", b"alone") == (200, b'{"accum":"no"}')
+
+    # Gone standalone by itself, not by the operator's choice: a restart rejoins (503 meanwhile)
+    # and writes back what was pushed while alone.
+    assert env.rel.lmq("restart").returncode == 0
+    assert http("POST", f"{env.rel.url}/messages/{queue}", b"refused")[0] == 503
     start_erlang(env)
-    joined(env)
+    text = wait_for(lambda: status(env), lambda t: env.lmq1.name in t.splitlines()[1], 30)
+    assert mode_line(text) == "", f"expected the node to rejoin once the Erlang nodes were back: {text}"
+    visible_on_erlang(env, queue, b"alone")
 
 
 def _other_cookie_node(name: str) -> subprocess.Popen[bytes]:

@@ -145,7 +145,7 @@ def format_status(term: Term) -> str:
         lines.insert(2, f"Standalone: {detail or 'every Erlang node of the cluster is gone'}; serving alone")
     elif mode == "rejoining":
         lines.insert(2, f"Rejoining: {detail}")
-        lines.insert(3, "  queue operations answer 503 until then; lmq-admin standalone serves alone")
+        lines.insert(3, "  queue operations answer 503 until it has rejoined; lmq-admin standalone serves alone")
     for name, info in status.get("queues", []):
         q = _proplist(info)
         props = _proplist(q.get("props", []))

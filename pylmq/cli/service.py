@@ -16,11 +16,12 @@ from pathlib import Path
 
 from pylmq.cli import console
 from pylmq.cluster import Cluster, membership
+from pylmq.cluster.cluster import not_connected_yet, rejoining_error
 from pylmq.cluster.membership import Membership
 from pylmq.config import Settings
 from pylmq.core.clock import SystemClock
 from pylmq.dist import Atom, Node, erl_string, start_node
-from pylmq.errors import ClusterError, ClusterUnavailable, ConfigError, DistError
+from pylmq.errors import ClusterError, ConfigError, DistError
 from pylmq.log import get_logger
 from pylmq.metrics import PeriodicGauges, QueueMetrics, StatsdEmitter
 from pylmq.node import LMQNode, NodeOptions, make_store
@@ -91,9 +92,7 @@ class Service:
                 self.membership = membership.load(self.membership_file)
                 if self.membership is not None and not self.membership.standalone:
                     # Before the APIs listen: not one request may see this node's own queues.
-                    self.node.manager.unavailable = ClusterUnavailable(
-                        f"rejoining the cluster of {', '.join(self.membership.nodes)}; not connected yet"
-                    )
+                    self.node.manager.unavailable = rejoining_error(not_connected_yet(self.membership))
             await self.node.start()
             if self.gauges is not None:
                 self.gauges.start()

@@ -76,7 +76,7 @@ from pylmq.dist.terms import Export, Pid, Term
 from pylmq.errors import ClusterError, ClusterUnavailable, DistError, RemoteError
 from pylmq.store.mnesia import CLUSTER, LOCAL, STANDALONE, MnesiaStore
 
-__all__ = ["Cluster"]
+__all__ = ["Cluster", "not_connected_yet", "rejoining_error"]
 
 log = logging.getLogger("pylmq.cluster")
 
@@ -91,6 +91,15 @@ REJOIN_INTERVAL = 2.0
 REJOINING = "rejoining"  # a mode of the Cluster only: the store stays local, the APIs answer 503
 CALL_TIMEOUT = 15.0
 SETTLE_TIMEOUT = 10.0
+
+
+def not_connected_yet(m: Membership) -> str:
+    return f"not connected yet to {', '.join(m.nodes)}"
+
+
+def rejoining_error(detail: str) -> ClusterUnavailable:
+    """What queue requests get while a restarted member rejoins its cluster."""
+    return ClusterUnavailable(f"rejoining the cluster: {detail}; lmq-admin standalone serves alone meanwhile")
 
 
 class Cluster:
@@ -320,13 +329,9 @@ class Cluster:
     def recorded(self) -> Membership | None:
         return membership.load(self.membership_file) if self.membership_file is not None else None
 
-    def refuse_until_rejoined(self, m: Membership) -> None:
-        """Before the APIs listen: queue operations answer 503 until the node has rejoined."""
-        self._unavailable(f"rejoining the cluster of {', '.join(m.nodes)}; not connected yet")
-
     def _unavailable(self, detail: str) -> None:
         self.mode_detail = detail
-        self.manager.unavailable = ClusterUnavailable(f"{detail}; run lmq-admin standalone to serve alone")
+        self.manager.unavailable = rejoining_error(detail)
 
     async def restore(self, m: Membership) -> None:
         """At start, with a recorded membership: serve alone if the operator chose it, else
@@ -339,7 +344,7 @@ class Cluster:
             await self._sync_manager()
             log.warning("serving standalone, as chosen before the restart; lmq-admin join NODE rejoins")
             return
-        self.refuse_until_rejoined(m)
+        self._unavailable(not_connected_yet(m))
         self.db_nodes = set(m.nodes)
         self._recorded = m.nodes
         self._start_rejoiner()
@@ -363,10 +368,10 @@ class Cluster:
                         continue
                     self._rejoiner = None
                     return
-            detail = f"rejoining the cluster: {'; '.join(failures)}"
+            detail = "; ".join(failures)
             self._unavailable(detail)
             if detail != last:
-                log.warning("%s; queue operations answer 503 until a node of it answers", detail)
+                log.warning("rejoining the cluster: %s; queue operations answer 503 until one answers", detail)
                 last = detail
             await asyncio.sleep(self.rejoin_interval)
 

@@ -161,8 +161,13 @@ def test_restarted_while_the_cluster_is_down_refuses_queue_operations_then_rejoi
         rpc.push(queue, "would split the cluster")
     assert refused.value.reason == "cluster_unavailable", refused.value
     text = wait_for(lambda: status(env), lambda t: "not registered in epmd" in t, TRUTH_WITHIN)
-    assert mode_line(text).startswith("Rejoining: rejoining the cluster:"), text
-    assert "not registered in epmd" in mode_line(text), text
+    expected = f"Rejoining: node {env.lmq1.name} is not reachable: node {env.lmq1.name} is not registered in epmd"
+    assert mode_line(text).startswith(expected), text
+    # An operator's join to a node that fails leaves the node rejoining, still refusing.
+    bad = env.rel.admin("join", f"nosuch_{secrets.token_hex(4)}@127.0.0.1")
+    assert bad.returncode == 1 and "not registered in epmd" in bad.stderr, bad
+    assert mode_line(status(env)).startswith("Rejoining: "), status(env)
+    assert http("POST", f"{env.rel.url}/messages/{queue}", b"still refused")[0] == 503
 
     start_erlang(env)
     text = wait_for(lambda: status(env), lambda t: mode_line(t) == "", 30)

@@ -202,7 +202,15 @@ def test_standalone_chosen_by_the_operator_serves_alone_across_restarts_until_jo
 
 def test_graceful_stop_of_every_erlang_node_makes_pylmq_standalone_within_seconds(env: Env, queue: str) -> None:
     joined(env)
-    stop_erlang(env)
+    # lmq1 first: the node pylmq joined and follows (its Mnesia stops, the node still answers).
+    env.lmq1.stop()
+    text = wait_for(lambda: status(env), lambda t: env.lmq1.name not in t.splitlines()[1], TRUTH_WITHIN)
+    assert text.splitlines()[1] == f"Active nodes: {env.lmq2.name}, {env.rel.name}", text
+    assert mode_line(text) == "", text
+    HttpClient(env.rel.url, request_timeout=30).push(queue, b"served by lmq2", "text/plain")
+    got = HttpClient(env.lmq2.url, request_timeout=30).pull(queue, 5)
+    assert got is not None and got.body == b"served by lmq2", f"expected lmq2 to serve pylmq's push, got {got}"
+    env.lmq2.stop()
     text = wait_for(lambda: status(env), lambda t: mode_line(t).startswith("Standalone"), TRUTH_WITHIN)
     assert mode_line(text).startswith("Standalone: every Erlang node of the cluster is gone"), text
     assert text.splitlines()[1] == f"Active nodes: {env.rel.name}", text

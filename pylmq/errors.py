@@ -204,6 +204,13 @@ class ClusterError(LMQError):
     http_status = 503
 
 
+class ClusterUnavailable(ClusterError):
+    """The node is a member of a cluster it cannot reach now (restarted while the cluster was
+    down): it refuses queue operations rather than serve queues of its own beside the cluster's."""
+
+    reason = "cluster_unavailable"
+
+
 class Unreachable(LMQError):
     """No node answered: every address refused the connection, or it broke or went silent."""
 

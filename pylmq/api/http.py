@@ -504,6 +504,7 @@ class HttpApi:
                 detail = f"{request.method} not allowed here; allowed: {allow}"
                 resp = error_response(405, "method_not_allowed", detail, b"Allow: " + allow.encode() + b"\r\n")
             else:
+                self.manager.check_available()
                 resp = await handler(self, request, *found[1])
             status = resp.status
         except LMQError as e:

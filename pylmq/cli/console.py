@@ -44,9 +44,15 @@ _IDLE = QueueStats(_NO_RATES, _NO_RATES, HistogramStats())
 
 
 def status_term(
-    manager: QueueManager, all_nodes: Iterable[str], active_nodes: Iterable[str], *, mode: str | None = None
+    manager: QueueManager,
+    all_nodes: Iterable[str],
+    active_nodes: Iterable[str],
+    *,
+    mode: str | None = None,
+    mode_detail: str = "",
 ) -> Term:
-    """``mode`` (a node that can cluster): ``local``, ``cluster`` or ``standalone``."""
+    """``mode`` (a node that can cluster): ``local``, ``cluster``, ``standalone`` or ``rejoining``;
+    ``mode_detail``: why it is standalone or rejoining."""
     queues: list[Term] = []
     for q in manager.status():
         p = q["props"]
@@ -62,6 +68,8 @@ def status_term(
     ]
     if mode is not None:
         term.insert(2, (A("mode"), A(mode)))
+        if mode_detail:
+            term.insert(3, (A("mode_detail"), mode_detail.encode()))
     return term
 
 
@@ -132,8 +140,12 @@ def format_status(term: Term) -> str:
         f"Active nodes: {', '.join(_text(n) for n in status.get('active_nodes', []))}",
         "",
     ]
-    if _text(status.get("mode", "")) == "standalone":
-        lines.insert(2, "Standalone: every Erlang node of the cluster is gone; serving alone")
+    mode, detail = _text(status.get("mode", "")), _text(status.get("mode_detail", ""))
+    if mode == "standalone":
+        lines.insert(2, f"Standalone: {detail or 'every Erlang node of the cluster is gone'}; serving alone")
+    elif mode == "rejoining":
+        lines.insert(2, f"Rejoining: {detail}")
+        lines.insert(3, "  queue operations answer 503 until it has rejoined; lmq-admin standalone serves alone")
     for name, info in status.get("queues", []):
         q = _proplist(info)
         props = _proplist(q.get("props", []))

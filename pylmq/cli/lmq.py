@@ -5,7 +5,8 @@ Like LMQ's script, every command but ``foreground``/``console`` reaches the node
 distribution (:mod:`pylmq.cli.maint`), with the name and cookie of ``REL/etc/vm.args``.
 
 * ``start`` runs the node detached (its own session; stdout/stderr appended to
-  ``log/run.log``), then waits until it answers a ping. If the node exits first, its reason
+  ``log/run.log``), then waits until it answers a ping and prints where it serves
+  (``lmq started: node N, HTTP HOST:PORT, RPC HOST:PORT``). If the node exits first, its reason
   (e.g. ``cannot listen for HTTP on 0.0.0.0:9980: Address already in use``) is printed and the
   exit status is 1. A node that already answers is left alone: ``Node is already running!``.
 * ``stop`` asks the node to stop (``lmq_console:stop``), waits for its process to exit and
@@ -33,6 +34,7 @@ import time
 from pathlib import Path
 
 from pylmq.cli.maint import Maint, Target, ensure_epmd, read_target
+from pylmq.config import load_settings
 from pylmq.dist.terms import Atom, to_text
 from pylmq.errors import DistError, LMQError
 
@@ -153,12 +155,20 @@ async def cmd_start(rel: Release, args: argparse.Namespace) -> int:
                 reason = _reason(_new_output(rel.run_log, offset))
                 raise Failed(f"Node failed to start (exit status {code}): {reason}")
             if await m.ping(timeout=2.0):
+                print(_started_line(rel))
                 return 0
             await asyncio.sleep(0.2)
     raise Failed(
         f"Node (pid {proc.pid}) did not answer pings within {args.timeout:g} s; it is left running, "
         f"see {rel.run_log} and {rel.root / 'log'}"
     )
+
+
+def _started_line(rel: Release) -> str:
+    """What ``start`` prints once the node answers: where it serves, from the release's settings
+    (those the node started with: it binds them or fails to start)."""
+    s = load_settings(rel.vm_args, rel.root / "etc" / "app.config")
+    return f"lmq started: node {rel.target.name}, HTTP {s.http_host}:{s.http_port}, RPC {s.rpc_host}:{s.rpc_port}"
 
 
 async def _stop(rel: Release, timeout: float) -> None:

@@ -30,7 +30,7 @@ from pylmq.core.props import (
 )
 from pylmq.core.queue import Delivery, Queue, QueueObserver, Waiter
 from pylmq.core.table import AccumResult
-from pylmq.errors import InvalidQueueName, MessageNotFound, QueueNotFound
+from pylmq.errors import InvalidQueueName, LMQError, MessageNotFound, QueueNotFound
 
 if TYPE_CHECKING:
     # Only for types: pylmq.store imports pylmq.core, so a runtime import here is circular.
@@ -113,6 +113,9 @@ class QueueManager:
         self.props_version = 0  # moves when the default list changes (Queue's PropsSource)
         self._any_turn = 0  # where the next pull-any starts looking: every queue gets turns
         self._closed = False
+        # Set while the node must not serve queues at all (a cluster member that cannot reach
+        # its cluster): the APIs answer every queue request with it.
+        self.unavailable: LMQError | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -130,6 +133,11 @@ class QueueManager:
         for q in list(self._queues.values()):
             for w in await q.close():
                 w.finish(None)
+
+    def check_available(self) -> None:
+        """Raise :attr:`unavailable` when set; the APIs call this before any queue operation."""
+        if self.unavailable is not None:
+            raise self.unavailable
 
     # -- queues ------------------------------------------------------------------------------------
 

@@ -227,6 +227,12 @@ class MnesiaStore:
         await local.barrier()
         return len(names), count
 
+    def resume_standalone(self) -> None:
+        """Serve the local store alone as it is: the operator chose standalone for a node that
+        cannot reach its cluster after a restart (its store holds what it last served alone)."""
+        self.mode, self.kind = STANDALONE, self.local.kind
+        self._holds.clear()
+
     async def become_local(self) -> None:
         """Left the cluster: the node starts over on its own (as LMQ's leave), empty."""
         self.mode, self.kind = LOCAL, self.local.kind

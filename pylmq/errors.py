@@ -141,6 +141,12 @@ class NodeDown(DistError):
     reason = "noconnection"
 
 
+class PeerStalled(NodeDown):
+    """The peer is connected but sends nothing: a call to it cannot be answered in time."""
+
+    reason = "stalled"
+
+
 class RemoteError(DistError):
     """A call into another node failed there: ``badrpc``, an exception, ``noproc``, an exit.
 

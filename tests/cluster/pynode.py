@@ -4,7 +4,7 @@
 LMQNode over a MnesiaStore (durable local store), its hidden distribution node and a Cluster,
 registers ``lmq_console:status/join/leave`` for the tests' Erlang driver, prints one JSON line
 ``{"http": PORT, "rpc": PORT}`` when it serves, and stops on SIGTERM (SIGKILL for the failure tests).
-``--rpc-timeout`` and ``--stall-timeout`` (seconds) are the settings of the same names.
+``--rpc-timeout``, ``--stall-timeout`` and ``--net-ticktime`` (seconds) are the settings of the same names.
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ async def run(args: argparse.Namespace) -> None:
     store = MnesiaStore(DurableStore(opts.data_dir, fsync=opts.fsync), rpc_timeout=args.rpc_timeout)
     node = LMQNode(opts, store=store)
     await node.start()
-    dist = await start_node(args.name, args.cookie, stall_timeout=args.stall_timeout)
+    dist = await start_node(
+        args.name, args.cookie, net_ticktime=args.net_ticktime, stall_timeout=args.stall_timeout
+    )
     cluster = Cluster(dist, store, node.manager)
 
     async def join(target: Term) -> Term:
@@ -89,6 +91,7 @@ def main() -> None:
     p.add_argument("--join")
     p.add_argument("--rpc-timeout", type=float, default=RPC_TIMEOUT)
     p.add_argument("--stall-timeout", type=float, default=3.0)
+    p.add_argument("--net-ticktime", type=float, default=60.0)
     args = p.parse_args()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s [%(levelname)s] %(message)s", stream=sys.stderr

@@ -13,6 +13,7 @@ import secrets
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,45 @@ def test_a_suspended_erlang_node_costs_a_request_at_most_the_bound_and_shows_as_
         assert sorted(pushed - seen) == [], "answered pushes lost"
 
 
+def test_past_the_erlang_net_ticktime_the_other_node_serves_while_one_stays_suspended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Erlang nodes (and pylmq) drop a silent node after 4 s instead of a minute.
+    monkeypatch.setenv("ERL_FLAGS", "-kernel net_ticktime 4")
+    with reference_cluster(tmp_path, erlang=2, pylmq=1, py_args=(*PY_ARGS, "--net-ticktime", "4")) as cluster:
+        lmq1, lmq2 = cluster.erl
+        py = HttpClient(cluster.py[0].url, request_timeout=30)
+        q = "tk_" + secrets.token_hex(4)
+        py.update_props(q, {"timeout": 2, "retry": 1000})
+        pushed, acked = {b"before"}, set()
+        py.push(q, b"before", "text/plain")
+        lmq1.signal(signal.SIGSTOP)
+        try:
+            served, deadline, i = 0, time.monotonic() + 20, 0
+            while served < 5 and time.monotonic() < deadline:
+                body = f"during{i}".encode()
+                i += 1
+                done = try_timed("a push", lambda body=body: py.push(q, body, "text/plain"))
+                if isinstance(done, ClusterError):
+                    assert "lmq_lib:enqueue" in done.detail and "outcome is unknown" in done.detail, done.detail
+                    served = 0
+                    continue
+                pushed.add(body)
+                got = try_timed("a pull", lambda: py.pull(q, 0))
+                if isinstance(got, ClusterError) or got is None:
+                    served = 0
+                    continue
+                timed("an ack", lambda got=got: py.ack(q, got.id))
+                acked.add(got.body)
+                served += 1
+            assert served == 5, "expected lmq2 to serve pylmq once the Erlang nodes dropped the suspended lmq1"
+            st = status(cluster)
+            assert lmq1.name not in st["active"] and lmq2.name in st["active"], st
+        finally:
+            lmq1.signal(signal.SIGCONT)
+        assert sorted(pushed - acked - drain(py, q, acked, 3)) == [], "answered pushes lost"
+
+
 def run_load(
     clients: dict[str, HttpClient], q: str, rounds: int, fault: Callable[[], None], at: int
 ) -> tuple[set[bytes], set[bytes], list[tuple[str, str]]]:
@@ -170,7 +210,8 @@ def run_load(
     for t in threads:
         t.join(120)
     assert failures == []
-    print(f"load: {len(pushed)} pushes answered, {len(acked)} acked, errors seen: {errors}")
+    kinds = Counter(f"{who}: {e.split(':')[0]}" for who, e in errors)
+    print(f"load: {len(pushed)} pushes answered, {len(acked)} acked, errors seen: {dict(kinds)}")
     return pushed, acked, errors
 
 

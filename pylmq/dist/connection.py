@@ -178,6 +178,7 @@ class Connection:
         if not self.stalled and not self.closed:
             self.stalled = True
             self.owner._on_stall(self, True, self.silence())
+            self.owner._probe(self)  # its answer ends the stall even with no periodic probes
 
     async def drain(self) -> None:
         if not self.closed:

@@ -532,9 +532,14 @@ class Node:
         """``rpc:call(Peer, Module, Function, Args)`` through the peer's ``rex`` server.
 
         Returns the value; ``{badrpc, Reason}`` raises RemoteError with ``term = Reason``,
-        a lost connection NodeDown, no answer in time TimeoutError.
+        a lost connection NodeDown, a stalled peer (before or during the call) PeerStalled,
+        no answer in time TimeoutError.
         """
         await self.connect(peer)
+        conn = self._connections.get(peer)
+        if conn is not None and conn.stalled:
+            # It would only wait out the timeout: the caller may have another node to ask.
+            raise PeerStalled(f"node {peer} is stalled: nothing received for {conn.silence():.1f} s", sent=False)
         ref = self.make_ref()
         fut: asyncio.Future[Term] = asyncio.get_running_loop().create_future()
         self._calls[ref] = (peer, fut)

@@ -247,6 +247,10 @@ class MnesiaStore:
             try:
                 return await link.rpc(peer, "lmq_lib", function, args, self.rpc_timeout), unknown
             except (NodeDown, TimeoutError) as e:
+                if isinstance(e, PeerStalled) and not e.sent:
+                    # It stalled after peers() was taken; the call never went out: the next peer.
+                    failures.append(f"peer {peer} stalled before the call was sent")
+                    continue
                 what = _failure(peer, e, loop.time() - began)
                 failures.append(what)
                 unknown = True

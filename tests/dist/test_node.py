@@ -171,15 +171,24 @@ async def test_an_idle_peer_that_answers_the_probe_is_never_stalled(epmd_port: i
         await b.stop()
 
 
-async def test_an_rpc_timeout_without_a_byte_from_the_peer_marks_it_stalled(epmd_port: int) -> None:
+async def test_an_rpc_timeout_without_a_byte_from_the_peer_marks_it_stalled_until_it_answers(epmd_port: int) -> None:
     a, b = await stalled_pair(epmd_port, stall_timeout=0.0)  # no watcher: only the call's own timeout
     try:
         b.register_function("m", "echo", lambda x: x)
         assert await a.rpc(b.name, "m", "echo", [1]) == 1
-        freeze(b, a.name)
+        transport = freeze(b, a.name)
         with pytest.raises(TimeoutError):
             await a.rpc(b.name, "m", "echo", [2], timeout=0.3)
         assert list(a.stalled_nodes()) == [b.name]
+        with pytest.raises(PeerStalled):  # at once: no call waits on a stalled peer
+            await a.rpc(b.name, "m", "echo", [3], timeout=30)
+        transport.resume_reading()
+        for _ in range(100):  # the probe sent at the mark is answered: no periodic probe needed
+            if not a.stalled_nodes():
+                break
+            await asyncio.sleep(0.05)
+        assert a.stalled_nodes() == {}
+        assert await a.rpc(b.name, "m", "echo", [4]) == 4
     finally:
         await a.stop()
         await b.stop()

@@ -3,7 +3,8 @@ that says which peer, which operation, after how long and whether the outcome is
 
 The peers are a fake PeerLink: ``answers`` (returns ok/empty), ``silent`` (never answers; the
 link enforces the timeout the store passes, as the dist node does), ``stalling`` (dropped as
-stalled, as the dist node does when it finds the peer stalled).
+stalled, as the dist node does when it finds the peer stalled), ``frozen`` (stalled before
+the call: refused unsent, as the dist node does for a peer already stalled).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class FakeLink:
                 await asyncio.Event().wait()
         if peer.startswith("stalling"):
             raise PeerStalled(f"node {peer} is stalled")
+        if peer.startswith("frozen"):
+            raise PeerStalled(f"node {peer} is stalled", sent=False)
         return A("empty") if function == "dequeue" else A("ok")
 
     def pushed(self, name: str) -> None:
@@ -98,3 +101,9 @@ async def test_with_every_peer_stalled_nothing_is_called_and_the_503_names_them(
         await store_on(link).enqueue("q", ([], b"x"), 2, 0.0)
     assert link.calls == []
     assert "not run" in info.value.detail and "frozen@h (silent 4.0 s)" in info.value.detail
+
+
+async def test_an_enqueue_refused_unsent_by_a_peer_that_just_stalled_goes_to_the_next_peer() -> None:
+    link = FakeLink(["frozen@h", "answers@h"])
+    assert await store_on(link).enqueue("q", ([], b"x"), 2, 0.0) == "no"
+    assert [p for p, _, _ in link.calls] == ["frozen@h", "answers@h"]

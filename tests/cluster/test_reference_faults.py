@@ -165,10 +165,13 @@ def test_past_the_erlang_net_ticktime_the_other_node_serves_while_one_stays_susp
 
 def run_load(
     clients: dict[str, HttpClient], q: str, rounds: int, fault: Callable[[], None], at: int
-) -> tuple[set[bytes], set[bytes], list[tuple[str, str]]]:
+) -> tuple[set[bytes], set[bytes], set[bytes], list[tuple[str, str]]]:
     """Each client pushes, pulls and acks ``rounds`` times in its thread; ``fault`` runs once the
-    first client is at round ``at``. Returns (pushes answered, bodies acked, errors seen)."""
+    first client is at round ``at``. Returns the pushes answered, the bodies delivered (pulled)
+    and those whose ack was answered, and the errors seen. An ack whose answer was lost may
+    still have committed, so only answered acks must never come back."""
     pushed: set[bytes] = set()
+    delivered: set[bytes] = set()
     acked: set[bytes] = set()
     errors: list[tuple[str, str]] = []
     lock = threading.Lock()
@@ -187,6 +190,7 @@ def run_load(
                 if got is not None:
                     with lock:
                         assert got.body not in acked, f"acked message {got.body!r} was delivered again"
+                        delivered.add(got.body)
                     client.ack(q, got.id)
                     with lock:
                         acked.add(got.body)
@@ -211,8 +215,8 @@ def run_load(
         t.join(120)
     assert failures == []
     kinds = Counter(f"{who}: {e.split(':')[0]}" for who, e in errors)
-    print(f"load: {len(pushed)} pushes answered, {len(acked)} acked, errors seen: {dict(kinds)}")
-    return pushed, acked, errors
+    print(f"load: {len(pushed)} pushes answered, {len(delivered)} delivered, {len(acked)} acked, errors: {dict(kinds)}")
+    return pushed, delivered, acked, errors
 
 
 def drain(client: HttpClient, q: str, acked: set[bytes], wait: float) -> set[bytes]:
@@ -238,10 +242,10 @@ def test_kill_9_of_an_erlang_node_under_load_loses_no_answered_push(tmp_path: Pa
         py = HttpClient(cluster.py[0].url, request_timeout=30)
         erl2 = HttpClient(lmq2.url, request_timeout=30)
         q = fresh_queue(py)
-        pushed, acked, errors = run_load({"py": py, "erl2": erl2}, q, 150, lmq1.kill, 50)
+        pushed, delivered, acked, errors = run_load({"py": py, "erl2": erl2}, q, 150, lmq1.kill, 50)
         rest = drain(py, q, acked, 4)
         print(f"drained after the kill: {len(rest)}")
-        lost = pushed - acked - rest
+        lost = pushed - delivered - rest
         assert sorted(lost) == [], f"answered pushes lost after kill -9 of {lmq1.name}"
         erl_errors = [e for who, e in errors if who == "erl2"]
         assert erl_errors == [], "clients of the surviving Erlang node should see no error"
@@ -257,11 +261,11 @@ def test_kill_9_of_the_pylmq_node_under_load_loses_no_push_it_answered(tmp_path:
         erl1, erl2 = (HttpClient(n.url, request_timeout=30) for n in (lmq1, lmq2))
         q = fresh_queue(py)
         clients = {"py": py, "erl1": erl1, "erl2": erl2}
-        pushed, acked, errors = run_load(clients, q, 150, cluster.py[0].kill, 50)
+        pushed, delivered, acked, errors = run_load(clients, q, 150, cluster.py[0].kill, 50)
         assert [e for who, e in errors if who != "py"] == [], "clients of the Erlang nodes should see no error"
         rest = drain(erl2, q, acked, 4)
         print(f"drained after the kill: {len(rest)}")
-        lost = pushed - acked - rest
+        lost = pushed - delivered - rest
         assert sorted(lost) == [], "pushes answered before the kill -9 of the pylmq node were lost"
         answered_by_py = {b for b in pushed if b.startswith(b"py-")}
         assert answered_by_py, "expected pylmq to have answered pushes before it was killed"

@@ -172,13 +172,6 @@ class Connection:
         """Seconds since the last byte from the peer."""
         return time.monotonic() - self._last_read
 
-    def mark_stalled(self) -> None:
-        """The peer is stalled (the owner saw a call go unanswered while it sent nothing): tell the
-        owner now rather than at the next check. Anything the peer sends clears it."""
-        if not self.stalled and not self.closed:
-            self.stalled = True
-            self.owner._on_stall(self, True, self.silence())
-            self.owner._probe(self)  # its answer ends the stall even with no periodic probes
 
     async def drain(self) -> None:
         if not self.closed:
@@ -263,7 +256,8 @@ class Connection:
             if stall > 0 and silence >= stall / 2 and now - probed >= stall / 2:
                 probed = now
                 self.owner._probe(self)
-            if stall > 0 and silence >= stall:
-                self.mark_stalled()
+            if stall > 0 and silence >= stall and not self.stalled:
+                self.stalled = True
+                self.owner._on_stall(self, True, silence)
             if now - self._last_write >= ticktime / 4 - interval / 2:
                 self.send(TICK)

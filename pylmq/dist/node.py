@@ -549,12 +549,6 @@ class Node:
         try:
             async with asyncio.timeout(timeout):
                 result = await fut
-        except TimeoutError:
-            conn = self._connections.get(peer)
-            if conn is not None and conn.silence() >= timeout:
-                # Not a slow call: the peer sent nothing at all while we waited.
-                conn.mark_stalled()
-            raise
         finally:
             self._calls.pop(ref, None)
         if type(result) is tuple and len(result) == 2 and result[0] is BADRPC:
@@ -724,7 +718,7 @@ class Node:
         peer = conn.peer
         if stalled:
             log.warning(
-                "dist: node %s is stalled: nothing received from it for %.1f s, a probe unanswered;"
+                "dist: node %s is stalled: nothing received from it for %.1f s, a ping unanswered;"
                 " its pending calls fail now (the connection stays until net_ticktime, %.0f s)",
                 peer, silence, self.net_ticktime,
             )  # fmt: skip

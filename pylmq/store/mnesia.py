@@ -27,6 +27,8 @@ Every call is bounded: it fails after ``rpc_timeout`` seconds (a few by default,
 and sooner when the link finds its peer stalled (it sends nothing and leaves a probe unanswered,
 see :mod:`pylmq.dist.connection`). Stalled peers are left out of :meth:`PeerLink.peers` until
 they are heard from again, so only the calls already sent to a peer when it stalls wait for it.
+A peer that let a call time out is tried after the others for a while (it may be alive but
+slow, e.g. waiting on a stalled replica's locks; the stall check is what excludes a peer).
 
 Failover, per operation, when the peer serving a call dies, stalls or stays silent past the rpc
 timeout after the call was sent, so that its outcome is unknown:
@@ -87,6 +89,7 @@ OK, EMPTY, ERROR, NOT_FOUND = A("ok"), A("empty"), A("error"), A("not_found")
 NO_QUEUE = (ERROR, A("no_queue_exists"))
 ACCUM_REPLY = {OK: "no", (A("accum"), A("new")): "new", (A("accum"), A("yes")): "yes"}
 RPC_TIMEOUT = 5.0  # seconds a call to an Erlang peer may take; Settings.rpc_timeout
+SUSPECT_FOR = 10.0  # seconds a peer that let a call time out is tried after the others
 HOLD_FIRST, HOLD_MAX = 0.05, 1.0
 
 
@@ -155,6 +158,7 @@ class MnesiaStore:
         self.link: PeerLink | None = None
         self._turn = itertools.count()
         self._holds: dict[str, tuple[int, float, float]] = {}  # name -> (mirror seq, until, length)
+        self._suspects: dict[str, float] = {}  # peer -> until when it is tried last
 
     @property
     def clustered(self) -> bool:
@@ -239,9 +243,11 @@ class MnesiaStore:
         if not peers:
             raise ClusterError(f"lmq_lib:{function} not run: no Erlang LMQ peer is reachable{_skipped(link)}")
         start = next(self._turn) % len(peers)
+        now = self.clock.now()
+        # Peers that let a call time out lately go last: alive maybe, but slow or stalling.
+        order = sorted(peers[start:] + peers[:start], key=lambda p: self._suspects.get(p, 0.0) > now)
         failures: list[str] = []
         loop = asyncio.get_running_loop()
-        order = peers[start:] + peers[:start]
         for n, peer in enumerate(order, 1):
             began = loop.time()
             try:
@@ -253,6 +259,8 @@ class MnesiaStore:
                     continue
                 what = _failure(peer, e, loop.time() - began)
                 failures.append(what)
+                if isinstance(e, TimeoutError):
+                    self._suspects[peer] = self.clock.now() + SUSPECT_FOR
                 unknown = True
                 if not retry_unknown:
                     raise ClusterError(

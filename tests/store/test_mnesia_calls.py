@@ -14,10 +14,11 @@ import asyncio
 import pytest
 
 import pylmq.cluster  # noqa: F401  (imports pylmq.store.mnesia, which cannot be imported first)
+from pylmq.core.clock import ManualClock
 from pylmq.dist.terms import Atom, Term
 from pylmq.errors import ClusterError, PeerStalled
 from pylmq.store.memory import MemoryStore
-from pylmq.store.mnesia import MnesiaStore
+from pylmq.store.mnesia import SUSPECT_FOR, MnesiaStore
 
 A = Atom
 TIMEOUT = 0.2
@@ -59,8 +60,8 @@ class FakeLink:
         pass
 
 
-def store_on(link: FakeLink) -> MnesiaStore:
-    store = MnesiaStore(MemoryStore(), rpc_timeout=TIMEOUT)
+def store_on(link: FakeLink, clock: ManualClock | None = None) -> MnesiaStore:
+    store = MnesiaStore(MemoryStore(), clock, rpc_timeout=TIMEOUT)
     store.become_cluster(link)
     return store
 
@@ -107,3 +108,18 @@ async def test_an_enqueue_refused_unsent_by_a_peer_that_just_stalled_goes_to_the
     link = FakeLink(["frozen@h", "answers@h"])
     assert await store_on(link).enqueue("q", ([], b"x"), 2, 0.0) == "no"
     assert [p for p, _, _ in link.calls] == ["frozen@h", "answers@h"]
+
+
+async def test_a_peer_that_let_a_call_time_out_is_tried_last_for_a_while() -> None:
+    link = FakeLink(["silent@h", "answers@h"])
+    clock = ManualClock(1000.0)
+    store = store_on(link, clock)
+    for _ in range(3):  # the turn would start the third call on silent@h
+        assert await store.dequeue("q", 30) is None
+    assert [p for p, _, _ in link.calls] == ["silent@h", "answers@h", "answers@h", "answers@h"]
+    clock.advance(SUSPECT_FOR + 1)
+    link.calls.clear()
+    assert await store.dequeue("q", 30) is None
+    assert [p for p, _, _ in link.calls] == ["answers@h"]  # the turn's start: answers@h
+    assert await store.dequeue("q", 30) is None
+    assert [p for p, _, _ in link.calls][1] == "silent@h", "no longer suspect: its turn again"

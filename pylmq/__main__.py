@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-connections", help="open connections per API port (default 0: from the fd limit)")
     p.add_argument("--header-timeout", help="ms for an HTTP request's head, from its first byte (default 30000)")
     p.add_argument("--body-timeout", help="ms an HTTP request body may go without a byte (default 30000)")
+    p.add_argument("--rpc-timeout", help="ms one call to an Erlang peer may take in a cluster (default 5000)")
+    p.add_argument(
+        "--stall-timeout", help="ms of silence, a probe unanswered, before a peer is stalled (default 3000; 0: off)"
+    )
     p.add_argument("--statsd", help="StatsD daemon HOST:PORT (default localhost:8125); off sends nothing")
     p.add_argument("--log-level", help="also write log lines at this lager level and above to stderr")
     p.add_argument("--name", help="join Erlang distribution as this hidden node (alive@host; -sname if no dotted host)")
@@ -68,6 +72,8 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "max_connections": args.max_connections,
         "header_timeout": args.header_timeout,
         "body_timeout": args.body_timeout,
+        "rpc_timeout": args.rpc_timeout,
+        "stall_timeout": args.stall_timeout,
         "cookie": args.cookie,
     }
     if args.http is not None:

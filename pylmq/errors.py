@@ -174,6 +174,19 @@ class NodeDown(DistError):
     reason = "noconnection"
 
 
+class PeerStalled(NodeDown):
+    """The peer is connected but sends nothing: a call to it cannot be answered in time.
+
+    ``sent`` is False when the call was refused before it went out (its outcome is known:
+    nothing happened), True when it was waiting for its answer."""
+
+    reason = "stalled"
+
+    def __init__(self, detail: str = "", *, sent: bool = True) -> None:
+        super().__init__(detail)
+        self.sent = sent
+
+
 class RemoteError(DistError):
     """A call into another node failed there: ``badrpc``, an exception, ``noproc``, an exit.
 

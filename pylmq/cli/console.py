@@ -19,7 +19,7 @@ Terms (shaped after LMQ's ``lmq:status/0`` and ``lmq:stats/0``, queue names as b
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from pylmq.core.manager import QueueManager
 from pylmq.dist.terms import Atom, Term
@@ -50,9 +50,11 @@ def status_term(
     *,
     mode: str | None = None,
     mode_detail: str = "",
+    stalled: Mapping[str, float] | None = None,
 ) -> Term:
     """``mode`` (a node that can cluster): ``local``, ``cluster``, ``standalone`` or ``rejoining``;
-    ``mode_detail``: why it is standalone or rejoining."""
+    ``mode_detail``: why it is standalone or rejoining; ``stalled``: connected members that send
+    nothing -> seconds since heard from."""
     queues: list[Term] = []
     for q in manager.status():
         p = q["props"]
@@ -70,6 +72,8 @@ def status_term(
         term.insert(2, (A("mode"), A(mode)))
         if mode_detail:
             term.insert(3, (A("mode_detail"), mode_detail.encode()))
+    if stalled:
+        term.insert(2, (A("stalled_nodes"), [(A(n), round(s, 1)) for n, s in sorted(stalled.items())]))
     return term
 
 
@@ -146,6 +150,9 @@ def format_status(term: Term) -> str:
     elif mode == "rejoining":
         lines.insert(2, f"Rejoining: {detail}")
         lines.insert(3, "  queue operations answer 503 until it has rejoined; lmq-admin standalone serves alone")
+    stalled = ", ".join(f"{_text(n)} (silent {s:g} s)" for n, s in status.get("stalled_nodes", []))
+    if stalled:
+        lines.insert(2, f"     Stalled: {stalled}")
     for name, info in status.get("queues", []):
         q = _proplist(info)
         props = _proplist(q.get("props", []))

@@ -65,7 +65,11 @@ class Service:
         self.metrics = QueueMetrics(self.statsd)
         opts = node_options(settings)
         # A node with an Erlang name can join a mixed cluster: its store can switch to Mnesia.
-        self.store = MnesiaStore(_local_store(opts)) if settings.node_name is not None else None
+        self.store = (
+            MnesiaStore(_local_store(opts), rpc_timeout=settings.rpc_timeout / 1000.0)
+            if settings.node_name is not None
+            else None
+        )
         self.node = LMQNode(opts, observer=self.metrics, store=self.store)
         self.cluster: Cluster | None = None
         self.gauges = (
@@ -112,7 +116,12 @@ class Service:
         if cookie is None:
             raise ConfigError(f"node {name} has no cookie: set -setcookie in vm.args or create ~/.erlang.cookie")
         try:
-            self.dist = await start_node(name, cookie, net_ticktime=self.settings.net_ticktime)
+            self.dist = await start_node(
+                name,
+                cookie,
+                net_ticktime=self.settings.net_ticktime,
+                stall_timeout=self.settings.stall_timeout / 1000.0,
+            )
         except (DistError, OSError) as e:
             detail = e.detail if isinstance(e, DistError) else str(e)
             raise DistError(f"cannot start distribution as {name}: {detail}") from e
@@ -146,7 +155,9 @@ class Service:
             return console.status_term(self.node.manager, nodes, nodes)
         every, active = self.cluster.status_nodes()
         c = self.cluster
-        return console.status_term(self.node.manager, every, active, mode=c.mode, mode_detail=c.mode_detail)
+        return console.status_term(
+            self.node.manager, every, active, mode=c.mode, mode_detail=c.mode_detail, stalled=c.stalled()
+        )
 
     async def _join(self, node: object) -> object:
         assert self.cluster is not None

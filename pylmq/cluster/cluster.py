@@ -48,6 +48,12 @@ deadline) and serves (``standalone``, logged at warning and shown by ``lmq-admin
 Several pylmq nodes that lose the cluster together each go on with a full copy (availability
 first: a message may then be delivered by each of them; none is lost).
 
+Stalled peers (a suspended Erlang node: connected, silent, see :mod:`pylmq.dist.connection`):
+the store's calls leave them out until they are heard from again, an Erlang node's queue
+processes are brought in line by the asynchronous remote event (handled when it resumes, as
+with an Erlang sender), ``lmq-admin status`` lists them as stalled, not active, and when the
+mirror's subscription node stalls the mirror re-subscribes on a live peer, as after a node-down.
+
 Re-joining (``lmq-admin join`` to a restarted Erlang node): the cluster wins where it has data
 and the Python side fills in what it lacks. Queue props and the default list already in the
 cluster are kept; queues only the Python side has are created with its props; every record the
@@ -91,7 +97,6 @@ REFRESH_INTERVAL = 1.0
 REJOIN_INTERVAL = 2.0
 REJOINING = "rejoining"  # a mode of the Cluster only: the store stays local, the APIs answer 503
 CALL_TIMEOUT = 15.0
-SETTLE_TIMEOUT = 10.0
 
 
 def not_connected_yet(m: Membership) -> str:
@@ -139,6 +144,7 @@ class Cluster:
         store.mirror.listener = self
         dist.register_function("lmq_cluster", "hello", self._hello)
         self._cancel_monitor = dist.monitor_node("*", self._on_nodedown)
+        self._cancel_stalls = dist.monitor_stalls(self._on_stall)
 
     # ------------------------------------------------------------------ state
 
@@ -153,7 +159,7 @@ class Cluster:
         active = {me}
         if self.mode == CLUSTER:
             active |= set(self.running) | {n for n, up in self.python_nodes.items() if up}
-        return sorted(every), sorted(active)
+        return sorted(every), sorted(active - set(self.dist.stalled_nodes()))
 
     def node_lists(self) -> tuple[list[str], list[str]]:
         """What an Erlang node's ``/stats`` lists: Mnesia's db nodes and the running ones (those
@@ -163,7 +169,13 @@ class Cluster:
     # ------------------------------------------------------------------ PeerLink (for the store)
 
     def peers(self) -> list[str]:
-        return list(self.running)
+        stalled = self.dist.stalled_nodes()
+        return [n for n in self.running if n not in stalled]
+
+    def stalled(self) -> dict[str, float]:
+        """Stalled members (Erlang or Python) -> seconds since anything came from them."""
+        members = set(self.running) | self.db_nodes | set(self.python_nodes)
+        return {n: s for n, s in self.dist.stalled_nodes().items() if n in members}
 
     async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
         return await self.dist.rpc(peer, module, function, args, timeout)
@@ -173,19 +185,33 @@ class Cluster:
 
     async def queue_created(self, name: str, props: Term | None) -> None:
         atom = name_to_atom(name)
-        await self._on_erlang_nodes(f"queue_created of {name}", lambda node: self._settle_queue(node, atom, props))
+        await self._on_erlang_nodes(
+            f"queue_created of {name}", lambda node: self._settle_queue(node, atom, props), (QUEUE_CREATED, atom)
+        )
 
     async def queue_deleted(self, name: str) -> None:
-        event = (REMOTE, (QUEUE_DELETED, name_to_atom(name)))
-        await self._on_erlang_nodes(f"queue_deleted of {name}", lambda node: self._sync_notify(node, event))
+        event = (QUEUE_DELETED, name_to_atom(name))
+        await self._on_erlang_nodes(
+            f"queue_deleted of {name}", lambda node: self._sync_notify(node, (REMOTE, event)), event
+        )
 
     async def defaults_changed(self) -> None:
         await self._on_erlang_nodes("default props", self._reload_all)
 
-    async def _on_erlang_nodes(self, what: str, step: Callable[[str], Awaitable[None]]) -> None:
+    async def _on_erlang_nodes(
+        self, what: str, step: Callable[[str], Awaitable[None]], event: Term | None = None
+    ) -> None:
         """Run step on every serving Erlang node at once; a node that fails is logged, not fatal:
-        the change is committed in Mnesia, and that node is most likely going down."""
-        nodes = list(self.running)
+        the change is committed in Mnesia, and that node is most likely going down. A stalled
+        node is not waited for: it gets the remote ``event`` (if any) asynchronously."""
+        stalled = self.dist.stalled_nodes()
+        nodes = [n for n in self.running if n not in stalled]
+        for n in self.running:
+            if n in stalled:
+                # What an Erlang node would broadcast; handled once it resumes.
+                if event is not None:
+                    self.dist.send((A("lmq_event"), A(n)), (NOTIFY, (REMOTE, event)))
+                log.warning("Erlang node %s is stalled: not waiting for it to take the %s", n, what)
         results = await asyncio.gather(*(step(n) for n in nodes), return_exceptions=True)
         for node, r in zip(nodes, results, strict=True):
             if isinstance(r, DistError | TimeoutError | ClusterError):
@@ -196,7 +222,7 @@ class Cluster:
     async def _sync_notify(self, node: str, event: Term) -> None:
         """The event handled by the node's lmq_event as if another node had broadcast it, but
         before the call returns (gen_event:sync_notify; lmq_event:notify_remote is async)."""
-        r = await self.dist.rpc(node, "gen_event", "sync_notify", [A("lmq_event"), event], SETTLE_TIMEOUT)
+        r = await self.dist.rpc(node, "gen_event", "sync_notify", [A("lmq_event"), event], self._settle_timeout)
         if r is not OK:
             raise ClusterError(f"lmq_event on {node} answered {r!r:.200}")
 
@@ -210,18 +236,23 @@ class Cluster:
         # The queue process also keeps the raw props it last stored and skips a props change
         # equal to them (lmq_queue's {props, P}): give it the props now in Mnesia, or a later
         # PATCH/reset on that node back to its stale raw props would store nothing.
-        pid = await self.dist.rpc(node, "lmq_queue_mgr", "get", [atom], SETTLE_TIMEOUT)
+        pid = await self.dist.rpc(node, "lmq_queue_mgr", "get", [atom], self._settle_timeout)
         if isinstance(pid, Pid):
-            r = await self.dist.rpc(node, "lmq_queue", "props", [pid, props], SETTLE_TIMEOUT)
+            r = await self.dist.rpc(node, "lmq_queue", "props", [pid, props], self._settle_timeout)
             if r is not OK:
                 raise ClusterError(f"lmq_queue:props on {node} answered {r!r:.200}")
 
     async def _reload_all(self, node: str) -> None:
         # What lmq_queue_mgr:set_default_props does on the node that ran it, on every node.
-        found = await self.dist.rpc(node, "lmq_queue_mgr", "match", [b""], SETTLE_TIMEOUT)
+        found = await self.dist.rpc(node, "lmq_queue_mgr", "match", [b""], self._settle_timeout)
         pids = [x[1] for x in found if type(x) is tuple and len(x) == 2] if isinstance(found, list) else []
         reload = Export(A("lmq_queue"), A("reload_properties"), 1)
-        await self.dist.rpc(node, "lists", "foreach", [reload, pids], SETTLE_TIMEOUT)
+        await self.dist.rpc(node, "lists", "foreach", [reload, pids], self._settle_timeout)
+
+    @property
+    def _settle_timeout(self) -> float:
+        # Part of an operation a client waits for: bounded as its lmq_lib call is.
+        return self.store.rpc_timeout
 
     def _broadcast(self, event: Term) -> None:
         connected = set(self.dist.connected_nodes())
@@ -426,6 +457,7 @@ class Cluster:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self._end_subscriber()
         self._cancel_monitor()
+        self._cancel_stalls()
 
     async def _stop_refresher(self) -> None:
         if self._refresher is not None:
@@ -622,6 +654,23 @@ class Cluster:
             self._spawn(self._go_standalone(), "cluster-standalone")
         elif peer == self.sub_node:
             self.sub_node = self.running[0]
+            self._spawn(self._resync_or_standalone(), "cluster-resync")
+
+    def _on_stall(self, peer: str, stalled: bool) -> None:
+        if peer not in self.running or self.mode != CLUSTER:
+            return
+        live = self.peers()
+        if stalled:
+            log.warning("Erlang node %s is stalled; calls go to %s", peer, ", ".join(live) or "no other node")
+        else:
+            log.warning("Erlang node %s serves again", peer)
+        if stalled and peer == self.sub_node and live:
+            # Its table events stop with it: follow Mnesia on a live node (re-scanned), and end
+            # the old subscriptions (the stalled node drops them when it resumes).
+            log.warning("the mirror re-subscribes on %s", live[0])
+            self._end_subscriber()
+            self.sub_node = live[0]
+            self.running = sorted(self.running, key=lambda n: n != self.sub_node)
             self._spawn(self._resync_or_standalone(), "cluster-resync")
 
     async def _resync_or_standalone(self) -> None:

@@ -23,8 +23,15 @@ The store has three modes:
 - ``standalone``: every Erlang peer is gone; the local store was seeded from the mirror and
   serves alone (see :meth:`MnesiaStore.become_standalone`).
 
-Failover, per operation, when the peer serving a call dies (or stays silent past the rpc
-timeout) after the call was sent, so that its outcome is unknown:
+Every call is bounded: it fails after ``rpc_timeout`` seconds (a few by default, configurable),
+and sooner when the link finds its peer stalled (it sends nothing and leaves a probe unanswered,
+see :mod:`pylmq.dist.connection`). Stalled peers are left out of :meth:`PeerLink.peers` until
+they are heard from again, so only the calls already sent to a peer when it stalls wait for it.
+A peer that let a call time out is tried after the others for a while (it may be alive but
+slow, e.g. waiting on a stalled replica's locks; the stall check is what excludes a peer).
+
+Failover, per operation, when the peer serving a call dies, stalls or stays silent past the rpc
+timeout after the call was sent, so that its outcome is unknown:
 
 - ``enqueue`` is not idempotent: the record's id is made on the Erlang side, so a retry cannot
   tell whether the first attempt committed and could store the message twice. It is NOT retried:
@@ -52,6 +59,7 @@ hears of a change of that queue, so waiting pulls neither spin nor sleep through
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from typing import Protocol
@@ -70,7 +78,7 @@ from pylmq.core.message import Item, Message, Retry
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult
 from pylmq.dist.terms import Atom, Term
-from pylmq.errors import ClusterError, InvalidProps, NodeDown, RemoteError
+from pylmq.errors import ClusterError, InvalidProps, NodeDown, PeerStalled, RemoteError
 from pylmq.store.local import LocalStore
 
 __all__ = [
@@ -92,7 +100,8 @@ MODES = (LOCAL, CLUSTER, STANDALONE)
 OK, EMPTY, ERROR, NOT_FOUND = A("ok"), A("empty"), A("error"), A("not_found")
 NO_QUEUE = (ERROR, A("no_queue_exists"))
 ACCUM_REPLY = {OK: "no", (A("accum"), A("new")): "new", (A("accum"), A("yes")): "yes"}
-RPC_TIMEOUT = 30.0
+RPC_TIMEOUT = 5.0  # seconds a call to an Erlang peer may take; Settings.rpc_timeout
+SUSPECT_FOR = 10.0  # seconds a peer that let a call time out is tried after the others
 HOLD_FIRST, HOLD_MAX = 0.05, 1.0
 # jsonx, LMQ's JSON encoder, fails on larger integers (no_match): an Erlang node holding one in a
 # queue's props answers GET /stats and GET /properties with 500. Its msgpack wraps past 2**64.
@@ -128,7 +137,11 @@ class PeerLink(Protocol):
     """What the store needs from the cluster membership (:class:`pylmq.cluster.Cluster`)."""
 
     def peers(self) -> list[str]:
-        """Connected Erlang peers able to serve a call, in the order to try them."""
+        """Connected Erlang peers able to serve a call (stalled ones left out), in the order to try them."""
+        ...
+
+    def stalled(self) -> dict[str, float]:
+        """Erlang peers left out of :meth:`peers` as stalled -> seconds since heard from."""
         ...
 
     async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term: ...
@@ -159,13 +172,29 @@ class _Unknown(Exception):
     """The call was sent and its peer died or went silent: its outcome is unknown."""
 
 
+def _failure(peer: str, e: Exception, elapsed: float) -> str:
+    if isinstance(e, PeerStalled):
+        return f"peer {peer} stalled (nothing received from it) and the call was dropped after {elapsed:.1f} s"
+    if isinstance(e, NodeDown):
+        return f"peer {peer} went down after {elapsed:.1f} s ({e.detail})"
+    return f"peer {peer} did not answer within the rpc timeout ({elapsed:.1f} s)"
+
+
+def _skipped(link: PeerLink) -> str:
+    stalled = link.stalled()
+    if not stalled:
+        return ""
+    return "; stalled, so not called: " + ", ".join(f"{p} (silent {s:.1f} s)" for p, s in stalled.items())
+
+
 def _whole(x: float) -> int | float:
     return int(x) if float(x).is_integer() else x
 
 
 class MnesiaStore:
-    def __init__(self, local: LocalStore, clock: Clock | None = None) -> None:
+    def __init__(self, local: LocalStore, clock: Clock | None = None, *, rpc_timeout: float = RPC_TIMEOUT) -> None:
         self.local = local
+        self.rpc_timeout = rpc_timeout
         self.clock: Clock = clock or SystemClock()
         self.mirror = Mirror()
         self.mode = LOCAL
@@ -173,6 +202,7 @@ class MnesiaStore:
         self.link: PeerLink | None = None
         self._turn = itertools.count()
         self._holds: dict[str, tuple[int, float, float]] = {}  # name -> (mirror seq, until, length)
+        self._suspects: dict[str, float] = {}  # peer -> until when it is tried last
 
     @property
     def clustered(self) -> bool:
@@ -261,23 +291,37 @@ class MnesiaStore:
         unknown = False
         peers = link.peers()
         if not peers:
-            raise ClusterError("no Erlang LMQ peer is reachable")
+            raise ClusterError(f"lmq_lib:{function} not run: no Erlang LMQ peer is reachable{_skipped(link)}")
         start = next(self._turn) % len(peers)
-        last: Exception | None = None
-        for peer in peers[start:] + peers[:start]:
+        now = self.clock.now()
+        # Peers that let a call time out lately go last: alive maybe, but slow or stalling.
+        order = sorted(peers[start:] + peers[:start], key=lambda p: self._suspects.get(p, 0.0) > now)
+        failures: list[str] = []
+        loop = asyncio.get_running_loop()
+        for n, peer in enumerate(order, 1):
+            began = loop.time()
             try:
-                return await link.rpc(peer, "lmq_lib", function, args, RPC_TIMEOUT), unknown
+                return await link.rpc(peer, "lmq_lib", function, args, self.rpc_timeout), unknown
             except (NodeDown, TimeoutError) as e:
-                last = e
+                if isinstance(e, PeerStalled) and not e.sent:
+                    # It stalled after peers() was taken; the call never went out: the next peer.
+                    failures.append(f"peer {peer} stalled before the call was sent")
+                    continue
+                what = _failure(peer, e, loop.time() - began)
+                failures.append(what)
+                if isinstance(e, TimeoutError):
+                    self._suspects[peer] = self.clock.now() + SUSPECT_FOR
                 unknown = True
                 if not retry_unknown:
                     raise ClusterError(
-                        f"peer {peer} went away during lmq_lib:{function}; its outcome is unknown, retry if needed"
+                        f"lmq_lib:{function}: {what}; its outcome is unknown (it may or may not have"
+                        " been applied), so it was not retried: retry if a duplicate is acceptable"
                     ) from e
-                log.warning("peer %s went away during lmq_lib:%s; trying another peer", peer, function)
+                if n < len(order):
+                    log.warning("lmq_lib:%s: %s; retrying it on another peer", function, what)
             except RemoteError as e:
                 raise ClusterError(f"lmq_lib:{function} failed on {peer}: {e.detail}") from e
-        raise ClusterError(f"no Erlang LMQ peer could run lmq_lib:{function}: {last}")
+        raise ClusterError(f"lmq_lib:{function} failed on every Erlang LMQ peer: {'; '.join(failures)}{_skipped(link)}")
 
     @staticmethod
     def _check(function: str, result: Term) -> Term:

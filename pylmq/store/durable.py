@@ -69,7 +69,7 @@ from pylmq.core.message import Item, Message, Retry
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult, QueueTable
 from pylmq.errors import JournalCorrupt, ShuttingDown, StoreError, StoreFull
-from pylmq.store.check import check_segment, mapped, refusal, save_aside, unterminated_snapshot
+from pylmq.store.check import check_segment, mapped, orphaned_current, refusal, save_aside, unterminated_snapshot
 from pylmq.store.journal import (
     MAGIC,
     SEGMENT_NAME,
@@ -627,6 +627,9 @@ class DurableStore(LocalStore):
             problems = check_segment(d / _segment_name(old), last=False).problems
             if problems:
                 raise problems[0]
+        orphan = orphaned_current([d / _segment_name(n) for n in seqs])
+        if orphan is not None:
+            raise orphan
         path = d / _segment_name(seq)
         reader = JournalReader()
         count = 0

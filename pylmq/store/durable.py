@@ -974,7 +974,9 @@ class DurableStore(LocalStore):
         return _NO_GROWTH if self._free >= reserve // 2 else _NO_GROWTH + 1
 
     def _space_detail(self) -> str:
-        return f"{self._free} bytes free for {self.data_dir}, reserve {self.disk_reserve_bytes}"
+        # Names the setting: on a small disk a new node refuses everything until it is lowered.
+        reserve = self.disk_reserve_bytes
+        return f"{self._free} bytes free for {self.data_dir}, below the reserve of {reserve} bytes (disk_reserve_bytes)"
 
     def _journal_level(self) -> int:
         seg, limit = self.stats.segment_bytes, self._journal_limit
@@ -984,7 +986,7 @@ class DurableStore(LocalStore):
 
     def _journal_detail(self) -> str:
         seg, limit = self.stats.segment_bytes, self._journal_limit
-        return f"the journal has grown to {seg} bytes (limit {limit}) while compaction fails"
+        return f"the journal has grown to {seg} bytes (limit {limit}, journal_max_bytes) while compaction fails"
 
     def _check_space(self) -> None:
         """Look at the free space of the data directory's file system, then at the limits."""

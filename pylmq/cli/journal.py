@@ -51,7 +51,7 @@ def run_check(data_dir: Path, out: TextIO) -> int:
     for r in reports:
         for line in describe(r):
             print(line, file=out)
-    if all(r.clean for r in reports):
+    if all(r.clean and not r.problems for r in reports):
         print(f"{data_dir}: journal is clean", file=out)
         return CLEAN
     repair = f"pylmq journal repair --data-dir {data_dir}"

@@ -189,10 +189,36 @@ def check_buffer(buf: Buffer, path: Path, *, last: bool) -> SegmentReport:
     return report
 
 
+def orphaned_current(paths: list[Path]) -> JournalCorrupt | None:
+    """With older segments present, the current one must be a compaction's (begin with a
+    snapshot): start-up replays it alone and deletes the older ones. A current segment that
+    does not (a file copied or renamed by hand) would drop every record they hold."""
+    if len(paths) < 2:
+        return None
+    current = paths[-1]
+    with open(current, "rb") as f:
+        head = f.read(len(MAGIC) + len(SNAPSHOT_BEGIN_FRAME))
+    if head[: len(MAGIC)] != MAGIC or head[len(MAGIC) :] == SNAPSHOT_BEGIN_FRAME:
+        return None  # another format version, or a compaction's segment: judged elsewhere
+    older = ", ".join(p.name for p in paths[:-1])
+    return JournalCorrupt(
+        str(current),
+        len(MAGIC),
+        len(MAGIC),
+        f"the current segment does not begin with a compaction snapshot, yet older segments ({older}) exist: "
+        "it is not their successor, and replaying it alone would drop their records; "
+        "keep the segment that holds the state and move the other away",
+    )
+
+
 def check(data_dir: Path) -> list[SegmentReport]:
     """Every segment of the journal in ``data_dir``, oldest first."""
     paths = segment_paths(data_dir)
-    return [check_segment(p, last=i == len(paths) - 1) for i, p in enumerate(paths)]
+    reports = [check_segment(p, last=i == len(paths) - 1) for i, p in enumerate(paths)]
+    orphan = orphaned_current(paths)
+    if orphan is not None:
+        reports[-1].problems.append(orphan)
+    return reports
 
 
 @dataclass(slots=True)

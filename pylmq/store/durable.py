@@ -69,7 +69,7 @@ from pylmq.core.message import Item, Message, Retry
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult, QueueTable
 from pylmq.errors import JournalCorrupt, ShuttingDown, StoreError, StoreFull
-from pylmq.store.check import check_segment, mapped, refusal, save_aside, unterminated_snapshot
+from pylmq.store.check import check_segment, mapped, orphaned_current, refusal, save_aside, unterminated_snapshot
 from pylmq.store.journal import (
     MAGIC,
     SEGMENT_NAME,
@@ -627,6 +627,9 @@ class DurableStore(LocalStore):
             problems = check_segment(d / _segment_name(old), last=False).problems
             if problems:
                 raise problems[0]
+        orphan = orphaned_current([d / _segment_name(n) for n in seqs])
+        if orphan is not None:
+            raise orphan
         path = d / _segment_name(seq)
         reader = JournalReader()
         count = 0
@@ -971,7 +974,9 @@ class DurableStore(LocalStore):
         return _NO_GROWTH if self._free >= reserve // 2 else _NO_GROWTH + 1
 
     def _space_detail(self) -> str:
-        return f"{self._free} bytes free for {self.data_dir}, reserve {self.disk_reserve_bytes}"
+        # Names the setting: on a small disk a new node refuses everything until it is lowered.
+        reserve = self.disk_reserve_bytes
+        return f"{self._free} bytes free for {self.data_dir}, below the reserve of {reserve} bytes (disk_reserve_bytes)"
 
     def _journal_level(self) -> int:
         seg, limit = self.stats.segment_bytes, self._journal_limit
@@ -981,7 +986,7 @@ class DurableStore(LocalStore):
 
     def _journal_detail(self) -> str:
         seg, limit = self.stats.segment_bytes, self._journal_limit
-        return f"the journal has grown to {seg} bytes (limit {limit}) while compaction fails"
+        return f"the journal has grown to {seg} bytes (limit {limit}, journal_max_bytes) while compaction fails"
 
     def _check_space(self) -> None:
         """Look at the free space of the data directory's file system, then at the limits."""

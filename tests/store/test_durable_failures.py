@@ -276,6 +276,7 @@ async def test_low_free_space_refuses_pushes_then_every_change_and_lifts_by_itse
             break
         await asyncio.sleep(0.01)
     assert refused is not None and "bytes free" in refused.detail, refused
+    assert "disk_reserve_bytes" in refused.detail  # what an operator with a small disk lowers
     assert s.stats.state == "refusing_pushes" and s.stats.free_bytes == 700 << 10
     with pytest.raises(StoreFull):
         await s.create("new queue")

@@ -9,6 +9,7 @@ a compaction snapshot, a truncation.
 from __future__ import annotations
 
 import asyncio
+import io
 import shutil
 import struct
 import subprocess
@@ -19,11 +20,12 @@ from pathlib import Path
 import pytest
 from store_helpers import OpenStore, state_of
 
+from pylmq.cli.journal import run_check
 from pylmq.core.message import make_item
 from pylmq.errors import JournalCorrupt, StoreError
 from pylmq.store.check import check, repair, save_aside
 from pylmq.store.durable import DurableStore
-from pylmq.store.journal import Encoder, Frame, PutRecord, SnapshotEnd, scan
+from pylmq.store.journal import MAGIC, Encoder, Frame, PutRecord, SnapshotEnd, scan
 
 
 def frames(path: Path) -> list[Frame]:
@@ -204,6 +206,35 @@ async def test_intact_superseded_segment_is_still_dropped_at_start(open_store: O
     shutil.copy2(old, s.data_dir / "journal-00000001.log")
     s2 = await open_store(s.data_dir)
     assert state_of(s2) == expected and not (s.data_dir / "journal-00000001.log").exists()
+
+
+@pytest.mark.parametrize("current", ["signature only", "a copy of the older segment"])
+async def test_a_current_segment_that_is_no_compaction_refuses_to_start_and_keeps_the_older_one(
+    open_store: OpenStore, current: str
+) -> None:
+    # Not what a crash leaves (compaction installs a segment only once its snapshot is whole),
+    # but what a hand copying or renaming files does: replaying the newest segment alone and
+    # deleting the older one would lose every message it holds.
+    s = await push_and_ack(open_store, pushed=30, acked=3)
+    old = s.data_dir / "journal-00000001.log"
+    newest = s.data_dir / "journal-00000002.log"
+    newest.write_bytes(MAGIC if current == "signature only" else old.read_bytes())
+    before = files(s.data_dir)
+    with pytest.raises(JournalCorrupt, match="does not begin with a compaction snapshot") as err:
+        await open_store(s.data_dir)
+    assert (err.value.path, err.value.offset) == (str(newest), len(MAGIC))
+    assert "journal-00000001.log" in str(err.value)
+    assert files(s.data_dir) == before
+    *_, last = check(s.data_dir)
+    assert last.problems and "compaction snapshot" in last.problems[0].what
+    out = io.StringIO()
+    assert run_check(s.data_dir, out) == 1
+    assert "does not begin with a compaction snapshot" in out.getvalue()
+    # Once the stray segment is moved away, the older one is the state again.
+    newest.unlink()
+    s2 = await open_store(s.data_dir)
+    assert len(bodies(s2)) == 27
+    await s2.close()
 
 
 async def test_torn_tail_in_a_superseded_segment_is_not_cut(open_store: OpenStore, tmp_path: Path) -> None:

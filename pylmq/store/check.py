@@ -45,6 +45,7 @@ __all__ = [
     "check",
     "check_buffer",
     "check_segment",
+    "fsync_dir",
     "mapped",
     "refusal",
     "repair",
@@ -230,7 +231,9 @@ class Repaired:
     dropped_marker: bool = False
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Sync a directory, so that a rename or a new file in it survives a crash (the durable store
+    uses it too)."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -267,7 +270,7 @@ def _rewrite(report: SegmentReport) -> Repaired:
         finally:
             os.close(fd)
     os.rename(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return done
 
 

@@ -69,7 +69,15 @@ from pylmq.core.message import Item, Message, Retry
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult, QueueTable
 from pylmq.errors import JournalCorrupt, ShuttingDown, StoreError, StoreFull
-from pylmq.store.check import check_segment, mapped, orphaned_current, refusal, save_aside, unterminated_snapshot
+from pylmq.store.check import (
+    check_segment,
+    fsync_dir,
+    mapped,
+    orphaned_current,
+    refusal,
+    save_aside,
+    unterminated_snapshot,
+)
 from pylmq.store.journal import (
     MAGIC,
     SEGMENT_NAME,
@@ -115,14 +123,6 @@ def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     while view:
         n = os.write(fd, view)
         view = view[n:]
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class JournalIO:
@@ -693,7 +693,7 @@ class DurableStore(LocalStore):
         _write_all(fd, MAGIC)
         os.fsync(fd)
         os.rename(tmp, final)
-        _fsync_dir(self.data_dir)
+        fsync_dir(self.data_dir)
         return fd
 
     def _table_for_replay(self, name: str) -> QueueTable:
@@ -1176,7 +1176,7 @@ class DurableStore(LocalStore):
         self.io.write(fd, tail)
         self.io.fdatasync(fd)
         os.rename(final.with_name(final.name + ".tmp"), final)
-        _fsync_dir(self.data_dir)
+        fsync_dir(self.data_dir)
         # Off the loop: dropping a big file can take a while on some file systems.
         os.close(old_fd)
         # Left behind, the old segment is deleted at the next recovery (the highest one wins).

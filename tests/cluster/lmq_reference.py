@@ -166,7 +166,9 @@ class RefNode:
     def queue_processes(self) -> list[str]:
         """Names of the queues that have a queue process in this node's lmq_queue_mgr."""
         out = self.eval('lists:sort([atom_to_list(N) || {N, _} <- lmq_queue_mgr:match(<<".">>)])')
-        return [x for x in out.replace("\n", "").strip("[] ").replace('"', "").split(",") if x.strip()]
+        # ~p wraps a long list over indented lines: strip each name of that indentation.
+        names = out.replace("\n", "").strip("[] ").replace('"', "").split(",")
+        return [x.strip() for x in names if x.strip()]
 
 
 @dataclass

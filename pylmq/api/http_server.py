@@ -33,7 +33,8 @@ What one connection does:
   and its connection closed.
 - The bytes of bodies not yet whole count against the node's ``max_buffered_bytes``, shared
   with the RPC server (:class:`~pylmq.api._limits.BufferBudget`): a read that would take the
-  total past it is answered 503 ``too_much_buffered``, its body dropped at once.
+  total past it is answered 503 ``too_much_buffered``, its body dropped at once. A
+  Content-Length over the whole budget, which could never fit, is answered 413 at once.
 - At ``max_connections`` open connections (:mod:`pylmq.api._limits`) a new one takes the place
   of the connection idle or trickling in a head for longest (``evict_after`` seconds at least);
   with none such it is answered 503 and closed at once.
@@ -285,6 +286,13 @@ class _Connection(asyncio.Protocol):
         length = self._headers.get(b"content-length")
         if length is not None and int(length) > self.server.max_body:
             raise self._too_large()
+        if length is not None and int(length) > self.server.budget.max_bytes:
+            # Could never fit, however long the client waited: not a 503 "try again later".
+            detail = (
+                f"the request body is over the {self.server.budget.max_bytes} bytes the node may hold"
+                " of requests being received (max_buffered_bytes)"
+            )
+            raise _rejected(413, "too_large", detail)
         self.in_body = True
         self.read_since = self.loop.time()
         self.progress.start(self.read_since)

@@ -136,9 +136,19 @@ async def test_an_upload_within_the_budget_and_the_rate_succeeds(serve: Serve, n
 async def test_small_requests_are_served_while_the_budget_is_full(serve: Serve) -> None:
     budget = BufferBudget(256 * KIB, logging.getLogger("test"), lambda: 0.0)
     srv = await serve(budget=budget)
-    _, holder = await _begin_upload(srv, "hold", 1024 * KIB, b"a" * (256 * KIB))
-    await _until(lambda: budget.used == 256 * KIB, "the budget filled")
+    _, holder = await _begin_upload(srv, "hold", 256 * KIB, b"a" * (256 * KIB - 1))
+    await _until(lambda: budget.used == 256 * KIB - 1, "the budget filled")
     reader, writer = await _begin_upload(srv, "small", 5, b"small")  # whole within one read
     assert (await _answer(reader))[0] == 200
     writer.close()
     holder.close()
+
+
+async def test_a_body_larger_than_the_whole_budget_is_413_before_it_is_sent(serve: Serve) -> None:
+    budget = BufferBudget(256 * KIB, logging.getLogger("test"), lambda: 0.0)
+    srv = await serve(budget=budget)
+    reader, writer = await _begin_upload(srv, "huge", 512 * KIB, b"")
+    status, body = await _answer(reader)
+    assert (status, json.loads(body)["error"]) == (413, "too_large"), body
+    assert "max_buffered_bytes" in json.loads(body)["detail"]
+    writer.close()

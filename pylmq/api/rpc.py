@@ -50,7 +50,8 @@ order) and the connection is not read until half of those running finish, so a c
 pipelining thousands of long polls holds a bounded amount of memory and every request is
 still answered. ``max_connections`` (see :mod:`pylmq.api._limits`) open connections: at the
 limit a newcomer takes the place of the connection stuck longest (``evict_after`` seconds at
-least) in a frame not yet whole with no request running; with none such it is closed at once.
+least) in a frame not yet whole, coming slower than ``min_receive_rate``, with no request
+running; with none such it is closed at once.
 A connection idle between frames is fine (clients keep theirs open), a frame begun is not: it
 must bring ``min_receive_rate`` bytes a second over each window of ``frame_timeout`` seconds
 (so a small frame must be whole within ``frame_timeout`` of its first byte), or the connection
@@ -488,10 +489,15 @@ class _Connection(asyncio.Protocol):
             )
 
     def holds_a_place_since(self, before: float) -> float | None:
-        """When this connection's frame not yet whole began, if before ``before`` and it has no
-        request running: it may give its place to a newcomer (see :meth:`RpcServer.make_room`)."""
+        """When this connection's frame not yet whole began, if before ``before``, it has no
+        request running and the frame is not coming at ``min_receive_rate`` (a large frame
+        streaming in is not stuck): it may give its place to a newcomer (see
+        :meth:`RpcServer.make_room`)."""
         since = self.frame_since
         if since is None or since >= before or self._tasks or self.closing_error is not None or self.closed:
+            return None
+        rate = self.server.min_receive_rate
+        if rate and self.progress.received >= rate * (self.loop.time() - self.progress.since):
             return None
         return since
 

@@ -131,6 +131,26 @@ async def test_slow_sockets_stuck_in_frames_give_their_places_to_a_new_client(se
         await c.close()
 
 
+async def test_a_large_frame_streaming_in_keeps_its_place_at_the_limit(serve: Serve) -> None:
+    _, address = await serve(max_connections=2, evict_after=0.1, min_receive_rate=KIB)
+    idle = await open_client(address)
+    assert await idle.call("push", "big", "first") == "ok"
+    streaming = await open_client(address)
+    size = 400 * KIB
+    streaming.send(_frame_start(5, size))
+    sent = 0
+    for _ in range(10):  # 8 KiB every 20 ms (about 400 KiB/s): well above the rate, for 0.2 s
+        streaming.send(b"s" * (8 * KIB))
+        sent += 8 * KIB
+        await asyncio.sleep(0.02)
+    newcomer = await open_client(address)
+    assert await newcomer.closed_by_server(), "no place to take: the newcomer is refused"
+    streaming.send(b"s" * (size - sent))
+    assert await streaming.response(5) == (None, "ok")
+    for c in [idle, streaming, newcomer]:
+        await c.close()
+
+
 async def test_rpc_and_http_share_the_node_budget() -> None:
     opts = NodeOptions(http=("127.0.0.1", 0), rpc=("127.0.0.1", 0), store="memory", max_buffered_bytes=KIB * KIB)
     node = LMQNode(opts)

@@ -50,6 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-connections", help="open connections per API port (default 0: from the fd limit)")
     p.add_argument("--header-timeout", help="ms for an HTTP request's head, from its first byte (default 30000)")
     p.add_argument("--body-timeout", help="ms an HTTP request body may go without a byte (default 30000)")
+    p.add_argument(
+        "--max-buffered-bytes",
+        help="bytes of requests partly received (HTTP bodies, RPC frames) held at most (default 0: from the memory)",
+    )
+    p.add_argument(
+        "--min-receive-rate", help="bytes/s a body or RPC frame must average over each body timeout (default 1024)"
+    )
     p.add_argument("--rpc-timeout", help="ms one call to an Erlang peer may take in a cluster (default 5000)")
     p.add_argument(
         "--stall-timeout", help="ms of silence, a probe unanswered, before a peer is stalled (default 3000; 0: off)"
@@ -72,6 +79,8 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "max_connections": args.max_connections,
         "header_timeout": args.header_timeout,
         "body_timeout": args.body_timeout,
+        "max_buffered_bytes": args.max_buffered_bytes,
+        "min_receive_rate": args.min_receive_rate,
         "rpc_timeout": args.rpc_timeout,
         "stall_timeout": args.stall_timeout,
         "cookie": args.cookie,

@@ -71,6 +71,20 @@ class UnknownMethod(BadRequest):
     reason = "unknown_method"
 
 
+class RequestTimeout(LMQError):
+    """A request being received came too slowly (see :mod:`pylmq.api._limits`)."""
+
+    reason = "request_timeout"
+    http_status = 408
+
+
+class TooMuchBuffered(LMQError):
+    """The node holds as many bytes of partly received requests as it may (``max_buffered_bytes``)."""
+
+    reason = "too_much_buffered"
+    http_status = 503
+
+
 class ConnectionClosed(LMQError):
     """The client closed its side of the connection while a pull was waiting for it."""
 

@@ -8,11 +8,18 @@ tests use. Each server is owned here: started in :meth:`LMQNode.start`, stopped 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pylmq.api._limits import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
+from pylmq.api._limits import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MIN_RECEIVE_RATE,
+    BufferBudget,
+    default_max_buffered,
+)
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.manager import QueueManager
 from pylmq.core.queue import QueueObserver
@@ -64,6 +71,10 @@ class NodeOptions:
     max_connections: int | None = None
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     body_timeout: float = DEFAULT_BODY_TIMEOUT
+    # Bytes of requests partly received both APIs hold together (None: from the memory), and
+    # the rate a body or frame being received must keep (pylmq.api._limits).
+    max_buffered_bytes: int | None = None
+    min_receive_rate: int = DEFAULT_MIN_RECEIVE_RATE
     node_name: str = "nonode@nohost"  # what /stats lists as this node (its Erlang name, if any)
 
 
@@ -107,6 +118,7 @@ class LMQNode:
         self.manager = QueueManager(self.store, self.clock, observer or self.metrics)
         self._http: HttpServer | None = None
         self._rpc: object | None = None
+        self._budget: BufferBudget | None = None
         self.http_address: tuple[str, int] | None = None
         self.rpc_address: tuple[str, int] | None = None
 
@@ -130,6 +142,13 @@ class LMQNode:
             self.rpc_address,
         )
 
+    def budget(self) -> BufferBudget:
+        """The one budget for requests partly received, shared by the HTTP and RPC servers."""
+        if self._budget is None:
+            size = self.opts.max_buffered_bytes or default_max_buffered()
+            self._budget = BufferBudget(size, log, time.monotonic)
+        return self._budget
+
     def _in_process(self) -> bool:
         """Whether the store now answers without remote calls, so that requests may start
         eagerly (pylmq.api._eager). A store joined to a cluster is "mnesia" while it is."""
@@ -147,6 +166,8 @@ class LMQNode:
             max_connections=opts.max_connections,
             header_timeout=opts.header_timeout,
             body_timeout=opts.body_timeout,
+            min_receive_rate=opts.min_receive_rate,
+            budget=self.budget(),
         )
         try:
             self.http_address = await server.start(host, port)
@@ -163,7 +184,15 @@ class LMQNode:
     async def _start_rpc(self, host: str, port: int) -> None:
         from pylmq.api.rpc import RpcServer
 
-        rpc = RpcServer(self.manager, eager=self._in_process, max_connections=self.opts.max_connections)
+        opts = self.opts
+        rpc = RpcServer(
+            self.manager,
+            eager=self._in_process,
+            max_connections=opts.max_connections,
+            frame_timeout=opts.body_timeout,
+            min_receive_rate=opts.min_receive_rate,
+            budget=self.budget(),
+        )
         try:
             self.rpc_address = await rpc.start(host, port)
         except OSError as e:

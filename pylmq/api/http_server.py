@@ -28,7 +28,13 @@ What one connection does:
   transport's write buffer is over its high-water mark.
 - A connection idle longer than ``keepalive_timeout`` is closed (aiohttp's default, 75 s).
 - Slow clients: a request whose head is not whole ``header_timeout`` after its first byte, or
-  whose body gets no byte for ``body_timeout``, is answered 408 and its connection closed.
+  whose body gets no byte for ``body_timeout``, or less than ``min_receive_rate`` bytes a second
+  over a window of ``body_timeout`` (:class:`~pylmq.api._limits.Progress`), is answered 408
+  and its connection closed.
+- The bytes of bodies not yet whole count against the node's ``max_buffered_bytes``, shared
+  with the RPC server (:class:`~pylmq.api._limits.BufferBudget`): a read that would take the
+  total past it is answered 503 ``too_much_buffered``, its body dropped at once. A
+  Content-Length over the whole budget, which could never fit, is answered 413 at once.
 - At ``max_connections`` open connections (:mod:`pylmq.api._limits`) a new one takes the place
   of the connection idle or trickling in a head for longest (``evict_after`` seconds at least);
   with none such it is answered 503 and closed at once.
@@ -44,7 +50,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import logging
 import time
 from collections import deque
@@ -60,9 +65,12 @@ from pylmq.api._limits import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_EVICT_AFTER,
     DEFAULT_HEADER_TIMEOUT,
-    EVICT_BATCH,
-    EVICT_SCAN_EVERY,
+    DEFAULT_MIN_RECEIVE_RATE,
+    BufferBudget,
     ConnectionLimit,
+    Evictions,
+    Progress,
+    default_max_buffered,
     default_max_connections,
 )
 from pylmq.api._putback import PutBacks
@@ -149,6 +157,8 @@ class _Connection(asyncio.Protocol):
         self._head_size = 0
         self._body: list[bytes] = []
         self._body_size = 0
+        self.buffered = 0  # bytes of the body being read charged to the server's budget
+        self.progress = Progress()  # how fast the body being read comes
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -174,6 +184,31 @@ class _Connection(asyncio.Protocol):
         except Exception as e:
             if not self._ending:  # after a last request (Connection: close) nothing is read
                 self._parse_failed(e)
+        self._charge()
+
+    def _charge(self) -> None:
+        """Charge the body still being read to the budget, after a read: a body that came whole
+        within the read costs nothing. Past the budget the request is refused with a 503."""
+        holds = self._body_size if self._body else 0
+        if holds == self.buffered:
+            return
+        budget = self.server.budget
+        if budget.charge(self.buffered, holds, "HTTP"):
+            self.buffered = holds
+            return
+        self._drop_body()
+        self.in_message = self.in_body = False
+        detail = (
+            f"the server holds as much of requests still being received as it may"
+            f" ({budget.max_bytes} bytes, max_buffered_bytes); try again later"
+        )
+        self._reject(error_response(503, "too_much_buffered", detail))
+
+    def _drop_body(self) -> None:
+        """Forget the body being read and give its bytes back to the budget."""
+        self._body = []
+        self.server.budget.release(self.buffered)
+        self.buffered = 0
 
     def _parse_failed(self, e: Exception) -> None:
         if isinstance(e, httptools.HttpParserUpgrade):
@@ -201,7 +236,7 @@ class _Connection(asyncio.Protocol):
         self._pending.clear()
         # Free at once what a client that left mid-request sent, not at the next collection.
         self.parser = None
-        self._body = []
+        self._drop_body()
         self._headers = {}
         self._target = b""
         self.in_message = self.in_body = False
@@ -251,8 +286,16 @@ class _Connection(asyncio.Protocol):
         length = self._headers.get(b"content-length")
         if length is not None and int(length) > self.server.max_body:
             raise self._too_large()
+        if length is not None and int(length) > self.server.budget.max_bytes:
+            # Could never fit, however long the client waited: not a 503 "try again later".
+            detail = (
+                f"the request body is over the {self.server.budget.max_bytes} bytes the node may hold"
+                " of requests being received (max_buffered_bytes)"
+            )
+            raise _rejected(413, "too_large", detail)
         self.in_body = True
         self.read_since = self.loop.time()
+        self.progress.start(self.read_since)
         expect = self._headers.get(b"expect")
         if expect is not None and self.parser is not None and self.parser.get_http_version() == "1.1":
             if expect.lower() != b"100-continue":
@@ -265,9 +308,10 @@ class _Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         self._body_size += len(body)
         if self._body_size > self.server.max_body:
-            self._body = []  # not kept while the 413 waits for the answers before it
+            self._drop_body()  # not kept while the 413 waits for the answers before it
             raise self._too_large()
         self._body.append(body)
+        self.progress.received += len(body)
         self.read_since = self.loop.time()
 
     def on_message_complete(self) -> None:
@@ -275,6 +319,7 @@ class _Connection(asyncio.Protocol):
         parser = self.parser
         assert parser is not None  # only called from feed_data
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        self._body = []  # the request's now: no longer charged as partly received (_charge)
         target = self._target.decode("utf-8", "surrogateescape")
         request = Request(parser.get_method().decode("ascii"), target, self._headers, body)
         # After an upgrade request the connection would speak something else: answer, close.
@@ -345,6 +390,7 @@ class _Connection(asyncio.Protocol):
                     self._reading = True
                     # The client could not send while it was not read: its clock starts again.
                     self.read_since = self.loop.time()
+                    self.progress.start(self.read_since)
                     assert self.transport is not None
                     self.transport.resume_reading()
         finally:
@@ -353,6 +399,7 @@ class _Connection(asyncio.Protocol):
             if self._expecting and not self._pending:
                 self._expecting = False
                 self.read_since = self.loop.time()  # the body can only come now
+                self.progress.start(self.read_since)
                 self._write(_CONTINUE)
             self.server.stopped_one()
 
@@ -400,7 +447,7 @@ class _Connection(asyncio.Protocol):
         does not read our answer either (close() would wait for it to)."""
         transport.write_eof()
         self.in_message = self.in_body = False  # nothing more is read: not busy at a stop
-        self._body = []
+        self._drop_body()
         self._reading = True
         transport.resume_reading()
         self.loop.call_later(LINGER, transport.abort)
@@ -411,22 +458,29 @@ class _Connection(asyncio.Protocol):
 
     def time_out(self, now: float) -> None:
         """Answer 408 and close if the request being read is late: its head not whole
-        ``header_timeout`` after its first byte, or its body still for ``body_timeout``.
+        ``header_timeout`` after its first byte, or its body still for ``body_timeout`` or
+        slower than ``min_receive_rate`` over a window of it.
         A connection not read (answers pending), or a client waiting for its ``100 Continue``,
         is not late by its own fault."""
         if not self.in_message or self._ending or not self._reading or self._expecting:
             return
         server = self.server
         if self.in_body:
-            if now - self.read_since <= server.body_timeout:
+            if now - self.read_since > server.body_timeout:
+                detail = f"no byte of the request body for {server.body_timeout:g} s"
+            elif self.progress.too_slow(now, server.body_timeout, server.min_receive_rate):
+                detail = (
+                    f"the request body came at less than {server.min_receive_rate} bytes/s"
+                    f" over {server.body_timeout:g} s (min_receive_rate)"
+                )
+            else:
                 return
-            detail = f"no byte of the request body for {server.body_timeout:g} s"
         elif now - self.read_since > server.header_timeout:
             detail = f"the request head was not complete within {server.header_timeout:g} s"
         else:
             return
         self.in_message = self.in_body = False
-        self._body = []
+        self._drop_body()
         self._reject(error_response(408, "request_timeout", detail))
 
     def close_if_idle(self, idle_before: float | None = None) -> None:
@@ -471,8 +525,11 @@ class HttpServer:
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
         max_connections: int | None = None,
         evict_after: float = DEFAULT_EVICT_AFTER,
+        min_receive_rate: int = DEFAULT_MIN_RECEIVE_RATE,
+        budget: BufferBudget | None = None,
         eager: Callable[[], bool] = lambda: True,
     ) -> None:
+        """``budget``: shared with the node's RPC server; by default one of its own."""
         self.api = api
         # Whether a request may now run its first step outside any task (pylmq.api._eager):
         # not while the store calls other nodes, whose waits use asyncio.timeout (needs a task).
@@ -482,14 +539,14 @@ class HttpServer:
         self.keepalive_timeout = keepalive_timeout
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
+        self.min_receive_rate = min_receive_rate
         self.loop = asyncio.get_running_loop()
+        self.budget = budget or BufferBudget(default_max_buffered(), log, self.loop.time)
         if max_connections is None:
             max_connections = default_max_connections()
         self.limit = ConnectionLimit(max_connections, "HTTP", log, self.loop.time)
         self.connections: set[_Connection] = set()
-        self.evict_after = evict_after
-        self._evictable: list[_Connection] = []  # the longest-held places found by the last scan
-        self._next_scan = 0.0
+        self._evictions: Evictions[_Connection] = Evictions(evict_after)
         self.stopping = False
         self._listener: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -520,22 +577,8 @@ class HttpServer:
         slow or idle sockets filling the limit cannot lock out a client that sends whole
         requests: it waits for none of the read timeouts. A connection reading a body or
         answering a request keeps its place; with none to spare the newcomer gets the 503.
-
-        Finding the candidates is a scan of every connection, so it runs at most every
-        :data:`EVICT_SCAN_EVERY` seconds and keeps the :data:`EVICT_BATCH` oldest for the next
-        newcomers: a flood of connects costs the loop a bounded share of its time."""
-        now = self.loop.time()
-        before = now - self.evict_after
-        if not self._evictable and now >= self._next_scan:
-            self._next_scan = now + EVICT_SCAN_EVERY
-            held = ((since, id(c), c) for c in self.connections if (since := c.holds_a_place_since(before)) is not None)
-            self._evictable = [c for _, _, c in heapq.nsmallest(EVICT_BATCH, held)]
-            self._evictable.reverse()  # the oldest last: popped first
-        while self._evictable:
-            conn = self._evictable.pop()
-            if conn in self.connections and conn.holds_a_place_since(before) is not None:
-                conn.give_up_place()
-                return
+        (:class:`~pylmq.api._limits.Evictions` keeps the cost of finding it bounded.)"""
+        self._evictions.make_room(self.connections, self.connections.__contains__, self.loop.time())
 
     async def _sweep_idle(self) -> None:
         # One sweep for every connection's timeouts: a timer per request would cost every

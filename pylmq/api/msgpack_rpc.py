@@ -12,8 +12,12 @@ and last, a client the middle one. A frame that is msgpack but not a message bec
 :class:`Invalid` (the stream stays usable); bytes that are not msgpack, or a frame larger than
 ``max_message_size``, end the stream with an :class:`Invalid` whose ``fatal`` is true. Either
 way ``msgid`` is the request's id whenever it could be read, so the server can answer it before
-closing. The ``encode_*`` functions build frames; :func:`encode_result_raw` embeds an already
-encoded result (the server stores pushed content as msgpack and sends it back untouched).
+closing. :attr:`Decoder.pending` is how many bytes of a frame not yet whole it holds (a
+server charges them to its budget), and a decoder lets go of its buffer once it is broken or
+:meth:`Decoder.discard` ed, and after a large frame (the unpacker's buffer never shrinks: an idle
+connection would keep the largest frame it ever received). The ``encode_*`` functions build
+frames; :func:`encode_result_raw` embeds an already encoded result (the server stores pushed
+content as msgpack and sends it back untouched).
 
 pylmq puts errors in the error slot as ``[reason, detail]``: ``reason`` the short
 :attr:`pylmq.errors.LMQError.reason` (``not_found``, ``queue_not_found``, ``invalid_props`` ...),
@@ -67,6 +71,8 @@ _UNICODE_ERRORS: Final = "surrogateescape"
 _HEAD: Final = 20
 # Bytes handed to the unpacker at once; bounds how far past the limit a buffer can grow.
 _SLICE: Final = 1 << 20
+# A frame at least this large is followed, once nothing else is pending, by a new unpacker.
+_SHRINK_AFTER: Final = 1 << 20
 
 
 _local = threading.local()
@@ -201,21 +207,8 @@ class Decoder:
         if max_message_size < 16:
             raise ValueError("max_message_size must be at least 16 bytes")
         self.max_message_size = max_message_size
-        limit = max_message_size
-        # The unpacker's own buffer limit counts unconsumed bytes plus the new slice, so it gets
-        # one slice of slack; the frame limit is checked exactly in _feed_slice.
-        self._unpacker = msgpack.Unpacker(
-            max_buffer_size=limit + _SLICE,
-            max_str_len=limit,
-            max_bin_len=limit,
-            max_array_len=limit,
-            max_map_len=limit,
-            max_ext_len=limit,
-            raw=False,
-            use_list=use_list,
-            strict_map_key=False,
-            unicode_errors=_UNICODE_ERRORS,
-        )
+        self._use_list = use_list
+        self._unpacker = self._new_unpacker()
         self._fed = 0
         self._pos = 0
         # The first bytes of the frame still incomplete after the last slice, and the stream
@@ -223,6 +216,39 @@ class Decoder:
         self._head = b""
         self._head_pos = -1
         self.broken = False
+
+    def _new_unpacker(self) -> msgpack.Unpacker:
+        limit = self.max_message_size
+        # The unpacker's own buffer limit counts unconsumed bytes plus the new slice, so it gets
+        # one slice of slack; the frame limit is checked exactly in _feed_slice.
+        return msgpack.Unpacker(
+            max_buffer_size=limit + _SLICE,
+            max_str_len=limit,
+            max_bin_len=limit,
+            max_array_len=limit,
+            max_map_len=limit,
+            max_ext_len=limit,
+            raw=False,
+            use_list=self._use_list,
+            strict_map_key=False,
+            unicode_errors=_UNICODE_ERRORS,
+        )
+
+    @property
+    def pending(self) -> int:
+        """Bytes held of a frame not yet whole."""
+        return 0 if self.broken else self._fed - self._pos
+
+    @property
+    def pending_msgid(self) -> int | None:
+        """The msgid of the frame not yet whole, when its first bytes name one."""
+        return None if self.broken or not self.pending else peek_msgid(self._head)
+
+    def discard(self) -> None:
+        """Drop what is buffered and read nothing more (the connection is being closed)."""
+        self.broken = True
+        self._unpacker = None
+        self._head = b""
 
     def feed(self, data: bytes) -> list[Event]:
         """The messages completed by ``data``. After a fatal :class:`Invalid` the decoder is
@@ -258,7 +284,7 @@ class Decoder:
                 if end - pos > self.max_message_size:
                     ev = _classify(obj)
                     msgid = ev.msgid if isinstance(ev, Request | Invalid) else None
-                    self.broken = True
+                    self.discard()
                     events.append(Invalid(msgid, MessageTooLarge(self._too_large()), True))
                     return
                 events.append(_classify(obj))
@@ -272,10 +298,14 @@ class Decoder:
                 error = BadMessage(f"not a msgpack message: {type(e).__name__} {e}".rstrip())
             events.append(self._fatal(self._head_at(pos, chunk_start, data), error))
             return
-        self._pos = pos
         if pos == self._fed:
             self._head, self._head_pos = b"", -1
+            if pos - self._pos >= _SHRINK_AFTER:
+                self._unpacker = self._new_unpacker()
+                self._fed = pos = 0
+            self._pos = pos
             return
+        self._pos = pos
         if pos != self._head_pos:
             self._head, self._head_pos = self._head_at(pos, chunk_start, data), pos
         if self._fed - pos > self.max_message_size:
@@ -292,8 +322,9 @@ class Decoder:
         return f"message larger than the limit of {self.max_message_size} bytes"
 
     def _fatal(self, head: bytes, error: LMQError) -> Invalid:
-        self.broken = True
-        return Invalid(peek_msgid(head), error, True)
+        msgid = peek_msgid(head)
+        self.discard()
+        return Invalid(msgid, error, True)
 
 
 # -- encoding -----------------------------------------------------------------------------------

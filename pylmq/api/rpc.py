@@ -48,8 +48,19 @@ Limits: ``max_message_size`` (default 64 MiB) per frame; ``max_inflight`` (defau
 requests running per connection: past it the requests already decoded wait their turn (in
 order) and the connection is not read until half of those running finish, so a client
 pipelining thousands of long polls holds a bounded amount of memory and every request is
-still answered. ``max_connections`` (see :mod:`pylmq.api._limits`) open connections: one more
-is closed at once. An access line per request goes to the ``pylmq.access`` logger at info:
+still answered. ``max_connections`` (see :mod:`pylmq.api._limits`) open connections: at the
+limit a newcomer takes the place of the connection stuck longest (``evict_after`` seconds at
+least) in a frame not yet whole, coming slower than ``min_receive_rate``, with no request
+running; with none such it is closed at once.
+A connection idle between frames is fine (clients keep theirs open), a frame begun is not: it
+must bring ``min_receive_rate`` bytes a second over each window of ``frame_timeout`` seconds
+(so a small frame must be whole within ``frame_timeout`` of its first byte), or the connection
+is closed. The bytes of frames not yet whole count against the node's ``max_buffered_bytes``,
+shared with the HTTP server (:class:`~pylmq.api._limits.BufferBudget`): a read that would take
+the total past it closes its connection and frees its buffer, after answering
+``["too_much_buffered", ...]`` when the frame's first bytes name its msgid.
+
+An access line per request goes to the ``pylmq.access`` logger at info:
 ``rpc PEER METHOD QUEUE OUTCOME MSms``.
 """
 
@@ -67,7 +78,17 @@ from typing import Any, Final, cast
 import msgpack
 
 from pylmq.api._eager import start_eagerly
-from pylmq.api._limits import ConnectionLimit, default_max_connections
+from pylmq.api._limits import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_EVICT_AFTER,
+    DEFAULT_MIN_RECEIVE_RATE,
+    BufferBudget,
+    ConnectionLimit,
+    Evictions,
+    Progress,
+    default_max_buffered,
+    default_max_connections,
+)
 from pylmq.api._putback import PutBacks
 from pylmq.api.msgpack_rpc import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -92,7 +113,9 @@ from pylmq.errors import (
     InvalidRegex,
     LMQError,
     QueueNotFound,
+    RequestTimeout,
     ShuttingDown,
+    TooMuchBuffered,
     UnknownMethod,
 )
 
@@ -374,6 +397,9 @@ class _Connection(asyncio.Protocol):
         # Requests decoded while max_inflight were running, in order: at most one read's worth,
         # since the connection is not read while any wait here.
         self._backlog: deque[Event] = deque()
+        self.buffered = 0  # bytes of the frame not yet whole charged to the server's budget
+        self.frame_since: float | None = None  # when that frame's first byte came
+        self.progress = Progress()  # how fast it comes
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
@@ -383,6 +409,8 @@ class _Connection(asyncio.Protocol):
         peer = self.transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"{peer[0]}:{peer[1]}"
+        if len(self.server._conns) >= self.server.limit.max_connections:
+            self.server.make_room()
         if not self.server.limit.admit(len(self.server._conns)):
             # No msgid to answer yet, and RPC has no other way to say why: just close.
             self.closed = True
@@ -396,18 +424,90 @@ class _Connection(asyncio.Protocol):
         if self.closing_error is not None or self.closed:
             return
         events = self.decoder.feed(data)
+        self.progress.received += len(data)
         if self._backlog:
             self._backlog.extend(events)
             self._run_backlog()
+        else:
+            limit = self.server.max_inflight
+            for i, ev in enumerate(events):
+                if len(self._tasks) >= limit:
+                    self._backlog.extend(events[i:])
+                    self._update_reading()
+                    break
+                if not self._handle(ev):
+                    break
+        self._charge()
+
+    def _charge(self) -> None:
+        """Charge the frame not yet whole to the budget, after a read (a frame that came whole
+        within the read costs nothing); past the budget the connection is closed."""
+        holds = self.decoder.pending if self.closing_error is None and not self.closed else 0
+        if holds and self.frame_since is None:
+            self.frame_since = self.loop.time()
+            self.progress.start(self.frame_since)
+            self.progress.received = holds
+        elif not holds:
+            self.frame_since = None
+        if holds == self.buffered:
             return
-        limit = self.server.max_inflight
-        for i, ev in enumerate(events):
-            if len(self._tasks) >= limit:
-                self._backlog.extend(events[i:])
-                self._update_reading()
-                return
-            if not self._handle(ev):
-                return
+        budget = self.server.budget
+        if budget.charge(self.buffered, holds, "MessagePack-RPC"):
+            self.buffered = holds
+            return
+        msgid = self.decoder.pending_msgid
+        self._drop_frame()
+        error = TooMuchBuffered(
+            f"the server holds as much of requests still being received as it may"
+            f" ({budget.max_bytes} bytes, max_buffered_bytes); try again later"
+        )
+        if msgid is not None:
+            self._send(encode_error(msgid, error))
+        self.abort(error)
+
+    def _drop_frame(self) -> None:
+        """Forget the frame not yet whole (nothing more is read) and free its budget."""
+        self.decoder.discard()
+        self.server.budget.release(self.buffered)
+        self.buffered = 0
+        self.frame_since = None
+
+    def time_out(self, now: float) -> None:
+        """Close the connection if its frame not yet whole comes too slowly (see the module
+        docstring). Not while it is not read (requests running, or the client not reading
+        what it is sent): the client could not send."""
+        if self.frame_since is None or self._read_paused or self.closing_error is not None or self.closed:
+            return
+        server = self.server
+        if self.progress.too_slow(now, server.frame_timeout, server.min_receive_rate):
+            self._drop_frame()
+            self.abort(
+                RequestTimeout(
+                    f"the frame came at less than {server.min_receive_rate} bytes/s"
+                    f" over {server.frame_timeout:g} s (min_receive_rate)"
+                )
+            )
+
+    def holds_a_place_since(self, before: float) -> float | None:
+        """When this connection's frame not yet whole began, if before ``before``, it has no
+        request running and the frame is not coming at ``min_receive_rate`` (a large frame
+        streaming in is not stuck): it may give its place to a newcomer (see
+        :meth:`RpcServer.make_room`)."""
+        since = self.frame_since
+        if since is None or since >= before or self._tasks or self.closing_error is not None or self.closed:
+            return None
+        rate = self.server.min_receive_rate
+        if rate and self.progress.received >= rate * (self.loop.time() - self.progress.since):
+            return None
+        return since
+
+    def give_up_place(self) -> None:
+        """Closed to make room for a new connection."""
+        self.server._conns.discard(self)
+        self._drop_frame()
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
 
     def _handle(self, ev: Event) -> bool:
         """Start or answer one decoded message; False once the connection is ending."""
@@ -445,6 +545,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._drop_frame()
         for t in self._polls:
             t.cancel()
         for d in self._unsent:
@@ -609,6 +710,8 @@ class _Connection(asyncio.Protocol):
         elif not pause and self._read_paused and len(self._tasks) < self.server.max_inflight // 2 + 1:
             transport.resume_reading()
             self._read_paused = False
+            # The client could not send while it was not read: its clock starts again.
+            self.progress.start(self.loop.time())
 
     # -- ending -----------------------------------------------------------------------------------
 
@@ -620,6 +723,7 @@ class _Connection(asyncio.Protocol):
         if not quiet:
             log.info("rpc %s: closing connection: %s", self.peer, error.detail)
         self.closing_error = error
+        self._drop_frame()  # nothing more is read: what came of a frame is of no use
         self._update_reading()
         # Requests still waiting their turn are not started now: each is told why.
         while self._backlog:
@@ -652,8 +756,13 @@ class RpcServer:
         max_inflight: int = DEFAULT_MAX_INFLIGHT,
         max_connections: int | None = None,
         shutdown_timeout: float = 10.0,
+        frame_timeout: float = DEFAULT_BODY_TIMEOUT,
+        min_receive_rate: int = DEFAULT_MIN_RECEIVE_RATE,
+        evict_after: float = DEFAULT_EVICT_AFTER,
+        budget: BufferBudget | None = None,
         eager: Callable[[], bool] = lambda: True,
     ) -> None:
+        """``budget``: shared with the node's HTTP server; by default one of its own."""
         self.manager = manager
         # Whether a request may now run its first step outside any task (pylmq.api._eager):
         # not while the store calls other nodes, whose waits use asyncio.timeout (needs a task).
@@ -663,6 +772,11 @@ class RpcServer:
         if max_connections is None:
             max_connections = default_max_connections()
         self.limit = ConnectionLimit(max_connections, "MessagePack-RPC", log, time.monotonic)
+        self.budget = budget or BufferBudget(default_max_buffered(), log, time.monotonic)
+        self.frame_timeout = frame_timeout
+        self.min_receive_rate = min_receive_rate
+        self._evictions: Evictions[_Connection] = Evictions(evict_after)
+        self._sweeper: asyncio.Task[None] | None = None
         self.shutdown_timeout = shutdown_timeout
         self.address: tuple[str, int] | None = None
         self._server: asyncio.Server | None = None
@@ -676,6 +790,7 @@ class RpcServer:
         """Listen; returns the bound address (useful with port 0)."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _Connection(self), host, port, reuse_address=True)
+        self._sweeper = loop.create_task(self._sweep(), name="rpc-frame-timeouts")
         sockname = self._server.sockets[0].getsockname()
         self.address = (str(sockname[0]), int(sockname[1]))
         log.info("MessagePack-RPC listening on %s:%d", *self.address)
@@ -688,6 +803,8 @@ class RpcServer:
             return
         self._closing = True
         self._server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         self._all_gone = asyncio.Event()
         for conn in list(self._conns):
             conn.abort(ShuttingDown("the server is stopping"), quiet=True)
@@ -712,6 +829,23 @@ class RpcServer:
         await self._server.wait_closed()
         await self._put_backs.wait(_CLOSE_GRACE)
         log.info("MessagePack-RPC stopped")
+
+    def make_room(self) -> None:
+        """At the connection limit, close the connection stuck longest in a frame not yet whole
+        with no request running, so that slow sockets filling the limit cannot lock out a
+        client that sends whole frames. Idle connections keep their places: RPC clients keep
+        theirs open between requests."""
+        self._evictions.make_room(self._conns, self._conns.__contains__, asyncio.get_running_loop().time())
+
+    async def _sweep(self) -> None:
+        # One sweep for every connection: a timer per frame would cost every request.
+        period = max(0.05, min(self.frame_timeout / 4, 10.0))
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(period)
+            now = loop.time()
+            for conn in list(self._conns):
+                conn.time_out(now)
 
     def _on_connection_lost(self) -> None:
         if self._all_gone is not None and not self._conns:

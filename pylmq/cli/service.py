@@ -46,6 +46,8 @@ def node_options(s: Settings) -> NodeOptions:
         max_connections=s.max_connections or None,
         header_timeout=s.header_timeout / 1000.0,
         body_timeout=s.body_timeout / 1000.0,
+        max_buffered_bytes=s.max_buffered_bytes or None,
+        min_receive_rate=s.min_receive_rate,
         node_name=s.node_name or "nonode@nohost",
     )
 

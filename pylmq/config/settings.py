@@ -57,6 +57,11 @@ class Settings:
     max_connections: int = 0
     header_timeout: int = 30000  # ms from an HTTP request's first byte to the end of its head
     body_timeout: int = 30000  # ms an HTTP request body may go without a byte
+    # Bytes of requests partly received (HTTP bodies, RPC frames) the node holds at most, both
+    # APIs together; 0: from the memory (pylmq.api._limits.default_max_buffered).
+    max_buffered_bytes: int = 0
+    # Bytes/s a body or frame being received must average over each window of body_timeout.
+    min_receive_rate: int = 1024
     # In a cluster: ms one call to an Erlang peer may take (pylmq.store.mnesia), and ms of silence
     # with a probe unanswered after which a peer is stalled (pylmq.dist.connection).
     rpc_timeout: int = 5000
@@ -73,7 +78,7 @@ _SCALAR_TYPES: dict[str, type] = {
     "statsd_port": int, "join": str, "log_dir": Path, "data_dir": Path, "fsync_interval": int,
     "journal_max_bytes": int, "disk_reserve_bytes": int,
     "max_connections": int, "header_timeout": int, "body_timeout": int, "rpc_timeout": int,
-    "stall_timeout": int,
+    "stall_timeout": int, "max_buffered_bytes": int, "min_receive_rate": int,
 }  # fmt: skip
 _CHOICES: dict[str, tuple[str, ...]] = {
     "name_mode": get_args(NameMode),
@@ -83,12 +88,12 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 _PORTS = ("http_port", "rpc_port", "statsd_port")
 _AT_LEAST: dict[str, int] = {
     "max_connections": 0, "header_timeout": 1, "body_timeout": 1, "journal_max_bytes": 0, "disk_reserve_bytes": 0,
-    "rpc_timeout": 1, "stall_timeout": 0,
+    "rpc_timeout": 1, "stall_timeout": 0, "max_buffered_bytes": 0, "min_receive_rate": 0,
 }  # fmt: skip
 # The pylmq section's keys (app.config or -pylmq Key Value in vm.args).
 _PYLMQ_KEYS = ("store", "data_dir", "fsync", "fsync_interval", "rpc_host", "log_dir", "max_connections",
                "header_timeout", "body_timeout", "journal_max_bytes", "disk_reserve_bytes", "rpc_timeout",
-               "stall_timeout")  # fmt: skip
+               "stall_timeout", "max_buffered_bytes", "min_receive_rate")  # fmt: skip
 # Override keys that are not Settings fields.
 _EXTRA_OVERRIDES = ("cookie_file",)
 

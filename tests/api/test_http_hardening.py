@@ -165,7 +165,10 @@ async def test_a_chunked_body_is_refused_as_soon_as_it_passes_the_limit(node) ->
 
 @pytest.fixture
 async def slow_server(node) -> AsyncIterator[HttpServer]:
-    srv = HttpServer(HttpApi(node.manager), header_timeout=0.3, body_timeout=0.3, keepalive_timeout=60)
+    # The timeouts alone: the receive rate has its own tests (test_http_buffers).
+    srv = HttpServer(
+        HttpApi(node.manager), header_timeout=0.3, body_timeout=0.3, keepalive_timeout=60, min_receive_rate=0
+    )
     await srv.start("127.0.0.1", 0)
     yield srv
     await srv.close()

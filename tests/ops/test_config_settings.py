@@ -177,6 +177,18 @@ def test_connection_limit_and_http_timeouts(tmp_path: Path) -> None:
     assert (s.max_connections, s.header_timeout, s.body_timeout) == (500, 10000, 2500)
 
 
+def test_request_buffer_budget_and_receive_rate(tmp_path: Path) -> None:
+    assert (Settings().max_buffered_bytes, Settings().min_receive_rate) == (0, 1024)
+    app = write(tmp_path / "app.config", "[{pylmq, [{max_buffered_bytes, 33554432}, {min_receive_rate, 0}]}].")
+    s = load_settings(None, app, {})
+    assert (s.max_buffered_bytes, s.min_receive_rate) == (32 << 20, 0)
+    s = load_settings(None, app, {"max_buffered_bytes": "1048576", "min_receive_rate": "512"})
+    assert (s.max_buffered_bytes, s.min_receive_rate) == (1 << 20, 512)
+    opts = node_options(s)
+    assert (opts.max_buffered_bytes, opts.min_receive_rate) == (1 << 20, 512)
+    assert node_options(Settings()).max_buffered_bytes is None  # 0: from the memory
+
+
 def test_cluster_call_bounds(tmp_path: Path) -> None:
     assert (Settings().rpc_timeout, Settings().stall_timeout) == (5000, 3000)
     app = write(tmp_path / "app.config", "[{pylmq, [{rpc_timeout, 2000}, {stall_timeout, 0}]}].")
@@ -193,6 +205,8 @@ def test_cluster_call_bounds(tmp_path: Path) -> None:
         ("[{pylmq, [{body_timeout, 1.5}]}].", r"body_timeout must be an integer, got 1.5"),
         ("[{pylmq, [{rpc_timeout, 0}]}].", r"rpc_timeout must be at least 1, got 0"),
         ("[{pylmq, [{stall_timeout, -5}]}].", r"stall_timeout must be at least 0, got -5"),
+        ("[{pylmq, [{max_buffered_bytes, -1}]}].", r"max_buffered_bytes must be at least 0, got -1"),
+        ("[{pylmq, [{min_receive_rate, fast}]}].", r"min_receive_rate must be an integer, got "),
     ],
 )
 def test_bad_limits_get_a_clear_error(tmp_path: Path, text: str, message: str) -> None:

@@ -53,3 +53,9 @@ def test_connection_limit_and_timeout_flags(tmp_path: Path) -> None:
     argv = ["--max-connections", "64", "--header-timeout", "5000", "--body-timeout", "7000"]
     s, _ = settings_from_args(build_parser().parse_args(argv))
     assert (s.max_connections, s.header_timeout, s.body_timeout) == (64, 5000, 7000)
+
+
+def test_request_buffer_flags(tmp_path: Path) -> None:
+    argv = ["--max-buffered-bytes", "16777216", "--min-receive-rate", "2048"]
+    s, _ = settings_from_args(build_parser().parse_args(argv))
+    assert (s.max_buffered_bytes, s.min_receive_rate) == (16 << 20, 2048)

@@ -1,0 +1,247 @@
+"""The mnesia store's admission of one queue's transactions (pylmq.store.gate) and the batching
+of table transactions into one rpc, against a scripted peer link: which rpcs are in flight at
+the same time, and what each caller gets back. No Erlang node is needed; what Mnesia does with
+concurrent transactions is explained in pylmq/store/gate.py."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import pytest
+
+import pylmq.cluster  # noqa: F401  (pylmq.store.mnesia is imported through it: the two import each other)
+from pylmq.core.message import Item
+from pylmq.dist.terms import Atom, Export, Term
+from pylmq.errors import NodeDown
+from pylmq.store.gate import QueueGate
+from pylmq.store.memory import MemoryStore
+from pylmq.store.mnesia import MnesiaStore
+
+A = Atom
+OK, EMPTY, NOT_FOUND = A("ok"), A("empty"), A("not_found")
+
+
+@dataclass
+class Sent:
+    peer: str
+    module: str
+    function: str
+    args: list[Term]
+    answer: asyncio.Future[Term] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+class ScriptedLink:
+    """A PeerLink whose rpcs wait until the test answers them; it records every rpc."""
+
+    def __init__(self, peers: tuple[str, ...] = ("lmq1@h", "lmq2@h")) -> None:
+        self._peers = list(peers)
+        self.sent: list[Sent] = []
+        self.in_flight: list[Sent] = []
+        self.most_in_flight = 0
+
+    def peers(self) -> list[str]:
+        return list(self._peers)
+
+    async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
+        s = Sent(peer, module, function, args)
+        self.sent.append(s)
+        self.in_flight.append(s)
+        self.most_in_flight = max(self.most_in_flight, len(self.in_flight))
+        try:
+            return await s.answer
+        finally:
+            self.in_flight.remove(s)
+
+    def pushed(self, name: str) -> None:
+        pass
+
+    async def queue_created(self, name: str, props: Term | None) -> None:
+        pass
+
+    async def queue_deleted(self, name: str) -> None:
+        pass
+
+    async def defaults_changed(self) -> None:
+        pass
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+async def store() -> MnesiaStore:
+    s = MnesiaStore(MemoryStore())
+    await s.open()
+    return s
+
+
+def joined(store: MnesiaStore) -> ScriptedLink:
+    link = ScriptedLink()
+    store.become_cluster(link)
+    return link
+
+
+# ------------------------------------------------------------------ the gate
+
+
+async def test_the_gate_admits_shared_holders_together_and_an_exclusive_one_alone() -> None:
+    gate, log = QueueGate(), []
+    release = asyncio.Event()
+
+    async def hold(kind: str, i: int) -> None:
+        async with gate.exclusive() if kind == "x" else gate.shared():
+            log.append(f"+{kind}{i}")
+            await release.wait()
+            log.append(f"-{kind}{i}")
+
+    tasks = [asyncio.create_task(hold(k, i)) for i, k in enumerate("ssxs")]
+    await settle()
+    assert log == ["+s0", "+s1"], f"expected the two first shared holders in together, got {log}"
+    release.set()
+    await asyncio.gather(*tasks)
+    # The exclusive one came third: it runs alone, and the shared one after it waits for it.
+    assert log[2:] == ["-s0", "-s1", "+x2", "-x2", "+s3", "-s3"], log
+
+
+async def test_the_gate_lets_every_waiting_shared_holder_in_after_an_exclusive_one_before_the_next() -> None:
+    gate, log = QueueGate(), []
+    steps = {name: asyncio.Event() for name in ("x0", "x1", "s0", "s1", "x2")}
+
+    async def hold(name: str) -> None:
+        async with gate.exclusive() if name.startswith("x") else gate.shared():
+            log.append(name)
+            await steps[name].wait()
+
+    tasks = []
+    for name in ("x0", "x1", "s0", "x2", "s1"):
+        tasks.append(asyncio.create_task(hold(name)))
+        await settle()
+    assert log == ["x0"]
+    steps["x0"].set()
+    await settle()
+    assert log == ["x0", "s0", "s1"], f"expected both waiting shared holders in before x1, got {log}"
+    steps["s0"].set()
+    steps["s1"].set()
+    await settle()
+    assert log == ["x0", "s0", "s1", "x1"]
+    steps["x1"].set()
+    steps["x2"].set()
+    await asyncio.gather(*tasks)
+    assert log[-1] == "x2"
+
+
+async def test_a_waiter_that_gives_up_does_not_keep_the_gate_shut() -> None:
+    gate = QueueGate()
+    release = asyncio.Event()
+
+    async def hold() -> None:
+        async with gate.exclusive():
+            await release.wait()
+
+    holder = asyncio.create_task(hold())
+    await settle()
+    quitter = asyncio.create_task(hold())
+    await settle()
+    quitter.cancel()
+    await settle()
+    release.set()
+    await holder
+    assert gate.idle, "expected the gate free once its holder left and its waiter gave up"
+    async with asyncio.timeout(5):
+        async with gate.exclusive():
+            pass
+
+
+# ------------------------------------------------------------------ the store
+
+
+async def test_table_transactions_of_one_queue_never_run_at_once_and_waiting_ones_share_one_rpc(
+    store: MnesiaStore,
+) -> None:
+    link = joined(store)
+    first = asyncio.create_task(store.done("q", b"u1"))
+    await settle()
+    assert [(s.module, s.function) for s in link.sent] == [("lmq_lib", "done")]
+    more = [
+        asyncio.create_task(store.dequeue("q", 30)),
+        asyncio.create_task(store.retain("q", b"u2", 60)),
+        asyncio.create_task(store.done("q", b"u3")),
+    ]
+    await settle()
+    assert len(link.sent) == 1, "expected the others to wait while a transaction on the queue runs"
+    link.sent[0].answer.set_result(OK)
+    await settle()
+    assert await first is True
+    batch = link.sent[1]
+    q = A("q")
+    assert (batch.module, batch.function) == ("lists", "zipwith3")
+    assert batch.args == [
+        Export(A("erlang"), A("apply"), 3),
+        [A("lmq_lib")] * 3,
+        [A("dequeue"), A("retain"), A("done")],
+        [[q, 30], [q, b"u2", 60], [q, b"u3"]],
+    ]
+    batch.answer.set_result([EMPTY, OK, NOT_FOUND])
+    got = await asyncio.gather(*more)
+    assert got == [None, True, False], f"expected each caller its own result, got {got}"
+    assert link.most_in_flight == 1
+
+
+async def test_enqueues_run_together_but_never_beside_a_table_transaction_of_their_queue(
+    store: MnesiaStore,
+) -> None:
+    link = joined(store)
+    store.mirror.queue_props["q"] = {}
+    item: Item = ([], b"body")
+    pushes = [asyncio.create_task(store.enqueue("q", item, 2, 0.0)) for _ in range(3)]
+    await settle()
+    assert [s.function for s in link.sent] == ["enqueue"] * 3, "expected the enqueues sent together"
+    ack = asyncio.create_task(store.done("q", b"u1"))
+    await settle()
+    late_push = asyncio.create_task(store.enqueue("q", item, 2, 0.0))
+    await settle()
+    assert len(link.sent) == 3, "expected the ack to wait for the enqueues, and a later enqueue for the ack"
+    for s in link.sent:
+        s.answer.set_result(OK)
+    await settle()
+    assert [s.function for s in link.sent[3:]] == ["done"]
+    link.sent[3].answer.set_result(OK)
+    await settle()
+    assert [s.function for s in link.sent[4:]] == ["enqueue"]
+    link.sent[4].answer.set_result(OK)
+    assert await asyncio.gather(*pushes, late_push) == ["no"] * 4
+    assert await ack is True
+
+
+async def test_table_transactions_of_different_queues_run_side_by_side(store: MnesiaStore) -> None:
+    link = joined(store)
+    acks = [asyncio.create_task(store.done(q, b"u")) for q in ("q1", "q2", "q3")]
+    await settle()
+    assert len(link.in_flight) == 3
+    for s in link.sent:
+        s.answer.set_result(OK)
+    assert await asyncio.gather(*acks) == [True] * 3
+    assert not store._gates and not store._table_calls, "expected nothing kept for queues gone idle"
+
+
+async def test_a_batch_whose_peer_goes_away_is_retried_on_another_peer_and_not_found_counts_as_done(
+    store: MnesiaStore,
+) -> None:
+    link = joined(store)
+    first = asyncio.create_task(store.done("q", b"u1"))
+    await settle()
+    waiting = [asyncio.create_task(store.done("q", b"u2")), asyncio.create_task(store.dequeue("q", 30))]
+    await settle()
+    link.sent[0].answer.set_result(OK)
+    await settle()
+    lost = link.sent[1]
+    lost.answer.set_exception(NodeDown(f"{lost.peer} went down"))
+    await settle()
+    retry = link.sent[2]
+    assert retry.peer != lost.peer and retry.args == lost.args, "expected the same batch on the other peer"
+    retry.answer.set_result([NOT_FOUND, EMPTY])
+    assert await first is True
+    assert await asyncio.gather(*waiting) == [True, None]

@@ -1,5 +1,8 @@
 """``python -m pylmq``: run a node in the foreground until SIGTERM, SIGINT or ``lmq_console:stop``.
 
+``python -m pylmq journal check|repair --data-dir DIR`` checks or repairs the durable store's
+journal instead (:mod:`pylmq.cli.journal`).
+
 Settings come from ``etc/vm.args`` and ``etc/app.config`` (``--root DIR`` reads DIR/etc/ and runs
 in DIR, as a release does; ``--vm-args``/``--app-config`` name files directly), then flags,
 which override the files. Without an app.config the node logs to stderr only; with one, logs go
@@ -30,7 +33,11 @@ __all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="pylmq", description="Run a pylmq node (LMQ in Python).")
+    p = argparse.ArgumentParser(
+        prog="pylmq",
+        description="Run a pylmq node (LMQ in Python).",
+        epilog="`pylmq journal check|repair --data-dir DIR` checks or repairs the durable store's journal.",
+    )
     p.add_argument("--root", help="release directory: read ROOT/etc/vm.args and ROOT/etc/app.config, run in ROOT")
     p.add_argument("--vm-args", help="vm.args file (-name/-sname, -setcookie, -kernel net_ticktime)")
     p.add_argument("--app-config", help="app.config file (lmq, pylmq, lager, statsderl sections)")
@@ -43,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-connections", help="open connections per API port (default 0: from the fd limit)")
     p.add_argument("--header-timeout", help="ms for an HTTP request's head, from its first byte (default 30000)")
     p.add_argument("--body-timeout", help="ms an HTTP request body may go without a byte (default 30000)")
+    p.add_argument("--rpc-timeout", help="ms one call to an Erlang peer may take in a cluster (default 5000)")
+    p.add_argument(
+        "--stall-timeout", help="ms of silence, a probe unanswered, before a peer is stalled (default 3000; 0: off)"
+    )
     p.add_argument("--statsd", help="StatsD daemon HOST:PORT (default localhost:8125); off sends nothing")
     p.add_argument("--log-level", help="also write log lines at this lager level and above to stderr")
     p.add_argument("--name", help="join Erlang distribution as this hidden node (alive@host; -sname if no dotted host)")
@@ -61,6 +72,8 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "max_connections": args.max_connections,
         "header_timeout": args.header_timeout,
         "body_timeout": args.body_timeout,
+        "rpc_timeout": args.rpc_timeout,
+        "stall_timeout": args.stall_timeout,
         "cookie": args.cookie,
     }
     if args.http is not None:
@@ -136,6 +149,11 @@ async def run(settings: Settings, pid_file: Path | None = None, console: bool = 
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["journal"]:
+        from pylmq.cli.journal import main as journal_main
+
+        return journal_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         settings, from_files = settings_from_args(args)

@@ -8,6 +8,8 @@ mapping lives here and nowhere else.
 
 from __future__ import annotations
 
+import os
+
 MAX_DETAIL = 256
 """Longest error detail an API sends back: details quote the client's input (an id, a queue
 name, a property value), which may be as long as a request allows."""
@@ -98,6 +100,37 @@ class StoreError(LMQError):
     http_status = 503
 
 
+class StoreFull(StoreError):
+    """The store refuses changes for now: its journal or its disk is near a limit (see the
+    node's log); what it answered before is kept. Try again later."""
+
+    reason = "store_full"
+
+
+class JournalCorrupt(StoreError):
+    """The durable store's journal is damaged where a crash cannot have torn it: the node
+    refuses to start rather than drop or resurrect messages. ``path`` and ``offset`` say where
+    the damage begins, ``end`` where the next valid record (or the file) begins."""
+
+    reason = "journal_corrupt"
+
+    def __init__(self, path: str, offset: int, end: int, what: str) -> None:
+        # Absolute: an operator reads it in a log, from whatever directory they work in.
+        path = os.path.abspath(path)
+        data_dir = os.path.dirname(path)
+        super().__init__(
+            f"cannot recover {data_dir}: journal {path} is damaged at byte offset {offset} ({what}); "
+            "refusing to start so that no message is lost or comes back. "
+            f"`pylmq journal check --data-dir {data_dir}` reports the damage, "
+            f"`pylmq journal repair --data-dir {data_dir}` keeps every valid record and saves the damaged "
+            "bytes aside (in a release: bin/lmq check-journal, bin/lmq repair-journal)"
+        )
+        self.path = path
+        self.offset = offset
+        self.end = end
+        self.what = what
+
+
 class ShuttingDown(StoreError):
     reason = "shutting_down"
 
@@ -141,6 +174,19 @@ class NodeDown(DistError):
     reason = "noconnection"
 
 
+class PeerStalled(NodeDown):
+    """The peer is connected but sends nothing: a call to it cannot be answered in time.
+
+    ``sent`` is False when the call was refused before it went out (its outcome is known:
+    nothing happened), True when it was waiting for its answer."""
+
+    reason = "stalled"
+
+    def __init__(self, detail: str = "", *, sent: bool = True) -> None:
+        super().__init__(detail)
+        self.sent = sent
+
+
 class RemoteError(DistError):
     """A call into another node failed there: ``badrpc``, an exception, ``noproc``, an exit.
 
@@ -169,6 +215,13 @@ class ClusterError(LMQError):
 
     reason = "cluster_error"
     http_status = 503
+
+
+class ClusterUnavailable(ClusterError):
+    """The node is a member of a cluster it cannot reach now (restarted while the cluster was
+    down): it refuses queue operations rather than serve queues of its own beside the cluster's."""
+
+    reason = "cluster_unavailable"
 
 
 class Unreachable(LMQError):

@@ -56,6 +56,10 @@ class NodeOptions:
     fsync: str = DEFAULT_FSYNC
     fsync_interval: float = 1.0  # seconds between fsyncs with fsync="interval"
     shutdown_timeout: float = 10.0
+    # The durable store's limits (pylmq.store.durable.DurableStore): past them it refuses
+    # pushes with 503 store_full rather than let its journal grow or the disk fill.
+    journal_max_bytes: int = 1 << 30
+    disk_reserve_bytes: int = 64 << 20
     # Open connections each API accepts (None: from the descriptor limit), HTTP read timeouts.
     max_connections: int | None = None
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
@@ -73,7 +77,14 @@ def make_store(opts: NodeOptions, clock: Clock) -> Store:
             raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, got {opts.fsync!r}")
         from pylmq.store.durable import DurableStore
 
-        return DurableStore(opts.data_dir, fsync=opts.fsync, clock=clock, fsync_interval=opts.fsync_interval)
+        return DurableStore(
+            opts.data_dir,
+            fsync=opts.fsync,
+            clock=clock,
+            fsync_interval=opts.fsync_interval,
+            journal_max_bytes=opts.journal_max_bytes,
+            disk_reserve_bytes=opts.disk_reserve_bytes,
+        )
     raise ConfigError(f"store must be one of {', '.join(STORE_KINDS)}, got {opts.store!r}")
 
 

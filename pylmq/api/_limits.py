@@ -16,8 +16,11 @@ from collections.abc import Callable
 
 __all__ = [
     "DEFAULT_BODY_TIMEOUT",
+    "DEFAULT_EVICT_AFTER",
     "DEFAULT_HEADER_TIMEOUT",
     "DEFAULT_MAX_CONNECTIONS",
+    "EVICT_BATCH",
+    "EVICT_SCAN_EVERY",
     "RESERVED_FDS",
     "ConnectionLimit",
     "default_max_connections",
@@ -28,6 +31,15 @@ DEFAULT_HEADER_TIMEOUT = 30.0
 each byte, or a client sending a byte now and then (slowloris) would hold its connection."""
 DEFAULT_BODY_TIMEOUT = 30.0
 """Seconds an HTTP request body may go without a byte arriving."""
+
+DEFAULT_EVICT_AFTER = 1.0
+"""Seconds an HTTP connection must have been idle, or trickling in a request head, before a new
+connection may take its place at the limit. A client that sends whole requests is not mid-head
+that long; an idle keep-alive connection that is closed is one its client reopens."""
+EVICT_SCAN_EVERY = 0.05
+"""Seconds between two scans for connections to close at the limit (a scan visits them all)."""
+EVICT_BATCH = 64
+"""Connections one scan keeps as the next to close."""
 
 DEFAULT_MAX_CONNECTIONS = 10_000
 """The most connections one API accepts whatever the descriptor limit."""

@@ -29,8 +29,9 @@ What one connection does:
 - A connection idle longer than ``keepalive_timeout`` is closed (aiohttp's default, 75 s).
 - Slow clients: a request whose head is not whole ``header_timeout`` after its first byte, or
   whose body gets no byte for ``body_timeout``, is answered 408 and its connection closed.
-- Past ``max_connections`` open connections (:mod:`pylmq.api._limits`) a new one is answered
-  503 and closed at once.
+- At ``max_connections`` open connections (:mod:`pylmq.api._limits`) a new one takes the place
+  of the connection idle or trickling in a head for longest (``evict_after`` seconds at least);
+  with none such it is answered 503 and closed at once.
 - A connection lost drops its parser and buffers at once: refcounting frees them, with no
   wait for the cyclic collector.
 
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import time
 from collections import deque
@@ -54,7 +56,15 @@ from typing import cast
 import httptools
 
 from pylmq.api._eager import start_eagerly
-from pylmq.api._limits import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, ConnectionLimit, default_max_connections
+from pylmq.api._limits import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_EVICT_AFTER,
+    DEFAULT_HEADER_TIMEOUT,
+    EVICT_BATCH,
+    EVICT_SCAN_EVERY,
+    ConnectionLimit,
+    default_max_connections,
+)
 from pylmq.api._putback import PutBacks
 from pylmq.api.http import DEFAULT_MAX_BODY, HttpApi, Request, Response, error_response
 from pylmq.core.queue import Delivery
@@ -145,7 +155,10 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not subclasses of asyncio.Transport, but have its methods.
         self.transport = cast(asyncio.Transport, transport)
-        if not self.server.limit.admit(len(self.server.connections)):
+        server = self.server
+        if len(server.connections) >= server.limit.max_connections:
+            server.make_room()
+        if not server.limit.admit(len(server.connections)):
             self._ending = True
             self._closed_by_us = True
             detail = "the server has too many connections; try again later"
@@ -424,6 +437,21 @@ class _Connection(asyncio.Protocol):
         if idle_before is None or self.idle_since < idle_before:
             self.transport.close()
 
+    def holds_a_place_since(self, before: float) -> float | None:
+        """When this connection last had a request in progress, if that was before ``before``
+        and it is now only idle or trickling in a head: it may give its place to a newcomer.
+        None if it is reading a body, answering, closing, or was active since."""
+        if self.task is not None or self.in_body or self._ending or self.transport is None:
+            return None
+        since = self.read_since if self.in_message else self.idle_since
+        return since if since < before else None
+
+    def give_up_place(self) -> None:
+        """Closed to make room for a new connection (see :meth:`HttpServer.make_room`)."""
+        self.server.connections.discard(self)
+        if self.transport is not None:
+            self.transport.abort()
+
     @property
     def busy(self) -> bool:
         """A request is being read or answered."""
@@ -442,6 +470,7 @@ class HttpServer:
         header_timeout: float = DEFAULT_HEADER_TIMEOUT,
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
         max_connections: int | None = None,
+        evict_after: float = DEFAULT_EVICT_AFTER,
         eager: Callable[[], bool] = lambda: True,
     ) -> None:
         self.api = api
@@ -458,6 +487,9 @@ class HttpServer:
             max_connections = default_max_connections()
         self.limit = ConnectionLimit(max_connections, "HTTP", log, self.loop.time)
         self.connections: set[_Connection] = set()
+        self.evict_after = evict_after
+        self._evictable: list[_Connection] = []  # the longest-held places found by the last scan
+        self._next_scan = 0.0
         self.stopping = False
         self._listener: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -481,6 +513,29 @@ class HttpServer:
             self._date_at = now
             self._date = b"Date: " + formatdate(now, usegmt=True).encode() + b"\r\nServer: pylmq\r\n"
         return self._date
+
+    def make_room(self) -> None:
+        """At the connection limit, close the connection that has held its place longest
+        (``evict_after`` seconds at least) while idle or trickling in a request head, so that
+        slow or idle sockets filling the limit cannot lock out a client that sends whole
+        requests: it waits for none of the read timeouts. A connection reading a body or
+        answering a request keeps its place; with none to spare the newcomer gets the 503.
+
+        Finding the candidates is a scan of every connection, so it runs at most every
+        :data:`EVICT_SCAN_EVERY` seconds and keeps the :data:`EVICT_BATCH` oldest for the next
+        newcomers: a flood of connects costs the loop a bounded share of its time."""
+        now = self.loop.time()
+        before = now - self.evict_after
+        if not self._evictable and now >= self._next_scan:
+            self._next_scan = now + EVICT_SCAN_EVERY
+            held = ((since, id(c), c) for c in self.connections if (since := c.holds_a_place_since(before)) is not None)
+            self._evictable = [c for _, _, c in heapq.nsmallest(EVICT_BATCH, held)]
+            self._evictable.reverse()  # the oldest last: popped first
+        while self._evictable:
+            conn = self._evictable.pop()
+            if conn in self.connections and conn.holds_a_place_since(before) is not None:
+                conn.give_up_place()
+                return
 
     async def _sweep_idle(self) -> None:
         # One sweep for every connection's timeouts: a timer per request would cost every

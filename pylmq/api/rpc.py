@@ -521,6 +521,7 @@ class _Connection(asyncio.Protocol):
     async def _run(self, msgid: int | None, method: str, handler: Handler, params: Sequence[Any]) -> None:
         started = time.perf_counter() if access_log.isEnabledFor(logging.INFO) else 0.0
         try:
+            self.manager.check_available()
             reply = await handler(self.manager, params)
         except LMQError as e:
             if msgid is None:

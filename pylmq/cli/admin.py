@@ -1,4 +1,4 @@
-"""``lmq-admin``: status, stats, join and leave of a release's running node.
+"""``lmq-admin``: status, stats, join, leave and standalone of a release's running node.
 
 ``python -m pylmq.cli.admin --root REL COMMAND``; the release's ``bin/lmq-admin`` passes
 ``--root``. Each command pings the node first (``Node is not running!``, exit 1, when it does
@@ -61,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     join = sub.add_parser("join", help="join the cluster of NODE")
     join.add_argument("node", help="a node of the cluster, e.g. lmq@10.0.0.2")
     sub.add_parser("leave", help="leave the cluster")
+    sub.add_parser(
+        "standalone",
+        help="serve alone a node that cannot reach its cluster after a restart (until join NODE)",
+    )
     return p
 
 

@@ -19,7 +19,7 @@ Terms (shaped after LMQ's ``lmq:status/0`` and ``lmq:stats/0``, queue names as b
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from pylmq.core.manager import QueueManager
 from pylmq.dist.terms import Atom, Term
@@ -44,9 +44,17 @@ _IDLE = QueueStats(_NO_RATES, _NO_RATES, HistogramStats())
 
 
 def status_term(
-    manager: QueueManager, all_nodes: Iterable[str], active_nodes: Iterable[str], *, mode: str | None = None
+    manager: QueueManager,
+    all_nodes: Iterable[str],
+    active_nodes: Iterable[str],
+    *,
+    mode: str | None = None,
+    mode_detail: str = "",
+    stalled: Mapping[str, float] | None = None,
 ) -> Term:
-    """``mode`` (a node that can cluster): ``local``, ``cluster`` or ``standalone``."""
+    """``mode`` (a node that can cluster): ``local``, ``cluster``, ``standalone`` or ``rejoining``;
+    ``mode_detail``: why it is standalone or rejoining; ``stalled``: connected members that send
+    nothing -> seconds since heard from."""
     queues: list[Term] = []
     for q in manager.status():
         p = q["props"]
@@ -62,6 +70,10 @@ def status_term(
     ]
     if mode is not None:
         term.insert(2, (A("mode"), A(mode)))
+        if mode_detail:
+            term.insert(3, (A("mode_detail"), mode_detail.encode()))
+    if stalled:
+        term.insert(2, (A("stalled_nodes"), [(A(n), round(s, 1)) for n, s in sorted(stalled.items())]))
     return term
 
 
@@ -132,8 +144,15 @@ def format_status(term: Term) -> str:
         f"Active nodes: {', '.join(_text(n) for n in status.get('active_nodes', []))}",
         "",
     ]
-    if _text(status.get("mode", "")) == "standalone":
-        lines.insert(2, "Standalone: every Erlang node of the cluster is gone; serving alone")
+    mode, detail = _text(status.get("mode", "")), _text(status.get("mode_detail", ""))
+    if mode == "standalone":
+        lines.insert(2, f"Standalone: {detail or 'every Erlang node of the cluster is gone'}; serving alone")
+    elif mode == "rejoining":
+        lines.insert(2, f"Rejoining: {detail}")
+        lines.insert(3, "  queue operations answer 503 until it has rejoined; lmq-admin standalone serves alone")
+    stalled = ", ".join(f"{_text(n)} (silent {s:g} s)" for n, s in status.get("stalled_nodes", []))
+    if stalled:
+        lines.insert(2, f"     Stalled: {stalled}")
     for name, info in status.get("queues", []):
         q = _proplist(info)
         props = _proplist(q.get("props", []))

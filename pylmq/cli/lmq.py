@@ -5,7 +5,8 @@ Like LMQ's script, every command but ``foreground``/``console`` reaches the node
 distribution (:mod:`pylmq.cli.maint`), with the name and cookie of ``REL/etc/vm.args``.
 
 * ``start`` runs the node detached (its own session; stdout/stderr appended to
-  ``log/run.log``), then waits until it answers a ping. If the node exits first, its reason
+  ``log/run.log``), then waits until it answers a ping and prints where it serves
+  (``lmq started: node N, HTTP HOST:PORT, RPC HOST:PORT``). If the node exits first, its reason
   (e.g. ``cannot listen for HTTP on 0.0.0.0:9980: Address already in use``) is printed and the
   exit status is 1. A node that already answers is left alone: ``Node is already running!``.
 * ``stop`` asks the node to stop (``lmq_console:stop``), waits for its process to exit and
@@ -15,6 +16,8 @@ distribution (:mod:`pylmq.cli.maint`), with the name and cookie of ``REL/etc/vm.
 * ``foreground`` and ``console`` replace this process with the node (``console`` adds an
   interactive Python console, see :mod:`pylmq.cli.repl`).
 * ``pid`` prints the node's OS pid, as the node itself reports it.
+* ``check-journal`` and ``repair-journal`` are ``pylmq journal check|repair`` on the data
+  directory of ``REL/etc/app.config`` (:mod:`pylmq.cli.journal`; repair wants the node stopped).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import time
 from pathlib import Path
 
 from pylmq.cli.maint import Maint, Target, ensure_epmd, read_target
+from pylmq.config import load_settings
 from pylmq.dist.terms import Atom, to_text
 from pylmq.errors import DistError, LMQError
 
@@ -38,7 +42,7 @@ __all__ = ["main", "pid_alive"]
 
 PID_FILE = "lmq.pid"
 RUN_LOG = "log/run.log"
-COMMANDS = ("start", "stop", "restart", "ping", "foreground", "console", "pid")
+COMMANDS = ("start", "stop", "restart", "ping", "foreground", "console", "pid", "check-journal", "repair-journal")
 
 
 class Failed(Exception):
@@ -151,12 +155,20 @@ async def cmd_start(rel: Release, args: argparse.Namespace) -> int:
                 reason = _reason(_new_output(rel.run_log, offset))
                 raise Failed(f"Node failed to start (exit status {code}): {reason}")
             if await m.ping(timeout=2.0):
+                print(_started_line(rel))
                 return 0
             await asyncio.sleep(0.2)
     raise Failed(
         f"Node (pid {proc.pid}) did not answer pings within {args.timeout:g} s; it is left running, "
         f"see {rel.run_log} and {rel.root / 'log'}"
     )
+
+
+def _started_line(rel: Release) -> str:
+    """What ``start`` prints once the node answers: where it serves, from the release's settings
+    (those the node started with: it binds them or fails to start)."""
+    s = load_settings(rel.vm_args, rel.root / "etc" / "app.config")
+    return f"lmq started: node {rel.target.name}, HTTP {s.http_host}:{s.http_port}, RPC {s.rpc_host}:{s.rpc_port}"
 
 
 async def _stop(rel: Release, timeout: float) -> None:
@@ -229,6 +241,23 @@ async def cmd_console(rel: Release, _args: argparse.Namespace) -> int:
     return await _exec_node(rel, "--console")
 
 
+def _journal(rel: Release, action: str) -> int:
+    from pylmq.cli import journal
+    from pylmq.config import load_settings
+
+    data_dir = load_settings(None, rel.root / "etc" / "app.config").data_dir
+    # Relative to the release, where the node runs.
+    return journal.run(action, rel.root / data_dir)
+
+
+async def cmd_check_journal(rel: Release, _args: argparse.Namespace) -> int:
+    return _journal(rel, "check")
+
+
+async def cmd_repair_journal(rel: Release, _args: argparse.Namespace) -> int:
+    return _journal(rel, "repair")
+
+
 HANDLERS = {
     "start": cmd_start,
     "stop": cmd_stop,
@@ -237,6 +266,8 @@ HANDLERS = {
     "foreground": cmd_foreground,
     "console": cmd_console,
     "pid": cmd_pid,
+    "check-journal": cmd_check_journal,
+    "repair-journal": cmd_repair_journal,
 }
 
 

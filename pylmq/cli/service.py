@@ -15,7 +15,9 @@ import os
 from pathlib import Path
 
 from pylmq.cli import console
-from pylmq.cluster import Cluster
+from pylmq.cluster import Cluster, membership
+from pylmq.cluster.cluster import not_connected_yet, rejoining_error
+from pylmq.cluster.membership import Membership
 from pylmq.config import Settings
 from pylmq.core.clock import SystemClock
 from pylmq.dist import Atom, Node, erl_string, start_node
@@ -39,6 +41,8 @@ def node_options(s: Settings) -> NodeOptions:
         data_dir=s.data_dir,
         fsync=s.fsync,
         fsync_interval=s.fsync_interval / 1000.0,
+        journal_max_bytes=s.journal_max_bytes,
+        disk_reserve_bytes=s.disk_reserve_bytes,
         max_connections=s.max_connections or None,
         header_timeout=s.header_timeout / 1000.0,
         body_timeout=s.body_timeout / 1000.0,
@@ -61,13 +65,19 @@ class Service:
         self.metrics = QueueMetrics(self.statsd)
         opts = node_options(settings)
         # A node with an Erlang name can join a mixed cluster: its store can switch to Mnesia.
-        self.store = MnesiaStore(_local_store(opts)) if settings.node_name is not None else None
+        self.store = (
+            MnesiaStore(_local_store(opts), rpc_timeout=settings.rpc_timeout / 1000.0)
+            if settings.node_name is not None
+            else None
+        )
         self.node = LMQNode(opts, observer=self.metrics, store=self.store)
         self.cluster: Cluster | None = None
         self.gauges = (
             PeriodicGauges(self.statsd, settings.stats_interval, self._sizes) if self.statsd is not None else None
         )
         self.dist: Node | None = None
+        self.membership_file = settings.data_dir / membership.FILE_NAME
+        self.membership: Membership | None = None
         self.stopped = asyncio.Event()  # set when the node is asked to stop (signal or lmq_console:stop)
 
     @property
@@ -84,6 +94,11 @@ class Service:
         if self.statsd is not None:
             await self.statsd.start()
         try:
+            if self.store is not None:
+                self.membership = membership.load(self.membership_file)
+                if self.membership is not None and not self.membership.standalone:
+                    # Before the APIs listen: not one request may see this node's own queues.
+                    self.node.manager.unavailable = rejoining_error(not_connected_yet(self.membership))
             await self.node.start()
             if self.gauges is not None:
                 self.gauges.start()
@@ -101,7 +116,12 @@ class Service:
         if cookie is None:
             raise ConfigError(f"node {name} has no cookie: set -setcookie in vm.args or create ~/.erlang.cookie")
         try:
-            self.dist = await start_node(name, cookie, net_ticktime=self.settings.net_ticktime)
+            self.dist = await start_node(
+                name,
+                cookie,
+                net_ticktime=self.settings.net_ticktime,
+                stall_timeout=self.settings.stall_timeout / 1000.0,
+            )
         except (DistError, OSError) as e:
             detail = e.detail if isinstance(e, DistError) else str(e)
             raise DistError(f"cannot start distribution as {name}: {detail}") from e
@@ -109,16 +129,21 @@ class Service:
         d.register_function(console.MODULE, "status", self._status)
         d.register_function(console.MODULE, "stats", lambda: console.stats_term(self.node.manager, self.metrics))
         if self.store is not None:
-            self.cluster = Cluster(d, self.store, self.node.manager)
+            self.cluster = Cluster(d, self.store, self.node.manager, membership_file=self.membership_file)
             d.register_function(console.MODULE, "join", self._join)
             d.register_function(console.MODULE, "leave", self._leave)
-            if self.settings.join:
+            d.register_function(console.MODULE, "standalone", self._standalone)
+            if self.membership is not None:
+                # The membership kept from before the restart wins over {join, Node}.
+                await self.cluster.restore(self.membership)
+            elif self.settings.join:
                 answer = await self._join(Atom(self.settings.join))
                 if answer is not Atom("ok"):
                     log.error("could not join the cluster at start", node=self.settings.join, answer=repr(answer))
         else:
             d.register_function(console.MODULE, "join", console.not_supported)
             d.register_function(console.MODULE, "leave", console.not_supported)
+            d.register_function(console.MODULE, "standalone", console.not_supported)
         d.register_function(console.MODULE, "stop", self._stop_requested)
         # What LMQ's nodetool sends for `stop` and `pid`-style queries, so its scripts work too.
         d.register_function("init", "stop", self._stop_requested)
@@ -129,7 +154,10 @@ class Service:
             nodes = [self.node_name]
             return console.status_term(self.node.manager, nodes, nodes)
         every, active = self.cluster.status_nodes()
-        return console.status_term(self.node.manager, every, active, mode=self.cluster.mode)
+        c = self.cluster
+        return console.status_term(
+            self.node.manager, every, active, mode=c.mode, mode_detail=c.mode_detail, stalled=c.stalled()
+        )
 
     async def _join(self, node: object) -> object:
         assert self.cluster is not None
@@ -143,6 +171,14 @@ class Service:
         assert self.cluster is not None
         try:
             await self.cluster.leave()
+        except ClusterError as e:
+            return (Atom("error"), (Atom(e.reason), e.detail.encode()))
+        return Atom("ok")
+
+    async def _standalone(self, *_args: object) -> object:
+        assert self.cluster is not None
+        try:
+            await self.cluster.standalone()
         except ClusterError as e:
             return (Atom("error"), (Atom(e.reason), e.detail.encode()))
         return Atom("ok")

@@ -35,11 +35,24 @@ side's own messages into the cluster; then serve the cluster's queues (the store
 queues: the subscriptions end, and the node starts over on its own, empty, as LMQ's leave does;
 messages it had delivered and that are not acked come back elsewhere at their deadline.
 
-When the last Erlang peer is gone the node goes on alone: its local store is seeded from the
+Membership survives restarts (:mod:`pylmq.cluster.membership`, ``data/cluster.json``): a node
+restarted with a recorded membership refuses queue requests (``cluster_unavailable``, 503) and
+rejoins in the background (:meth:`Cluster.restore`), unless the operator chose to serve alone
+(:meth:`Cluster.standalone`, also recorded). See docs/mixed-clusters.md.
+
+A peer is gone when its connection drops or when it leaves Mnesia's running db nodes (a
+graceful stop ends Mnesia before the node: the disconnect comes later). When the last Erlang
+peer is gone the node goes on alone: its local store is seeded from the
 mirror (every queue, its props, the default props and every record with its id, state and
 deadline) and serves (``standalone``, logged at warning and shown by ``lmq-admin status``).
 Several pylmq nodes that lose the cluster together each go on with a full copy (availability
 first: a message may then be delivered by each of them; none is lost).
+
+Stalled peers (a suspended Erlang node: connected, silent, see :mod:`pylmq.dist.connection`):
+the store's calls leave them out until they are heard from again, an Erlang node's queue
+processes are brought in line by the asynchronous remote event (handled when it resumes, as
+with an Erlang sender), ``lmq-admin status`` lists them as stalled, not active, and when the
+mirror's subscription node stalls the mirror re-subscribes on a live peer, as after a node-down.
 
 Re-joining (``lmq-admin join`` to a restarted Erlang node): the cluster wins where it has data
 and the Python side fills in what it lacks. Queue props and the default list already in the
@@ -54,19 +67,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
+from pylmq.cluster import membership
+from pylmq.cluster.membership import Membership
 from pylmq.cluster.mirror import ADMIN_TABLES, LMQ_INFO, QUEUE_INFO, SCHEMA
 from pylmq.cluster.terms import default_list_to_term, message_to_term, name_from_atom, name_to_atom, props_to_term
 from pylmq.core.manager import QueueManager
 from pylmq.dist import Atom, Node, Process
 from pylmq.dist.terms import Export, Pid, Term
-from pylmq.errors import ClusterError, DistError
-from pylmq.store.mnesia import CLUSTER, LOCAL, MnesiaStore
+from pylmq.errors import ClusterError, ClusterUnavailable, DistError, RemoteError
+from pylmq.store.mnesia import CLUSTER, ERLANG_INT_MAX, LOCAL, STANDALONE, MnesiaStore, erlang_props_problem
 
-__all__ = ["Cluster"]
+__all__ = ["Cluster", "not_connected_yet", "rejoining_error"]
 
 log = logging.getLogger("pylmq.cluster")
 
@@ -77,20 +94,43 @@ QUEUE_CREATED, QUEUE_DELETED = A("queue_created"), A("queue_deleted")
 SYNC_NOTIFY, EXIT, OK, ERROR = A("sync_notify"), A("EXIT"), A("ok"), A("error")
 TABLE, SIMPLE = A("table"), A("simple")
 REFRESH_INTERVAL = 1.0
+REJOIN_INTERVAL = 2.0
+REJOINING = "rejoining"  # a mode of the Cluster only: the store stays local, the APIs answer 503
 CALL_TIMEOUT = 15.0
-SETTLE_TIMEOUT = 10.0
+
+
+def not_connected_yet(m: Membership) -> str:
+    return f"not connected yet to {', '.join(m.nodes)}"
+
+
+def rejoining_error(detail: str) -> ClusterUnavailable:
+    """What queue requests get while a restarted member rejoins its cluster."""
+    return ClusterUnavailable(f"rejoining the cluster: {detail}; lmq-admin standalone serves alone meanwhile")
 
 
 class Cluster:
     def __init__(
-        self, dist: Node, store: MnesiaStore, manager: QueueManager, *, refresh_interval: float = REFRESH_INTERVAL
+        self,
+        dist: Node,
+        store: MnesiaStore,
+        manager: QueueManager,
+        *,
+        refresh_interval: float = REFRESH_INTERVAL,
+        membership_file: Path | None = None,
+        rejoin_interval: float = REJOIN_INTERVAL,
     ) -> None:
         self.dist = dist
         self.store = store
         self.manager = manager
         self.refresh_interval = refresh_interval
+        self.membership_file = membership_file  # None: the membership is not kept across restarts
+        self.rejoin_interval = rejoin_interval
+        self.mode_detail = ""  # why the node is rejoining or standalone, for lmq-admin status
+        self._rejoiner: asyncio.Task[None] | None = None
+        self._recorded: tuple[str, ...] = ()  # the Erlang nodes a restarted node rejoins
         self.sub_node: str | None = None
         self.db_nodes: set[str] = set()  # every Erlang db node seen since the join
+        self.cluster_db_nodes: list[str] = []  # Mnesia's db_nodes at the last refresh, sorted
         self.running: list[str] = []  # Erlang peers serving: running db nodes we are connected to
         self.python_nodes: dict[str, bool] = {}  # other pylmq members -> connected
         self.event_nodes: set[str] = set()  # nodes that announced themselves with join_node
@@ -104,12 +144,13 @@ class Cluster:
         store.mirror.listener = self
         dist.register_function("lmq_cluster", "hello", self._hello)
         self._cancel_monitor = dist.monitor_node("*", self._on_nodedown)
+        self._cancel_stalls = dist.monitor_stalls(self._on_stall)
 
     # ------------------------------------------------------------------ state
 
     @property
     def mode(self) -> str:
-        return self.store.mode
+        return REJOINING if self._rejoiner is not None else self.store.mode
 
     def status_nodes(self) -> tuple[list[str], list[str]]:
         """(all nodes, active nodes), Erlang and Python, this node included."""
@@ -118,12 +159,23 @@ class Cluster:
         active = {me}
         if self.mode == CLUSTER:
             active |= set(self.running) | {n for n, up in self.python_nodes.items() if up}
-        return sorted(every), sorted(active)
+        return sorted(every), sorted(active - set(self.dist.stalled_nodes()))
+
+    def node_lists(self) -> tuple[list[str], list[str]]:
+        """What an Erlang node's ``/stats`` lists: Mnesia's db nodes and the running ones (those
+        this node reaches; a node down leaves at once, see :meth:`_on_nodedown`)."""
+        return list(self.cluster_db_nodes), sorted(self.running)
 
     # ------------------------------------------------------------------ PeerLink (for the store)
 
     def peers(self) -> list[str]:
-        return list(self.running)
+        stalled = self.dist.stalled_nodes()
+        return [n for n in self.running if n not in stalled]
+
+    def stalled(self) -> dict[str, float]:
+        """Stalled members (Erlang or Python) -> seconds since anything came from them."""
+        members = set(self.running) | self.db_nodes | set(self.python_nodes)
+        return {n: s for n, s in self.dist.stalled_nodes().items() if n in members}
 
     async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
         return await self.dist.rpc(peer, module, function, args, timeout)
@@ -133,19 +185,33 @@ class Cluster:
 
     async def queue_created(self, name: str, props: Term | None) -> None:
         atom = name_to_atom(name)
-        await self._on_erlang_nodes(f"queue_created of {name}", lambda node: self._settle_queue(node, atom, props))
+        await self._on_erlang_nodes(
+            f"queue_created of {name}", lambda node: self._settle_queue(node, atom, props), (QUEUE_CREATED, atom)
+        )
 
     async def queue_deleted(self, name: str) -> None:
-        event = (REMOTE, (QUEUE_DELETED, name_to_atom(name)))
-        await self._on_erlang_nodes(f"queue_deleted of {name}", lambda node: self._sync_notify(node, event))
+        event = (QUEUE_DELETED, name_to_atom(name))
+        await self._on_erlang_nodes(
+            f"queue_deleted of {name}", lambda node: self._sync_notify(node, (REMOTE, event)), event
+        )
 
     async def defaults_changed(self) -> None:
         await self._on_erlang_nodes("default props", self._reload_all)
 
-    async def _on_erlang_nodes(self, what: str, step: Callable[[str], Awaitable[None]]) -> None:
+    async def _on_erlang_nodes(
+        self, what: str, step: Callable[[str], Awaitable[None]], event: Term | None = None
+    ) -> None:
         """Run step on every serving Erlang node at once; a node that fails is logged, not fatal:
-        the change is committed in Mnesia, and that node is most likely going down."""
-        nodes = list(self.running)
+        the change is committed in Mnesia, and that node is most likely going down. A stalled
+        node is not waited for: it gets the remote ``event`` (if any) asynchronously."""
+        stalled = self.dist.stalled_nodes()
+        nodes = [n for n in self.running if n not in stalled]
+        for n in self.running:
+            if n in stalled:
+                # What an Erlang node would broadcast; handled once it resumes.
+                if event is not None:
+                    self.dist.send((A("lmq_event"), A(n)), (NOTIFY, (REMOTE, event)))
+                log.warning("Erlang node %s is stalled: not waiting for it to take the %s", n, what)
         results = await asyncio.gather(*(step(n) for n in nodes), return_exceptions=True)
         for node, r in zip(nodes, results, strict=True):
             if isinstance(r, DistError | TimeoutError | ClusterError):
@@ -156,7 +222,7 @@ class Cluster:
     async def _sync_notify(self, node: str, event: Term) -> None:
         """The event handled by the node's lmq_event as if another node had broadcast it, but
         before the call returns (gen_event:sync_notify; lmq_event:notify_remote is async)."""
-        r = await self.dist.rpc(node, "gen_event", "sync_notify", [A("lmq_event"), event], SETTLE_TIMEOUT)
+        r = await self.dist.rpc(node, "gen_event", "sync_notify", [A("lmq_event"), event], self._settle_timeout)
         if r is not OK:
             raise ClusterError(f"lmq_event on {node} answered {r!r:.200}")
 
@@ -170,18 +236,23 @@ class Cluster:
         # The queue process also keeps the raw props it last stored and skips a props change
         # equal to them (lmq_queue's {props, P}): give it the props now in Mnesia, or a later
         # PATCH/reset on that node back to its stale raw props would store nothing.
-        pid = await self.dist.rpc(node, "lmq_queue_mgr", "get", [atom], SETTLE_TIMEOUT)
+        pid = await self.dist.rpc(node, "lmq_queue_mgr", "get", [atom], self._settle_timeout)
         if isinstance(pid, Pid):
-            r = await self.dist.rpc(node, "lmq_queue", "props", [pid, props], SETTLE_TIMEOUT)
+            r = await self.dist.rpc(node, "lmq_queue", "props", [pid, props], self._settle_timeout)
             if r is not OK:
                 raise ClusterError(f"lmq_queue:props on {node} answered {r!r:.200}")
 
     async def _reload_all(self, node: str) -> None:
         # What lmq_queue_mgr:set_default_props does on the node that ran it, on every node.
-        found = await self.dist.rpc(node, "lmq_queue_mgr", "match", [b""], SETTLE_TIMEOUT)
+        found = await self.dist.rpc(node, "lmq_queue_mgr", "match", [b""], self._settle_timeout)
         pids = [x[1] for x in found if type(x) is tuple and len(x) == 2] if isinstance(found, list) else []
         reload = Export(A("lmq_queue"), A("reload_properties"), 1)
-        await self.dist.rpc(node, "lists", "foreach", [reload, pids], SETTLE_TIMEOUT)
+        await self.dist.rpc(node, "lists", "foreach", [reload, pids], self._settle_timeout)
+
+    @property
+    def _settle_timeout(self) -> float:
+        # Part of an operation a client waits for: bounded as its lmq_lib call is.
+        return self.store.rpc_timeout
 
     def _broadcast(self, event: Term) -> None:
         connected = set(self.dist.connected_nodes())
@@ -194,39 +265,88 @@ class Cluster:
 
     async def join(self, node: str) -> None:
         async with self._op_lock:
-            if self.mode == CLUSTER:
-                raise ClusterError(f"already in the cluster of {self.sub_node}; leave first")
-            if node == self.dist.name or not await self.dist.ping(node):
-                raise ClusterError(f"node {node} is not reachable")
+            rejoining = self._rejoiner is not None
+            await self._stop_rejoiner()  # the operator's choice of node replaces the recorded ones
             try:
-                running = await self.dist.rpc(node, "mnesia", "system_info", [A("is_running")], CALL_TIMEOUT)
-            except DistError as e:
-                raise ClusterError(f"cannot ask {node} about Mnesia: {e.detail}") from e
-            if running is not A("yes"):
-                raise ClusterError(f"node {node} does not run Mnesia (is_running: {running!r})")
-            self.sub_node = node
-            self.running = []
+                await self._join(node)
+            except BaseException:
+                if rejoining:  # that node failed: go on trying the recorded ones (still 503)
+                    self.db_nodes |= set(self._recorded)
+                    self._start_rejoiner()
+                raise
+
+    async def _join(self, node: str) -> None:
+        if self.store.mode == CLUSTER:
+            raise ClusterError(f"already in the cluster of {self.sub_node}; leave first")
+        await self._check_joinable(node)
+        self.sub_node = node
+        self.running = []
+        self.db_nodes.clear()
+        self.python_nodes.clear()
+        await self._refresh_members()
+        await self._resync()
+        problem = self._unservable_seed()
+        if problem is not None:
+            self._end_subscriber()
+            self.sub_node, self.running, self.cluster_db_nodes = None, [], []
             self.db_nodes.clear()
             self.python_nodes.clear()
-            await self._refresh_members()
-            await self._resync()
-            seeded = await self._seed_cluster()
-            await self.store.clear_local()
-            self.store.become_cluster(self)
-            await self._sync_manager()
-            self._refresher = asyncio.get_running_loop().create_task(self._refresh_loop(), name="cluster-refresh")
-            log.warning(
-                "joined the LMQ cluster of %s: Erlang nodes %s, %d queues, %d messages of this node put in",
-                node,
-                ", ".join(self.running),
-                len(self.store.mirror.queue_props),
-                seeded,
-            )
+            raise ClusterError(f"cannot join {node}: {problem}")
+        seeded = await self._seed_cluster()
+        await self.store.clear_local()
+        self.store.become_cluster(self)
+        self.manager.unavailable = None
+        self.mode_detail = ""
+        self._record()
+        await self._sync_manager()
+        self._refresher = asyncio.get_running_loop().create_task(self._refresh_loop(), name="cluster-refresh")
+        log.warning(
+            "joined the LMQ cluster of %s: Erlang nodes %s, %d queues, %d messages of this node put in",
+            node,
+            ", ".join(self.running),
+            len(self.store.mirror.queue_props),
+            seeded,
+        )
+
+    async def _check_joinable(self, node: str) -> None:
+        """NODE must be another node, reachable, and an Erlang node running Mnesia; the error says
+        which of these failed and why (the reason the connection gave, not just "unreachable")."""
+        if node == self.dist.name:
+            raise ClusterError(f"node {node} is this node itself: join an Erlang node of the cluster")
+        try:
+            await self.dist.connect(node)
+        except DistError as e:
+            raise ClusterError(f"node {node} is not reachable: {e.detail}") from e
+        if not await self.dist.ping(node):
+            raise ClusterError(f"node {node} is not reachable: it does not answer pings")
+        try:
+            running = await self.dist.rpc(node, "mnesia", "system_info", [A("is_running")], CALL_TIMEOUT)
+        except RemoteError as e:
+            if await self._is_pylmq(node):
+                raise ClusterError(
+                    f"node {node} is a pylmq node, not an Erlang LMQ node: join an Erlang node of its cluster"
+                ) from e
+            raise ClusterError(f"node {node} does not run Mnesia: it is not an Erlang LMQ node ({e.detail})") from e
+        except (DistError, TimeoutError) as e:
+            raise ClusterError(f"cannot ask {node} about Mnesia: {e}") from e
+        if running is not A("yes"):
+            state = running.name if isinstance(running, Atom) else repr(running)
+            raise ClusterError(f"node {node} does not run Mnesia (mnesia:system_info(is_running) is {state})")
+
+    async def _is_pylmq(self, node: str) -> bool:
+        # Every pylmq node with a name answers the admin tools' status; no Erlang node has Mnesia
+        # missing, so a node with both traits is one of ours.
+        try:
+            status = await self.dist.rpc(node, "lmq_console", "status", [], 5.0)
+        except (DistError, TimeoutError):
+            return False
+        return isinstance(status, list)
 
     async def leave(self) -> None:
         async with self._op_lock:
             if self.mode == LOCAL:
                 raise ClusterError("not in a cluster")
+            await self._stop_rejoiner()
             await self._stop_refresher()
             self._end_subscriber()
             await self.store.become_local()
@@ -234,11 +354,102 @@ class Cluster:
             self.running = []
             self.db_nodes.clear()
             self.python_nodes.clear()
+            self.manager.unavailable = None
+            self.mode_detail = ""
+            if self.membership_file is not None:
+                membership.forget(self.membership_file)
             await self._sync_manager()
             log.warning("left the LMQ cluster: serving this node's own queues only")
 
+    # ------------------------------------------------------------------ membership across restarts
+
+    def _record(self, standalone: bool = False) -> None:
+        if self.membership_file is None:
+            return
+        first = [self.sub_node] if self.sub_node else []
+        nodes = tuple(dict.fromkeys([*first, *sorted(self.db_nodes | set(self.running))]))
+        if nodes:
+            membership.save(self.membership_file, Membership(nodes, standalone))
+
+    def recorded(self) -> Membership | None:
+        return membership.load(self.membership_file) if self.membership_file is not None else None
+
+    def _unavailable(self, detail: str) -> None:
+        self.mode_detail = detail
+        self.manager.unavailable = rejoining_error(detail)
+
+    async def restore(self, m: Membership) -> None:
+        """At start, with a recorded membership: serve alone if the operator chose it, else
+        rejoin in the background (the APIs answer 503 meanwhile: never a split)."""
+        if m.standalone:
+            self.store.resume_standalone()
+            self.mode_detail = f"chosen by the operator while the cluster of {', '.join(m.nodes)} was unreachable"
+            self.manager.unavailable = None
+            self.db_nodes = set(m.nodes)
+            await self._sync_manager()
+            log.warning("serving standalone, as chosen before the restart; lmq-admin join NODE rejoins")
+            return
+        self._unavailable(not_connected_yet(m))
+        self.db_nodes = set(m.nodes)
+        self._recorded = m.nodes
+        self._start_rejoiner()
+
+    def _start_rejoiner(self) -> None:
+        self._rejoiner = asyncio.get_running_loop().create_task(self._rejoin_loop(), name="cluster-rejoin")
+
+    async def _rejoin_loop(self) -> None:
+        recorded = self._recorded
+        last = ""
+        while True:
+            failures = []
+            async with self._op_lock:
+                # The recorded nodes first, then any other the cluster was known to have.
+                for node in dict.fromkeys([*recorded, *sorted(self.db_nodes)]):
+                    try:
+                        await self._join(node)
+                    except (ClusterError, DistError, TimeoutError) as e:
+                        failures.append(e.detail if isinstance(e, ClusterError | DistError) else f"{node}: {e!r}")
+                        self.db_nodes |= set(recorded)  # a failed attempt starts from a clean list
+                        continue
+                    self._rejoiner = None
+                    return
+            detail = "; ".join(failures)
+            self._unavailable(detail)
+            if detail != last:
+                log.warning("rejoining the cluster: %s; queue operations answer 503 until one answers", detail)
+                last = detail
+            await asyncio.sleep(self.rejoin_interval)
+
+    async def _stop_rejoiner(self) -> None:
+        task, self._rejoiner = self._rejoiner, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def standalone(self) -> None:
+        """The operator's choice for a node that cannot reach its cluster after a restart: serve
+        what this node holds, alone, until ``join``; kept across restarts."""
+        async with self._op_lock:
+            if self._rejoiner is None:
+                if self.store.mode == CLUSTER:
+                    raise ClusterError(f"in the cluster of {self.sub_node}: leave it to serve alone")
+                if self.store.mode == STANDALONE:
+                    raise ClusterError("already standalone")
+                raise ClusterError("not in a cluster: this node serves its own queues already")
+            await self._stop_rejoiner()
+            nodes = tuple(sorted(self.db_nodes))
+            self.store.resume_standalone()
+            self.mode_detail = f"chosen by the operator while the cluster of {', '.join(nodes)} was unreachable"
+            self.manager.unavailable = None
+            if self.membership_file is not None and nodes:
+                membership.save(self.membership_file, Membership(nodes, standalone=True))
+            await self._sync_manager()
+            log.warning("serving standalone by the operator's choice; lmq-admin join NODE rejoins the cluster")
+
     async def close(self) -> None:
         """Stop the tasks (the node is stopping); the cluster keeps the data."""
+        await self._stop_rejoiner()
         await self._stop_refresher()
         for t in list(self._tasks):
             t.cancel()
@@ -246,6 +457,7 @@ class Cluster:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self._end_subscriber()
         self._cancel_monitor()
+        self._cancel_stalls()
 
     async def _stop_refresher(self) -> None:
         if self._refresher is not None:
@@ -276,6 +488,22 @@ class Cluster:
 
     # ------------------------------------------------------------------ seeding the cluster
 
+    def _unservable_seed(self) -> str | None:
+        """Props :meth:`_seed_cluster` would write that the Erlang nodes cannot serve (retry
+        infinity): the join is refused before anything is written, and the operator sets them
+        right here first. Props the cluster already has for a queue win and are not checked."""
+        local, mirror = self.store.local, self.store.mirror
+        if not mirror.defaults:
+            for regex, props in local.default_props():
+                if (problem := erlang_props_problem(props)) is not None:
+                    return f"this node's default props of {regex!r:.60}: {problem}"
+        for name in local.queue_names():
+            if name not in mirror.queue_props:
+                problem = erlang_props_problem(local.queue_props(name) or {})
+                if problem is not None:
+                    return f"this node's queue {name!r:.60}: {problem}"
+        return None
+
     async def _seed_cluster(self) -> int:
         """The Python side's data into the cluster: what the cluster lacks (module docstring)."""
         node = self.sub_node
@@ -285,7 +513,7 @@ class Cluster:
             term = default_list_to_term(local.default_props())
             await self.dist.rpc(node, "lmq_lib", "set_lmq_info", [A("default_props"), term], CALL_TIMEOUT)
             await self.defaults_changed()
-        written = 0
+        written = clamped = 0
         for name in local.queue_names():
             atom = name_to_atom(name)
             if name not in mirror.queue_props:
@@ -297,6 +525,11 @@ class Cluster:
             for msg in local.messages(name):
                 if msg.id[1] in have:
                     continue
+                if msg.retry is None:
+                    # Pushed with retry infinity, which an Erlang node cannot deliver; as many
+                    # retries as it can hold never run out either.
+                    msg = dataclasses.replace(msg, retry=ERLANG_INT_MAX)
+                    clamped += 1
                 result = await self.dist.rpc(node, "mnesia", "dirty_write", [atom, message_to_term(msg)], CALL_TIMEOUT)
                 if result is not OK:
                     raise ClusterError(
@@ -305,6 +538,8 @@ class Cluster:
                 written += 1
             if local.messages(name):
                 self.pushed(name)  # records written behind the queue processes' backs: wake pullers
+        if clamped:
+            log.warning("%d messages with retry infinity put into the cluster with retry %d", clamped, ERLANG_INT_MAX)
         return written
 
     # ------------------------------------------------------------------ membership
@@ -321,13 +556,26 @@ class Cluster:
         node = self.sub_node
         if node is None:
             return
-        running = await self.dist.rpc(node, "mnesia", "system_info", [A("running_db_nodes")], CALL_TIMEOUT)
-        db = await self.dist.rpc(node, "mnesia", "system_info", [A("db_nodes")], CALL_TIMEOUT)
-        if not isinstance(running, list) or not isinstance(db, list):
-            raise ClusterError(f"{node} answered running_db_nodes {running!r}, db_nodes {db!r}")
-        self.db_nodes |= {n.name for n in db if isinstance(n, Atom)}
+        names: set[str] = set()
+        # A node whose Mnesia stopped (a graceful stop: Mnesia ends before the node does) still
+        # answers; it no longer lists itself as running, so ask the next serving peer instead.
+        for asked in dict.fromkeys([node, *self.running]):
+            running = await self.dist.rpc(asked, "mnesia", "system_info", [A("running_db_nodes")], CALL_TIMEOUT)
+            db = await self.dist.rpc(asked, "mnesia", "system_info", [A("db_nodes")], CALL_TIMEOUT)
+            if not isinstance(running, list) or not isinstance(db, list):
+                raise ClusterError(f"{asked} answered running_db_nodes {running!r}, db_nodes {db!r}")
+            known = len(self.db_nodes)
+            self.cluster_db_nodes = sorted(n.name for n in db if isinstance(n, Atom))
+            self.db_nodes |= set(self.cluster_db_nodes)
+            if len(self.db_nodes) != known and self.store.mode == CLUSTER:
+                self._record()
+            names = {x.name for x in running if isinstance(x, Atom)}
+            if asked in names:
+                node = asked
+                break
+            names = set()
         serving = []
-        for n in sorted(x.name for x in running if isinstance(x, Atom)):
+        for n in sorted(names):
             if n not in self.running:
                 try:
                     await self.dist.connect(n)
@@ -337,9 +585,15 @@ class Cluster:
                 self._announce(n)
                 log.info("Erlang node %s serves the cluster", n)
             serving.append(n)
+        gone = [p for p in self.running if p not in serving]
         # Keep the subscription node first: it is the one whose events the mirror follows.
         self.running = sorted(serving, key=lambda n: n != self.sub_node)
-        await self._find_python_nodes(node)
+        for peer in gone:
+            # Out of Mnesia's running nodes: as good as disconnected for serving the cluster. The
+            # disconnect that follows a graceful stop then finds the peer gone already.
+            self._lost(peer, "its Mnesia stopped")
+        if self.running:
+            await self._find_python_nodes(self.running[0])
 
     def _announce(self, node: str) -> None:
         self.dist.send((A("lmq_event"), A(node)), (NOTIFY, (REMOTE, (JOIN_NODE, self.dist.atom))))
@@ -382,9 +636,17 @@ class Cluster:
     def _on_nodedown(self, peer: str, reason: str) -> None:
         if peer in self.python_nodes:
             self.python_nodes[peer] = False
+        self._peer_gone(peer, reason)
+
+    def _peer_gone(self, peer: str, reason: str) -> None:
         if peer not in self.running:
             return
         self.running.remove(peer)
+        self._lost(peer, reason)
+
+    def _lost(self, peer: str, reason: str) -> None:
+        """``peer`` no longer serves (already out of :attr:`running`): re-subscribe elsewhere,
+        or go standalone when it was the last one."""
         if self.mode != CLUSTER:
             return
         log.warning("Erlang node %s is down (%s); %d left", peer, reason, len(self.running))
@@ -392,6 +654,23 @@ class Cluster:
             self._spawn(self._go_standalone(), "cluster-standalone")
         elif peer == self.sub_node:
             self.sub_node = self.running[0]
+            self._spawn(self._resync_or_standalone(), "cluster-resync")
+
+    def _on_stall(self, peer: str, stalled: bool) -> None:
+        if peer not in self.running or self.mode != CLUSTER:
+            return
+        live = self.peers()
+        if stalled:
+            log.warning("Erlang node %s is stalled; calls go to %s", peer, ", ".join(live) or "no other node")
+        else:
+            log.warning("Erlang node %s serves again", peer)
+        if stalled and peer == self.sub_node and live:
+            # Its table events stop with it: follow Mnesia on a live node (re-scanned), and end
+            # the old subscriptions (the stalled node drops them when it resumes).
+            log.warning("the mirror re-subscribes on %s", live[0])
+            self._end_subscriber()
+            self.sub_node = live[0]
+            self.running = sorted(self.running, key=lambda n: n != self.sub_node)
             self._spawn(self._resync_or_standalone(), "cluster-resync")
 
     async def _resync_or_standalone(self) -> None:

@@ -50,11 +50,17 @@ class Settings:
     data_dir: Path = Path("data")
     fsync: FsyncPolicy = "interval"  # pylmq.store.durable.DEFAULT_FSYNC
     fsync_interval: int = 1000  # ms, for fsync=interval
+    journal_max_bytes: int = 1 << 30  # durable store: pushes refused past it while compaction fails
+    disk_reserve_bytes: int = 64 << 20  # durable store: pushes refused below this much free space
     # Open connections each API (HTTP, MessagePack-RPC) accepts; 0: from the descriptor limit
     # (pylmq.api._limits.default_max_connections).
     max_connections: int = 0
     header_timeout: int = 30000  # ms from an HTTP request's first byte to the end of its head
     body_timeout: int = 30000  # ms an HTTP request body may go without a byte
+    # In a cluster: ms one call to an Erlang peer may take (pylmq.store.mnesia), and ms of silence
+    # with a probe unanswered after which a peer is stalled (pylmq.dist.connection).
+    rpc_timeout: int = 5000
+    stall_timeout: int = 3000
     vm_env: Mapping[str, str] = field(default_factory=dict)  # -env VAR VALUE from vm.args
     # Things read but without effect in pylmq (Erlang VM flags, InfluxDB, ...): for the log.
     notices: tuple[str, ...] = ()
@@ -65,7 +71,9 @@ _SCALAR_TYPES: dict[str, type] = {
     "http_host": str, "http_port": int, "rpc_host": str, "rpc_port": int, "node_name": str,
     "cookie": str, "hidden": bool, "net_ticktime": int, "stats_interval": int, "statsd_host": str,
     "statsd_port": int, "join": str, "log_dir": Path, "data_dir": Path, "fsync_interval": int,
-    "max_connections": int, "header_timeout": int, "body_timeout": int,
+    "journal_max_bytes": int, "disk_reserve_bytes": int,
+    "max_connections": int, "header_timeout": int, "body_timeout": int, "rpc_timeout": int,
+    "stall_timeout": int,
 }  # fmt: skip
 _CHOICES: dict[str, tuple[str, ...]] = {
     "name_mode": get_args(NameMode),
@@ -73,10 +81,14 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "fsync": get_args(FsyncPolicy),
 }
 _PORTS = ("http_port", "rpc_port", "statsd_port")
-_AT_LEAST: dict[str, int] = {"max_connections": 0, "header_timeout": 1, "body_timeout": 1}
+_AT_LEAST: dict[str, int] = {
+    "max_connections": 0, "header_timeout": 1, "body_timeout": 1, "journal_max_bytes": 0, "disk_reserve_bytes": 0,
+    "rpc_timeout": 1, "stall_timeout": 0,
+}  # fmt: skip
 # The pylmq section's keys (app.config or -pylmq Key Value in vm.args).
 _PYLMQ_KEYS = ("store", "data_dir", "fsync", "fsync_interval", "rpc_host", "log_dir", "max_connections",
-               "header_timeout", "body_timeout")  # fmt: skip
+               "header_timeout", "body_timeout", "journal_max_bytes", "disk_reserve_bytes", "rpc_timeout",
+               "stall_timeout")  # fmt: skip
 # Override keys that are not Settings fields.
 _EXTRA_OVERRIDES = ("cookie_file",)
 

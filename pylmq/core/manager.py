@@ -9,24 +9,28 @@ wait is considered too.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
-import re
+import time
+from collections import OrderedDict, deque
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.message import Item, parse_uuid
+from pylmq.core.pattern import Pattern, compile_pattern
 from pylmq.core.props import (
     DefaultList,
+    DefaultMatcher,
     Props,
     RawProps,
-    compile_regex,
     effective_props,
     merge_props,
 )
 from pylmq.core.queue import Delivery, Queue, QueueObserver, Waiter
 from pylmq.core.table import AccumResult
-from pylmq.errors import InvalidQueueName, MessageNotFound, QueueNotFound
+from pylmq.errors import InvalidQueueName, LMQError, MessageNotFound, QueueNotFound
 
 if TYPE_CHECKING:
     # Only for types: pylmq.store imports pylmq.core, so a runtime import here is circular.
@@ -39,6 +43,14 @@ log = logging.getLogger("pylmq.manager")
 # Names of LMQ's own Mnesia tables: a queue of that name would overwrite cluster metadata.
 RESERVED_NAMES = frozenset({"__lmq_info__", "__lmq_queue_info__", "schema"})
 MAX_NAME_LENGTH = 255  # a queue name is an Erlang atom in the cluster (255 latin1 characters)
+
+# Pull-any and fan-out push find their queues in a selection: the names matching one regex,
+# kept up to date as queues come, so that a request does not match every queue name again.
+SELECTIONS = 256  # regexes whose selection is kept (least recently used go first)
+SELECTED_NAMES = 1_000_000  # names held by all kept selections together (~50 MiB)
+RECENT_NAMES = 4096  # queues created lately, which a kept selection has yet to look at
+SCAN_CHUNK = 256  # queues tried by one pull-any between two turns given to other tasks
+SCAN_SLICE = 0.002  # seconds of regex matching between two turns given to other tasks
 
 
 def validate_name(name: Any) -> str:
@@ -66,6 +78,21 @@ def _uuid(id_: str | bytes) -> bytes:
     return u
 
 
+class _Selection:
+    """The existing queues whose names match ``pattern``, in a stable order: those there when
+    it was made, then those created since (the names created up to :attr:`synced`, the
+    manager's count of created queues, have been looked at). A deleted queue's name stays
+    until the selection is next used."""
+
+    __slots__ = ("counted", "names", "pattern", "synced")
+
+    def __init__(self, pattern: Pattern) -> None:
+        self.pattern = pattern
+        self.names: dict[str, None] = {}
+        self.synced = 0
+        self.counted = 0  # names counted in the manager's total while kept
+
+
 class QueueManager:
     def __init__(
         self,
@@ -77,9 +104,18 @@ class QueueManager:
         self.clock = clock or SystemClock()
         self.observer = observer
         self._queues: dict[str, Queue] = {}
-        self._any_waiters: dict[Waiter, re.Pattern[str]] = {}
+        self._any_waiters: dict[Waiter, Pattern] = {}
+        self._created = 0  # queues attached so far: the serial number of the last one
+        self._recent: deque[str] = deque(maxlen=RECENT_NAMES)  # the last ones, oldest first
+        self._selections: OrderedDict[str, _Selection] = OrderedDict()
+        self._selected = 0  # names in self._selections
+        self._defaults: DefaultMatcher | None = None  # the store's default list, compiled
+        self.props_version = 0  # moves when the default list changes (Queue's PropsSource)
         self._any_turn = 0  # where the next pull-any starts looking: every queue gets turns
         self._closed = False
+        # Set while the node must not serve queues at all (a cluster member that cannot reach
+        # its cluster): the APIs answer every queue request with it.
+        self.unavailable: LMQError | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -98,19 +134,39 @@ class QueueManager:
             for w in await q.close():
                 w.finish(None)
 
+    def check_available(self) -> None:
+        """Raise :attr:`unavailable` when set; the APIs call this before any queue operation."""
+        if self.unavailable is not None:
+            raise self.unavailable
+
     # -- queues ------------------------------------------------------------------------------------
 
+    def props_of(self, name: str) -> Props:
+        """Effective props of ``name`` (for :class:`Queue`, which keeps them until
+        :attr:`props_version` moves)."""
+        return self._props_for(name)
+
     def _props_for(self, name: str) -> Props:
-        return effective_props(name, self.store.queue_props(name), self.store.default_props())
+        if self._defaults is None:
+            self._defaults = DefaultMatcher(self.store.default_props())
+        return effective_props(name, self.store.queue_props(name), self._defaults)
 
     def _attach(self, name: str) -> Queue:
         q = self._queues.get(name)
         if q is None:
-            q = Queue(name, self.store, self._props_for(name), self.observer)
+            q = Queue(name, self.store, self, self.observer)
             self._queues[name] = q
+            self._created += 1
+            self._recent.append(name)
+            # Many clients may wait with one regex: each distinct one is matched once.
+            matched: dict[str, bool] = {}
             for w, pattern in self._any_waiters.items():
-                if w.live and pattern.search(name):
-                    q.add_waiter(w)
+                if w.live:
+                    hit = matched.get(pattern.text)
+                    if hit is None:
+                        hit = matched[pattern.text] = pattern.search(name)
+                    if hit:
+                        q.add_waiter(w)
         return q
 
     def get(self, name: str) -> Queue | None:
@@ -128,9 +184,72 @@ class QueueManager:
         await self.store.create(name)
         return self._attach(name)
 
-    def match(self, regex: str | bytes) -> list[Queue]:
-        pattern = compile_regex(regex)
-        return [self._queues[n] for n in sorted(self._queues) if pattern.search(n)]
+    async def match(self, regex: str | bytes) -> list[Queue]:
+        """The existing queues whose names match ``regex`` (:class:`InvalidRegex` if refused),
+        in a stable order (not sorted)."""
+        return await self._select(self._selection(compile_pattern(regex)))
+
+    def _selection(self, pattern: Pattern) -> _Selection:
+        sel = self._selections.get(pattern.text)
+        if sel is None:
+            return _Selection(pattern)
+        self._selections.move_to_end(pattern.text)
+        return sel
+
+    async def _select(self, sel: _Selection) -> list[Queue]:
+        """Bring ``sel`` up to date and return its queues. Queues created since it was last
+        used are matched one by one; only a selection just made (or left behind by more than
+        RECENT_NAMES new queues) matches every name. A selection is kept only once complete."""
+        while sel.synced != self._created:
+            created = self._created
+            behind = created - sel.synced
+            if behind > len(self._recent):
+                names = list(self._queues)
+            else:
+                names = list(itertools.islice(self._recent, len(self._recent) - behind, None))
+            # Queues created while this runs are matched in the next round.
+            await self._match_names(sel, names)
+            sel.synced = created
+        queues: list[Queue] = []
+        gone: list[str] = []
+        for n in sel.names:
+            q = self._queues.get(n)
+            if q is None:
+                gone.append(n)
+            else:
+                queues.append(q)
+        for n in gone:
+            del sel.names[n]
+        self._keep(sel)
+        return queues
+
+    async def _match_names(self, sel: _Selection, names: list[str]) -> None:
+        """Add the names that match to ``sel``, giving other tasks a turn every SCAN_SLICE
+        seconds (by time, not by count: a match costs from a microsecond to a millisecond by
+        pattern)."""
+        search, found, queues = sel.pattern.search, sel.names, self._queues
+        clock = time.perf_counter
+        until = clock() + SCAN_SLICE
+        for i, n in enumerate(names):
+            if n in queues and search(n):
+                found[n] = None
+            if not i & 15 and clock() > until:
+                await asyncio.sleep(0)
+                until = clock() + SCAN_SLICE
+
+    def _keep(self, sel: _Selection) -> None:
+        """Keep ``sel`` (or count its new size), then drop the least recently used selections
+        beyond the bounds."""
+        text = sel.pattern.text
+        kept = self._selections.setdefault(text, sel)
+        if kept is not sel:
+            return  # another request made the same selection meanwhile: that one is kept
+        self._selected += len(sel.names) - sel.counted
+        sel.counted = len(sel.names)
+        while self._selections and (len(self._selections) > SELECTIONS or self._selected > SELECTED_NAMES):
+            _, old = self._selections.popitem(last=False)
+            self._selected -= old.counted
+            old.counted = 0
 
     async def delete(self, name: str) -> None:
         q = self._queues.pop(name, None)
@@ -166,7 +285,8 @@ class QueueManager:
     async def push_all(self, regex: str | bytes, item: Item) -> dict[str, AccumResult]:
         """Fan-out to every EXISTING queue whose name matches (as LMQ)."""
         out: dict[str, AccumResult] = {}
-        for q in self.match(regex):
+        # In name order, as before selections: the reply lists the queues in that order.
+        for q in sorted(await self.match(regex), key=attrgetter("name")):
             out[q.name] = await q.push(item)
         return out
 
@@ -176,21 +296,21 @@ class QueueManager:
 
     async def pull_any(self, regex: str | bytes, timeout: float | None) -> Delivery | None:
         """From any matching queue, including queues created while waiting."""
-        pattern = compile_regex(regex)
-        queues = [self._queues[n] for n in sorted(self._queues) if pattern.search(n)]
+        sel = self._selection(compile_pattern(regex))
+        queues = await self._select(sel)
         if len(queues) > 1:
             # LMQ asks all matching queues at once and takes the first answer, so a queue with
             # a backlog does not hold the others back; taking turns gives the same.
             self._any_turn += 1
             start = self._any_turn % len(queues)
             queues = queues[start:] + queues[:start]
-        return await self._pull(queues, timeout, pattern)
+        return await self._pull(queues, timeout, sel)
 
-    async def _pull(
-        self, queues: list[Queue], timeout: float | None, pattern: re.Pattern[str] | None
-    ) -> Delivery | None:
+    async def _pull(self, queues: list[Queue], timeout: float | None, sel: _Selection | None) -> Delivery | None:
         at_once = timeout is not None and timeout <= 0
-        for q in queues:
+        for i, q in enumerate(queues):
+            if i and not i % SCAN_CHUNK:
+                await asyncio.sleep(0)  # a pull-any over many queues lets others in between
             if q.has_waiters():
                 if not at_once:
                     continue  # join the line below: earlier waiters come first
@@ -206,17 +326,22 @@ class QueueManager:
             return None
         loop = asyncio.get_running_loop()
         waiter = Waiter(loop.create_future())
-        if pattern is not None:
-            self._any_waiters[waiter] = pattern
-            # Queues created while the store was asked above are matched again here; from now
-            # on _attach adds the waiter to new ones.
-            queues = [q for n, q in self._queues.items() if pattern.search(n)]
-        for q in queues:
-            q.add_waiter(waiter)
-        if pattern is None and not waiter.queues:
-            waiter.finish(None)  # its queue was deleted while the store was asked
         timer = loop.call_later(timeout, waiter.finish, None) if timeout is not None else None
+        # Registering may yield (many queues): a client that leaves meanwhile is cleaned up below.
         try:
+            if sel is not None:
+                self._any_waiters[waiter] = sel.pattern
+                # From now on _attach adds the waiter to new queues; those created while the
+                # store was asked above are found by bringing the selection up to date.
+                queues = await self._select(sel)
+            for i, q in enumerate(queues):
+                if i and not i % SCAN_CHUNK:
+                    await asyncio.sleep(0)
+                    if not waiter.live:
+                        break
+                q.add_waiter(waiter)
+            if sel is None and not waiter.queues:
+                waiter.finish(None)  # its queue was deleted while the store was asked
             delivery = await waiter.future
         except asyncio.CancelledError:
             # The client went away. A message already taken for it goes back, retry intact.
@@ -281,6 +406,9 @@ class QueueManager:
 
     async def update_props(self, name: str, props: RawProps | None, *, merge: bool = True) -> Props:
         """Merge ``props`` into the queue's own properties; ``None`` resets them."""
+        if props:
+            # Before the queue is created: props the store refuses must leave no queue behind.
+            self.store.check_props(props)
         q = await self.ensure(name)
         own = self.store.queue_props(name) or {}
         new = {} if props is None else (merge_props(own, props) if merge else dict(props))
@@ -300,7 +428,15 @@ class QueueManager:
         await self.store.barrier()
 
     def refresh_props(self, names: Iterable[str] | None = None) -> None:
-        for n in names if names is not None else list(self._queues):
+        """The props of ``names`` changed in the store; None: the default list (or anything)
+        did. Then each queue computes its props again at its next use, not all of them now."""
+        if names is None:
+            self._defaults = None
+            self.props_version += 1
+            for queue in self._queues.values():
+                queue.notify()
+            return
+        for n in names:
             q = self._queues.get(n)
             if q is not None:
                 q.props = self._props_for(n)

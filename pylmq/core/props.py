@@ -7,20 +7,25 @@ holding only the keys that were set; ``retry`` ``None`` means ``infinity``.
 
 from __future__ import annotations
 
+import logging
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pylmq.core.pattern import Pattern, compile_pattern
 from pylmq.errors import InvalidProps, InvalidRegex
 
 __all__ = [
     "DEFAULT_PROPS",
+    "MAX_DEFAULTS",
+    "MAX_DEFAULTS_BYTES",
+    "MAX_RETRY",
+    "MAX_SECONDS",
     "DefaultList",
+    "DefaultMatcher",
     "Props",
     "RawProps",
-    "compile_regex",
     "effective_props",
     "export_props",
     "merge_props",
@@ -36,6 +41,8 @@ DefaultList = list[tuple[str, RawProps]]
 
 KEYS = ("accum", "retry", "timeout")
 
+log = logging.getLogger("pylmq.props")
+
 
 @dataclass(frozen=True, slots=True)
 class Props:
@@ -50,20 +57,53 @@ class Props:
 DEFAULT_PROPS = Props()
 
 
+MAX_RETRY = 2**63 - 2
+"""A push stores ``retry + 1`` (and a put back adds one again): the bound keeps the message's
+retry within a signed 64-bit integer, which the journal (msgpack), the RPC replies and clients
+with 64-bit integers all carry."""
+
+MAX_SECONDS = 4_294_967.295
+"""``accum`` and ``timeout``: 2^32 - 1 milliseconds, about 49.7 days, the range of a 32-bit
+millisecond timer. Far above any real use and far below what overflows (accum is kept in whole
+milliseconds: ``accum * 1000`` is infinite past 1.8e305 s) or loses precision (deadlines are
+float seconds: past 2^53 ms they no longer hold milliseconds)."""
+
+MAX_DEFAULTS = 256
+"""Entries in the default list. A queue's effective props take the first entry that matches
+its name, so one lookup may run every regex of the list (an RE2 match costs microseconds from
+Python: 256 stay within a few milliseconds), and the list's patterns all fit the compile cache
+(:data:`pylmq.core.pattern.CACHE_SIZE`)."""
+
+MAX_DEFAULTS_BYTES = 16 << 10
+"""The default list's regexes together (UTF-8). A regex whose RE2 DFA cache overflows is
+searched by RE2's NFA, about a millisecond per few KiB of pattern: the total bounds a lookup,
+which runs on the loop, at a few milliseconds too."""
+
+
 def _number(key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidProps(f"'{key}' must be a number, got {value!r}")
-    f = float(value)
-    if not math.isfinite(f) or f < 0:
-        raise InvalidProps(f"'{key}' must be a finite number >= 0, got {value!r}")
+    # float() of a huge integer raises OverflowError: such a value is out of range anyway.
+    f = float(value) if not isinstance(value, int) or abs(value) < 2**53 else math.inf
+    if not math.isfinite(f) or not 0 <= f <= MAX_SECONDS:
+        raise InvalidProps(f"'{key}' must be a number of seconds from 0 to {MAX_SECONDS}, got {value!r}")
     return f
+
+
+def _retry(value: Any) -> int | None:
+    if value in ("infinity", b"infinity"):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRY:
+        raise InvalidProps(f"'retry' must be an integer from 0 to {MAX_RETRY} or \"infinity\", got {value!r}")
+    return value
 
 
 def parse_props(obj: Any, *, accum_key: str = "accum") -> RawProps:
     """Validate a props object from a client (JSON or msgpack map).
 
     ``accum_key`` is ``"pack"`` for the MessagePack-RPC API, which names accum so.
-    Unknown keys, wrong types and negative values are :class:`InvalidProps`.
+    Unknown keys, wrong types and values out of the range the stores can encode are
+    :class:`InvalidProps` naming the key, raised before anything is changed.
     """
     if not isinstance(obj, Mapping):
         raise InvalidProps(f"properties must be an object, got {type(obj).__name__}")
@@ -74,12 +114,7 @@ def parse_props(obj: Any, *, accum_key: str = "accum") -> RawProps:
             # LMQ keeps accum in whole milliseconds.
             out["accum"] = round(_number(k, value) * 1000) / 1000
         elif k == "retry":
-            if value in ("infinity", b"infinity"):
-                out["retry"] = None
-            elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidProps(f"'retry' must be an integer >= 0, got {value!r}")
-            else:
-                out["retry"] = value
+            out["retry"] = _retry(value)
         elif k == "timeout":
             out["timeout"] = _number(k, value)
         else:
@@ -87,34 +122,24 @@ def parse_props(obj: Any, *, accum_key: str = "accum") -> RawProps:
     return out
 
 
-def compile_regex(pattern: Any) -> re.Pattern[str]:
-    if isinstance(pattern, bytes):
-        try:
-            pattern = pattern.decode()
-        except UnicodeDecodeError as e:
-            raise InvalidRegex("regex is not valid UTF-8") from e
-    # An empty pattern is a valid regex that matches every name, as in LMQ (PCRE).
-    if not isinstance(pattern, str):
-        raise InvalidRegex(f"a regex string is required, got {pattern!r}")
-    try:
-        return re.compile(pattern)
-    except re.error as e:
-        raise InvalidRegex(f"invalid regex {pattern!r}: {e}") from e
-
-
 def parse_default_list(obj: Any, *, accum_key: str = "accum") -> DefaultList:
-    """``[[regex, props], ...]``: every regex must compile, every props object validate."""
+    """``[[regex, props], ...]``: at most :data:`MAX_DEFAULTS` entries, every regex must
+    compile (:func:`~pylmq.core.pattern.compile_pattern`), every props object validate."""
     if not isinstance(obj, list):
         raise InvalidProps("default properties must be a list of [regex, props] pairs")
+    if len(obj) > MAX_DEFAULTS:
+        raise InvalidProps(f"the default list has {len(obj)} entries, more than the limit of {MAX_DEFAULTS}")
     out: DefaultList = []
+    size = 0
     for entry in obj:
         if not isinstance(entry, list | tuple) or len(entry) != 2:
             raise InvalidProps(f"each default entry must be [regex, props], got {entry!r}")
         regex, props = entry
-        compile_regex(regex)
-        if isinstance(regex, bytes):
-            regex = regex.decode()
-        out.append((regex, parse_props(props, accum_key=accum_key)))
+        text = compile_pattern(regex).text
+        size += len(text.encode("utf-8"))
+        if size > MAX_DEFAULTS_BYTES:
+            raise InvalidProps(f"the default list's regexes take more than the limit of {MAX_DEFAULTS_BYTES} bytes")
+        out.append((text, parse_props(props, accum_key=accum_key)))
     return out
 
 
@@ -124,24 +149,39 @@ def merge_props(base: RawProps, override: Mapping[str, Any]) -> RawProps:
     return merged
 
 
-_regex_cache: dict[str, re.Pattern[str]] = {}
+class DefaultMatcher:
+    """A default list with its regexes compiled, to find the entry for a queue name.
+
+    A stored list is not necessarily one this node validated (a journal written by an older
+    version, an Erlang node of the cluster): an entry whose regex RE2 cannot run never
+    matches, and is logged once (when the list is compiled) instead of failing every lookup."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, defaults: Iterable[tuple[str, RawProps]]) -> None:
+        self._entries: list[tuple[Pattern, RawProps]] = []
+        for regex, props in defaults:
+            try:
+                self._entries.append((compile_pattern(regex), props))
+            except InvalidRegex as e:
+                log.warning("default properties entry ignored: %s", e.detail)
+
+    def lookup(self, name: str) -> RawProps | None:
+        """The props of the first entry whose regex matches ``name``."""
+        for pattern, props in self._entries:
+            if pattern.search(name):
+                return props
+        return None
 
 
-def _match(regex: str, name: str) -> bool:
-    pat = _regex_cache.get(regex)
-    if pat is None:
-        pat = re.compile(regex)
-        _regex_cache[regex] = pat
-    # LMQ uses re:run, which searches anywhere in the name.
-    return pat.search(name) is not None
-
-
-def effective_props(name: str, own: RawProps | None, defaults: Iterable[tuple[str, RawProps]]) -> Props:
+def effective_props(
+    name: str, own: RawProps | None, defaults: Iterable[tuple[str, RawProps]] | DefaultMatcher
+) -> Props:
+    matcher = defaults if isinstance(defaults, DefaultMatcher) else DefaultMatcher(defaults)
     merged = DEFAULT_PROPS.to_raw()
-    for regex, props in defaults:
-        if _match(regex, name):
-            merged.update(props)
-            break
+    default = matcher.lookup(name)
+    if default:
+        merged.update(default)
     if own:
         merged.update(own)
     return Props(accum=merged["accum"], retry=merged["retry"], timeout=merged["timeout"])

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     # Only for types: pylmq.store imports pylmq.core, so a runtime import here is circular.
     from pylmq.store.base import Store
 
-__all__ = ["Delivery", "Queue", "QueueObserver", "Waiter"]
+__all__ = ["Delivery", "PropsSource", "Queue", "QueueObserver", "Waiter"]
 
 log = logging.getLogger("pylmq.queue")
 
@@ -49,6 +49,15 @@ class QueueObserver(Protocol):
     def on_delete(self, queue: str) -> None:
         """The queue is gone (here or elsewhere in the cluster): drop what is kept for it."""
         ...
+
+
+class PropsSource(Protocol):
+    """Where a queue's effective props come from when they are not given outright: asked again
+    when :attr:`props_version` has moved (the default list changed), else kept."""
+
+    props_version: int
+
+    def props_of(self, name: str) -> Props: ...
 
 
 class Waiter:
@@ -77,12 +86,14 @@ class Queue:
         self,
         name: str,
         store: Store,
-        props: Props,
+        props: Props | PropsSource,
         observer: QueueObserver | None = None,
     ) -> None:
         self.name = name
         self.store = store
-        self.props = props
+        self._source = props if not isinstance(props, Props) else None
+        self._props = props if isinstance(props, Props) else None
+        self._props_version = -1
         self.observer = observer
         # dict as an ordered set: arrival order, O(1) removal of a waiter that gave up.
         self._waiters: dict[Waiter, None] = {}
@@ -90,10 +101,28 @@ class Queue:
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
 
+    @property
+    def props(self) -> Props:
+        """Effective props; from a source they are computed at first use and kept until the
+        source's version moves, so a push does not match the default list's regexes again."""
+        src = self._source
+        if src is not None and (self._props is None or self._props_version != src.props_version):
+            self._props_version = src.props_version
+            self._props = src.props_of(self.name)
+        assert self._props is not None
+        return self._props
+
+    @props.setter
+    def props(self, value: Props) -> None:
+        self._props = value
+        if self._source is not None:
+            self._props_version = self._source.props_version
+
     # -- client operations ------------------------------------------------------------------
 
     async def push(self, item: Item) -> AccumResult:
-        result = await self.store.enqueue(self.name, item, self.props.retry, self.props.accum)
+        props = self.props
+        result = await self.store.enqueue(self.name, item, props.retry, props.accum)
         # The message is in the store from here on, whether or not its client waits for the
         # commit: waiters learn of it now (a delivery waits for the commit itself).
         if self.observer is not None:
@@ -116,8 +145,8 @@ class Queue:
         return any(w.live for w in self._waiters)
 
     def add_waiter(self, waiter: Waiter) -> None:
-        if self._closed:
-            return  # deleted meanwhile: no one would ever serve it here
+        if self._closed or waiter in self._waiters:
+            return  # deleted meanwhile (no one would ever serve it here), or already here
         self._waiters[waiter] = None
         waiter.queues.append(self)
         self.notify()

@@ -3,6 +3,14 @@
 Frames of a connection are decoded and handled one after the other by a single reader task,
 with no task per message, so Erlang's per-pair ordering holds and the UNLINK_ID exchange
 sees signals in order.
+
+Liveness, as Erlang's net_kernel judges it: a peer that sends nothing for ``net_ticktime`` is
+dropped. That takes a minute by default, far too long for the requests waiting on the peer, so
+the connection also watches for a *stall* (the owner's ``stall_timeout``, a few seconds; 0 turns
+it off): after half of it without a byte from the peer the owner probes it (a call any live node
+answers at once), and after all of it the peer is ``stalled``: the owner is told once, and told
+again when anything arrives from the peer. An idle Erlang peer sends a tick only every
+net_ticktime/4, so silence alone would be normal; the unanswered probe is what makes it a stall.
 """
 
 from __future__ import annotations
@@ -35,10 +43,13 @@ class ConnectionOwner(Protocol):
     flags: int
     creation: int
     net_ticktime: float
+    stall_timeout: float
 
     def _accept_status(self, peer: str) -> str: ...
     def _on_frame(self, conn: Connection, control: Term, payload: Term | None) -> None: ...
     def _on_connection_lost(self, conn: Connection, reason: str) -> None: ...
+    def _probe(self, conn: Connection) -> None: ...
+    def _on_stall(self, conn: Connection, stalled: bool, silence: float) -> None: ...
 
 
 async def _read_packet(reader: asyncio.StreamReader) -> bytes:
@@ -140,10 +151,10 @@ class Connection:
         self.creation = creation
         self._reader = reader
         self._writer = writer
-        self._wrote = False
-        self._last_read = time.monotonic()
+        self._last_read = self._last_write = time.monotonic()
         self._tasks: list[asyncio.Task[None]] = []
         self.closed = False
+        self.stalled = False  # see the module docstring
 
     def start(self) -> None:
         self._tasks = [
@@ -155,7 +166,12 @@ class Connection:
         if self.closed:
             return
         self._writer.write(frame)
-        self._wrote = True
+        self._last_write = time.monotonic()
+
+    def silence(self) -> float:
+        """Seconds since the last byte from the peer."""
+        return time.monotonic() - self._last_read
+
 
     async def drain(self) -> None:
         if not self.closed:
@@ -180,13 +196,13 @@ class Connection:
         try:
             while True:
                 head = await reader.readexactly(4)
-                self._last_read = time.monotonic()
+                self._heard()
                 (n,) = struct.unpack(">I", head)
                 if n == 0:
                     self.send(TICK)  # echo: a hidden node must answer Erlang's ticks
                     continue
                 data = await reader.readexactly(n)
-                self._last_read = time.monotonic()
+                self._heard()
                 self._handle(data)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -198,6 +214,13 @@ class Connection:
             reason = "crashed"
         finally:
             self.close(reason)
+
+    def _heard(self) -> None:
+        now = time.monotonic()
+        if self.stalled:
+            self.stalled = False
+            self.owner._on_stall(self, False, now - self._last_read)
+        self._last_read = now
 
     def _handle(self, data: bytes) -> None:
         if data[0] != 112:
@@ -218,13 +241,23 @@ class Connection:
 
     async def _tick_loop(self) -> None:
         ticktime = self.owner.net_ticktime
-        interval = ticktime / 4
+        stall = self.owner.stall_timeout
+        # Erlang wants something from us every ticktime/4; stalls are checked 4 times per stall_timeout.
+        interval = min(ticktime / 4, stall / 4) if stall > 0 else ticktime / 4
+        probed = 0.0
         while not self.closed:
             await asyncio.sleep(interval)
-            if time.monotonic() - self._last_read > ticktime:
+            now = time.monotonic()
+            silence = now - self._last_read
+            if silence > ticktime:
                 log.warning("node %s not responding for %.0f s: dropping the connection", self.peer, ticktime)
                 self.close("net_tick_timeout")
                 return
-            if not self._wrote:
+            if stall > 0 and silence >= stall / 2 and now - probed >= stall / 2:
+                probed = now
+                self.owner._probe(self)
+            if stall > 0 and silence >= stall and not self.stalled:
+                self.stalled = True
+                self.owner._on_stall(self, True, silence)
+            if now - self._last_write >= ticktime / 4 - interval / 2:
                 self.send(TICK)
-            self._wrote = False

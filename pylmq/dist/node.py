@@ -30,7 +30,7 @@ from pylmq.dist.connection import Connection, accept, dial
 from pylmq.dist.control import Op, frame
 from pylmq.dist.flags import PYLMQ_FLAGS, Flag
 from pylmq.dist.terms import Atom, Pid, Reference, Term
-from pylmq.errors import DistError, HandshakeError, NodeDown, ProcessExited, RemoteError
+from pylmq.errors import DistError, HandshakeError, NodeDown, PeerStalled, ProcessExited, RemoteError
 
 __all__ = ["Node", "Process", "start_node"]
 
@@ -167,6 +167,7 @@ class Node:
         cookie: str | bytes,
         *,
         net_ticktime: float = 60.0,
+        stall_timeout: float = 0.0,
         epmd_port: int | None = None,
         listen_host: str | None = None,
         flags: int = PYLMQ_FLAGS,
@@ -177,6 +178,8 @@ class Node:
         self.cookie = cookie.encode() if isinstance(cookie, str) else cookie
         self.flags = int(flags)
         self.net_ticktime = net_ticktime
+        # Seconds of silence (with a probe unanswered) after which a peer is stalled; 0: never.
+        self.stall_timeout = stall_timeout
         self.epmd_port = epmd_port or epmd.default_port()
         self.listen_host = listen_host or (self.host if _is_ip(self.host) else "0.0.0.0")
         self.creation = secrets.randbelow(0xFFFF_FFF0) + 1
@@ -190,6 +193,7 @@ class Node:
         self._connecting: dict[str, asyncio.Future[None]] = {}
         self._queued: dict[str, list[tuple[tuple[Term, ...], Term]]] = {}
         self._node_monitors: dict[str, list[Callable[[str, str], None]]] = {}
+        self._stall_monitors: list[Callable[[str, bool], None]] = []
         self._calls: dict[Reference, tuple[str | None, asyncio.Future[Term]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._server: asyncio.Server | None = None
@@ -528,9 +532,14 @@ class Node:
         """``rpc:call(Peer, Module, Function, Args)`` through the peer's ``rex`` server.
 
         Returns the value; ``{badrpc, Reason}`` raises RemoteError with ``term = Reason``,
-        a lost connection NodeDown, no answer in time TimeoutError.
+        a lost connection NodeDown, a stalled peer (before or during the call) PeerStalled,
+        no answer in time TimeoutError.
         """
         await self.connect(peer)
+        conn = self._connections.get(peer)
+        if conn is not None and conn.stalled:
+            # It would only wait out the timeout: the caller may have another node to ask.
+            raise PeerStalled(f"node {peer} is stalled: nothing received for {conn.silence():.1f} s", sent=False)
         ref = self.make_ref()
         fut: asyncio.Future[Term] = asyncio.get_running_loop().create_future()
         self._calls[ref] = (peer, fut)
@@ -594,8 +603,23 @@ class Node:
 
         return cancel
 
+    def monitor_stalls(self, callback: Callable[[str, bool], None]) -> Callable[[], None]:
+        """Call ``callback(peer, stalled)`` when a connected peer stalls (True) and when it is
+        heard from again (False). Returns a function that cancels the watch."""
+        self._stall_monitors.append(callback)
+
+        def cancel() -> None:
+            if callback in self._stall_monitors:
+                self._stall_monitors.remove(callback)
+
+        return cancel
+
     def connected_nodes(self) -> list[str]:
         return sorted(self._connections)
+
+    def stalled_nodes(self) -> dict[str, float]:
+        """Connected peers that are stalled -> seconds since anything came from them."""
+        return {p: c.silence() for p, c in sorted(self._connections.items()) if c.stalled}
 
     def disconnect(self, peer: str) -> None:
         conn = self._connections.get(peer)
@@ -683,6 +707,31 @@ class Node:
             del self._connections[conn.peer]
             log.info("dist: connection to %s lost (%s)", conn.peer, reason)
             self._node_down(conn.peer, reason)
+
+    def _probe(self, conn: Connection) -> None:
+        # net_adm:ping's request: every node answers it at once. The reply carries a ref that no
+        # call waits for, so the caller process drops it; its arrival is all that counts.
+        request = (GEN_CALL, (self._caller.pid, self.make_ref()), (A("is_auth"), self.atom))
+        conn.send(_frame_for(conn.flags, (Op.REG_SEND, self._caller.pid, EMPTY, A("net_kernel")), request))
+
+    def _on_stall(self, conn: Connection, stalled: bool, silence: float) -> None:
+        peer = conn.peer
+        if stalled:
+            log.warning(
+                "dist: node %s is stalled: nothing received from it for %.1f s, a ping unanswered;"
+                " its pending calls fail now (the connection stays until net_ticktime, %.0f s)",
+                peer, silence, self.net_ticktime,
+            )  # fmt: skip
+            for call_peer, fut in list(self._calls.values()):
+                if call_peer == peer and not fut.done():
+                    fut.set_exception(PeerStalled(f"node {peer} is stalled: nothing received for {silence:.1f} s"))
+        else:
+            log.warning("dist: node %s is heard from again after %.1f s of silence", peer, silence)
+        for cb in list(self._stall_monitors):
+            try:
+                cb(peer, stalled)
+            except Exception:
+                log.exception("stall monitor callback for %s failed", peer)
 
     def _node_down(self, peer: str, reason: str) -> None:
         """Every link and monitor involving ``peer`` gets ``noconnection``; node monitors are told."""
@@ -855,8 +904,11 @@ async def start_node(
     cookie: str | bytes,
     *,
     net_ticktime: float = 60.0,
+    stall_timeout: float = 0.0,
     epmd_port: int | None = None,
     listen_host: str | None = None,
 ) -> Node:
     """Start a registered, listening hidden node (what ``python -m pylmq --name --cookie`` does)."""
-    return await Node(name, cookie, net_ticktime=net_ticktime, epmd_port=epmd_port, listen_host=listen_host).start()
+    node = Node(name, cookie, net_ticktime=net_ticktime, stall_timeout=stall_timeout, epmd_port=epmd_port,
+                listen_host=listen_host)  # fmt: skip
+    return await node.start()

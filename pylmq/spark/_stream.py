@@ -35,8 +35,9 @@ when the failed reader could nack them on :meth:`stop`, else after the queue's `
 Every message is therefore processed at least once; duplicates come from (a) a batch that
 failed after its sink wrote part of it, (b) a query stopped or crashed after its last batch was
 committed but before that batch was acked, (c) a message whose ``timeout`` passed while in flight
-(the node unreachable for ext). Each redelivery spends one ``retry``: give the queue
-``retry: "infinity"`` (or a high count), or LMQ drops a message that runs out.
+(the node unreachable for ext). Each redelivery spends one ``retry``: give the queue a high count
+(``retry: "infinity"`` only where no Erlang LMQ node serves the queue), or LMQ drops a message that
+runs out.
 """
 
 from __future__ import annotations

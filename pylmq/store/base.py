@@ -61,6 +61,16 @@ class Store(Protocol):
 
     async def set_default_props(self, defaults: DefaultList) -> None: ...
 
+    def check_props(self, props: RawProps) -> None:
+        """Raise :class:`~pylmq.errors.InvalidProps` for valid props that this store cannot keep
+        (the Erlang nodes of a cluster cannot serve every value pylmq can)."""
+        ...
+
+    def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
+        """(all nodes, active nodes) of the cluster whose tables this store serves, as LMQ's
+        ``/stats`` lists them; None while the store is this node's own."""
+        ...
+
     # -- messages -----------------------------------------------------------------------------
 
     async def enqueue(self, name: str, item: Item, retry: Retry, accum: float) -> AccumResult: ...

@@ -25,7 +25,15 @@ a directory) and ``journal-NNNNNNNN.log``, the current segment. Compaction freez
 state (O(n) references, on the loop), writes it as a new segment in a thread, appends the
 records that came meanwhile, syncs, renames it into place and drops the old segment; the
 highest-numbered segment always holds the whole state. Recovery replays that segment and cuts a
-torn tail (saved aside as ``journal-NNNNNNNN.log.torn``).
+torn tail (saved aside as ``journal-NNNNNNNN.log.torn-<time>-at<offset>``); any other damage makes
+it refuse to start (:mod:`pylmq.store.check` says which is which, and repairs).
+
+Failures and limits (docs/decisions/store-failures.md): a write or sync that fails stops all
+writing and refuses changes (503) until the tables could be written whole as a new segment,
+tried again with back-off; a compaction that fails is tried again with back-off. Near a limit
+(the journal past ``journal_max_bytes`` while compaction fails, free space below
+``disk_reserve_bytes``) pushes and new queues are refused with ``store_full``; past it, every
+change is, so the journal neither grows for ever nor meets a full disk.
 
 Why a journal rather than SQLite (``python -m bench.store_journal``): the in-process tables are
 needed anyway (LMQ's rules in O(log n) on a heap and an index), so the question is only how to
@@ -45,9 +53,9 @@ import contextlib
 import fcntl
 import gc
 import logging
+import math
 import os
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -57,12 +65,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pylmq.core.clock import Clock
-from pylmq.core.message import Item, Message
+from pylmq.core.message import Item, Message, Retry
 from pylmq.core.props import DefaultList, RawProps
-from pylmq.core.table import QueueTable
-from pylmq.errors import ShuttingDown, StoreError
+from pylmq.core.table import AccumResult, QueueTable
+from pylmq.errors import JournalCorrupt, ShuttingDown, StoreError, StoreFull
+from pylmq.store.check import check_segment, mapped, orphaned_current, refusal, save_aside, unterminated_snapshot
 from pylmq.store.journal import (
     MAGIC,
+    SEGMENT_NAME,
     AppendRecord,
     DefaultsRecord,
     DeleteRecord,
@@ -74,10 +84,11 @@ from pylmq.store.journal import (
     PutRecord,
     QueueRecord,
     Record,
+    damage_at,
 )
 from pylmq.store.local import LocalStore
 
-__all__ = ["FSYNC_POLICIES", "DurableStats", "DurableStore"]
+__all__ = ["FSYNC_POLICIES", "DurableStats", "DurableStore", "JournalIO"]
 
 log = logging.getLogger("pylmq.store.durable")
 
@@ -87,7 +98,7 @@ DEFAULT_FSYNC = "interval"
 or being killed (it is in the page cache); a power cut or an OS crash can lose the last
 ``fsync_interval`` of them. ``always`` closes that window at about half the throughput
 (``python -m bench``)."""
-_SEGMENT = re.compile(r"^journal-(\d{8})\.log$")
+_SEGMENT = SEGMENT_NAME
 _CHUNK = 1 << 20
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 
@@ -114,6 +125,28 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class JournalIO:
+    """The system calls through which the store writes its journal and watches its disk: one
+    seam where a test puts a full disk or a failing device and nothing else changes."""
+
+    def write(self, fd: int, data: bytes | bytearray | memoryview) -> None:
+        _write_all(fd, data)
+
+    def fdatasync(self, fd: int) -> None:
+        _fdatasync(fd)
+
+    def free_bytes(self, path: Path) -> int:
+        """Bytes a writer that is not root may still use on ``path``'s file system."""
+        st = os.statvfs(path)
+        return st.f_bavail * st.f_frsize
+
+
+# What the store accepts: every change; no pushes or new queues (it lets consumers drain and
+# operators fix what they can while a limit is near); or no change at all (failed: nothing is
+# written until the whole state could be written anew).
+_ACCEPT, _NO_GROWTH = 0, 1
+
+
 @dataclass(slots=True)
 class DurableStats:
     """Counters for status, bench and tests."""
@@ -126,6 +159,10 @@ class DurableStats:
     last_compaction_seconds: float = 0.0
     recovered_records: int = 0
     torn_bytes: int = 0
+    state: str = "ok"  # ok, refusing_pushes (a limit is near) or failed (nothing is written)
+    compaction_failures: int = 0  # in a row: back to 0 once one succeeds
+    repairs: int = 0  # failed states left by writing the whole state as a new segment
+    free_bytes: int = -1  # on the data directory's file system at the last look (-1: not looked)
 
 
 class _Log:
@@ -238,9 +275,15 @@ class _Syncer:
     on each side and no Python code on the loop but the reply.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, on_synced: Callable[[int, BaseException | None], None]) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_synced: Callable[[int, BaseException | None], None],
+        sync: Callable[[int], None] = _fdatasync,
+    ) -> None:
         self._loop = loop
         self._on_synced = on_synced
+        self._sync = sync
         self._requests: queue.SimpleQueue[tuple[int, int] | None] = queue.SimpleQueue()
         self._done: collections.deque[tuple[int, BaseException | None]] = collections.deque()
         # Linux; elsewhere replies go through call_soon_threadsafe.
@@ -266,7 +309,13 @@ class _Syncer:
             on_synced(*done.popleft())
 
     def _run(self) -> None:
-        get, get_nowait, done, efd = self._requests.get, self._requests.get_nowait, self._done, self._efd
+        get, get_nowait, done, efd, sync = (
+            self._requests.get,
+            self._requests.get_nowait,
+            self._done,
+            self._efd,
+            self._sync,
+        )
         req = get()
         stopping = req is None
         while req is not None:
@@ -286,7 +335,7 @@ class _Syncer:
                     break
                 end = nxt[1]
             try:
-                _fdatasync(fd)
+                sync(fd)
                 error: BaseException | None = None
             except BaseException as e:
                 error = e
@@ -321,7 +370,20 @@ class DurableStore(LocalStore):
         fsync_interval: float = 1.0,
         compact_min_bytes: int = 64 << 20,
         compact_ratio: float = 2.0,
+        journal_max_bytes: int = 1 << 30,
+        disk_reserve_bytes: int = 64 << 20,
+        retry_initial: float = 1.0,
+        retry_max: float = 300.0,
+        io: JournalIO | None = None,
     ) -> None:
+        """``journal_max_bytes``: while compaction keeps failing, the segment may grow to the
+        larger of this and twice ``compact_ratio`` times the live data; past it pushes and new
+        queues are refused (503 ``store_full``), past a quarter more every change is.
+        ``disk_reserve_bytes``: free space kept on the data directory's file system, looked at
+        every eighth of it written; below it pushes and new queues are refused, below half of
+        it every change is, so that the journal does not meet a full disk. Failed compactions
+        and attempts to leave the failed state are retried after ``retry_initial`` seconds,
+        doubling up to ``retry_max``."""
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
         self._log = _Log()
@@ -331,6 +393,11 @@ class DurableStore(LocalStore):
         self.fsync_interval = fsync_interval
         self.compact_min_bytes = compact_min_bytes
         self.compact_ratio = compact_ratio
+        self.journal_max_bytes = journal_max_bytes
+        self.disk_reserve_bytes = disk_reserve_bytes
+        self.retry_initial = retry_initial
+        self.retry_max = retry_max
+        self.io = io or JournalIO()
         self.stats = DurableStats()
         self._lock_fd = -1
         self._fd = -1
@@ -358,6 +425,23 @@ class DurableStore(LocalStore):
         self._error: BaseException | None = None
         self._last_sync = 0.0
         self._sync_timer: asyncio.TimerHandle | None = None
+        self._sync_replied = 0  # bytes up to which the sync thread answered, success or not
+        # Limits and failures: what changes are refused, why, and the timers that look again.
+        self._refusing = False  # failed or a limit is near: a change must ask _check_change
+        self._refusal = _ACCEPT
+        self._refusal_detail = ""
+        self._compact_failures = 0
+        self._journal_limit = journal_max_bytes
+        self._compact_timer: asyncio.TimerHandle | None = None
+        self._repair_delay = 0.0
+        self._repair_due = False
+        self._repair_timer: asyncio.TimerHandle | None = None
+        self._watch_timer: asyncio.TimerHandle | None = None
+        self._free = -1
+        # Free space is looked at again once this much more is written (_written) or by then
+        # (time.monotonic(): others fill the disk too), whichever comes first.
+        self._space_next = 0
+        self._space_due = 0.0
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -372,6 +456,9 @@ class DurableStore(LocalStore):
         self._snap_io = ThreadPoolExecutor(1, thread_name_prefix="pylmq-compact")
         try:
             await self._io.call(self._recover)
+        except StoreError:
+            self._release()
+            raise
         except JournalFormatError as e:
             self._release()
             raise StoreError(f"cannot recover {self.data_dir}: {e}") from e
@@ -379,10 +466,11 @@ class DurableStore(LocalStore):
             self._release()
             raise StoreError(f"cannot recover {self.data_dir}: {e.strerror or e}") from e
         self._loop = loop
-        self._syncer = _Syncer(loop, self._on_synced)
+        self._syncer = _Syncer(loop, self._on_synced, self.io.fdatasync)
         self._log.kick = self._kick
         self._last_sync = time.monotonic()
         self._flusher = loop.create_task(self._run(), name="pylmq-journal-flusher")
+        self._check_space()
 
     def _lock(self) -> None:
         fd = os.open(self.data_dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
@@ -419,8 +507,9 @@ class DurableStore(LocalStore):
         await self._flusher
         self._flusher = None
         self._closed = True
-        if self._sync_timer is not None:
-            self._sync_timer.cancel()
+        for timer in (self._sync_timer, self._compact_timer, self._repair_timer, self._watch_timer):
+            if timer is not None:
+                timer.cancel()
         if self._compaction is not None:
             # Left over by a failure: the snapshot is useless without its carry.
             with contextlib.suppress(BaseException):
@@ -440,7 +529,7 @@ class DurableStore(LocalStore):
         if self._closed:
             raise ShuttingDown(f"the store at {self.data_dir} is closed")
         if self._error is not None:
-            raise StoreError(f"journal of {self.data_dir} failed: {self._error}")
+            self._check_change(False)
         lg = self._log
         if lg.buf and self.fsync != "always":
             # Under interval and none the write into the page cache is all a barrier waits
@@ -448,7 +537,7 @@ class DurableStore(LocalStore):
             # (one write per request costs a few microseconds, a suspension several times that).
             self._write_group()
             if self._error is not None:
-                raise StoreError(f"journal of {self.data_dir} failed: {self._error}")
+                self._check_change(False)
             if not lg.buf:
                 return
         if lg.buf:
@@ -462,6 +551,53 @@ class DurableStore(LocalStore):
         fut = asyncio.get_running_loop().create_future()
         waiters.append(fut)
         await fut
+
+    # -- changes: refused while failed or near a limit ------------------------------------------
+    # A delivery (dequeue, put_back) is never refused here: the queue layer serves waiters with
+    # it, and refusing would make it retry in a loop. While failed it changes the tables only
+    # (nothing is written), its barrier raises, and the message stays in processing until its
+    # timeout: as when a client leaves before its answer.
+
+    async def enqueue(self, name: str, item: Item, retry: Retry, accum: float) -> AccumResult:
+        if self._refusing:
+            self._check_change(True)
+        return self._table(name).enqueue(item, retry, accum, self.clock.now())
+
+    async def create(self, name: str, props: RawProps | None = None) -> bool:
+        if self._refusing:
+            self._check_change(name not in self.tables)
+        return self._create_now(name, props)
+
+    async def set_queue_props(self, name: str, props: RawProps) -> None:
+        if self._refusing:
+            self._check_change(name not in self.tables)
+        self._create_now(name, props)
+
+    async def delete(self, name: str) -> bool:
+        if self._refusing:
+            self._check_change(False)
+        return await super().delete(name)
+
+    async def set_default_props(self, defaults: DefaultList) -> None:
+        if self._refusing:
+            self._check_change(False)
+        await super().set_default_props(defaults)
+
+    async def done(self, name: str, uuid: bytes) -> bool:
+        if self._refusing:
+            self._check_change(False)
+        table = self.tables.get(name)
+        return table is not None and table.done(uuid, self.clock.now())
+
+    async def retain(self, name: str, uuid: bytes, timeout: float) -> bool:
+        if self._refusing:
+            self._check_change(False)
+        return await super().retain(name, uuid, timeout)
+
+    async def release(self, name: str, uuid: bytes) -> bool:
+        if self._refusing:
+            self._check_change(False)
+        return await super().release(name, uuid)
 
     # -- metadata hooks --------------------------------------------------------------------------
 
@@ -485,6 +621,15 @@ class DurableStore(LocalStore):
             self.stats.segment, self.stats.segment_bytes = 1, len(MAGIC)
             return
         self._seq = seq = seqs[-1]
+        for old in seqs[:-1]:
+            # Superseded (a crash came between installing a compacted segment and deleting the
+            # one before): deleted below, but not with damage in it, which says the disk fails.
+            problems = check_segment(d / _segment_name(old), last=False).problems
+            if problems:
+                raise problems[0]
+        orphan = orphaned_current([d / _segment_name(n) for n in seqs])
+        if orphan is not None:
+            raise orphan
         path = d / _segment_name(seq)
         reader = JournalReader()
         count = 0
@@ -498,6 +643,8 @@ class DurableStore(LocalStore):
                     for rec in reader.feed(chunk):
                         self._apply(rec)
                         count += 1
+        except JournalFormatError as e:
+            raise JournalCorrupt(str(path), reader.offset, reader.offset, str(e)) from e
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -505,9 +652,11 @@ class DurableStore(LocalStore):
             table.recovered()  # replay looked records up by uuid; serving never does
         size = path.stat().st_size
         if reader.offset < len(MAGIC):
-            raise JournalFormatError(f"{path} is shorter than its signature")
+            raise JournalCorrupt(str(path), 0, size, "shorter than its signature")
         if reader.offset < size:
-            self._cut_tail(path, reader.offset, size)
+            self._judge_damage(path, reader, size)
+        elif reader.snapshot_at is not None:
+            raise JournalCorrupt(str(path), reader.snapshot_at, size, unterminated_snapshot(reader.snapshot_at))
         for old in seqs[:-1]:
             (d / _segment_name(old)).unlink()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
@@ -515,13 +664,22 @@ class DurableStore(LocalStore):
         self.stats.recovered_records = count
         log.info("recovered %d records from %s (%d queues)", count, path, len(self.tables))
 
+    def _judge_damage(self, path: Path, reader: JournalReader, size: int) -> None:
+        """The reader stopped at a bad frame: cut it if it is a torn tail, else refuse."""
+        with mapped(path) as buf:
+            damage = damage_at(buf, reader.offset)
+            assert damage is not None, "the reader stops only at a bad frame"
+            why = refusal(damage, buf, last=True, snapshot_at=reader.snapshot_at)
+        if why is not None:
+            raise JournalCorrupt(str(path), damage.offset, damage.end, why)
+        self._cut_tail(path, reader.offset, size)
+
     def _cut_tail(self, path: Path, keep: int, size: int) -> None:
         """A torn write (crash mid-write): keep every whole record, save the rest aside."""
-        torn = path.with_name(path.name + ".torn")
         with open(path, "r+b") as f:
             f.seek(keep)
             tail = f.read()
-            torn.write_bytes(tail)
+            torn = save_aside(path, "torn", keep, tail)
             f.truncate(keep)
             f.flush()
             os.fsync(f.fileno())
@@ -604,7 +762,7 @@ class DurableStore(LocalStore):
         data, waiters = lg.buf, lg.waiters
         lg.buf, lg.waiters = bytearray(), []
         try:
-            _write_all(self._fd, data)
+            self.io.write(self._fd, data)
         except OSError as e:
             self._unsynced.append((self._written + len(data), waiters))
             self._fail(e)
@@ -621,6 +779,10 @@ class DurableStore(LocalStore):
                 assert self._loop is not None
                 delay = max(0.0, self.fsync_interval - (time.monotonic() - self._last_sync))
                 self._sync_timer = self._loop.call_later(delay, self._on_sync_timer)
+        if self._written >= self._space_next or time.monotonic() >= self._space_due:
+            self._check_space()
+        elif self._compact_failures:
+            self._update_refusal()
         self._maybe_compact()
 
     def _request_sync(self) -> None:
@@ -636,24 +798,26 @@ class DurableStore(LocalStore):
 
     def _on_synced(self, end: int, error: BaseException | None) -> None:
         """The sync thread synced the journal up to ``end`` (called on the loop)."""
+        self._sync_replied = max(self._sync_replied, end)
         if error is not None:
             self._fail(error)
-            return
-        self.stats.syncs += 1
-        self._last_sync = time.monotonic()
-        self._synced = max(self._synced, end)
-        unsynced = self._unsynced
-        while unsynced and unsynced[0][0] <= end:
-            _wake_all(unsynced.popleft()[1])
+        else:
+            self.stats.syncs += 1
+            self._last_sync = time.monotonic()
+            self._synced = max(self._synced, end)
+            unsynced = self._unsynced
+            while unsynced and unsynced[0][0] <= end:
+                _wake_all(unsynced.popleft()[1])
+        # Every sync asked for is over, failed or not: the file may be closed or replaced.
         done = self._all_synced
-        if done is not None and self._synced >= self._sync_asked:
+        if done is not None and self._sync_replied >= self._sync_asked:
             self._all_synced = None
             if not done.done():
                 done.set_result(None)
 
     async def _wait_synced(self) -> None:
-        """Return once every sync asked for is done (the file may then be closed or replaced)."""
-        if self._synced >= self._sync_asked:
+        """Return once every sync asked for is over (the file may then be closed or replaced)."""
+        if self._sync_replied >= self._sync_asked:
             return
         if self._all_synced is None:
             assert self._loop is not None
@@ -662,57 +826,217 @@ class DurableStore(LocalStore):
 
     async def _run(self) -> None:
         """The flusher: what group commits do not do on their own (switching to a compacted
-        segment, closing)."""
-        try:
-            while True:
+        segment, leaving the failed state, closing). A failure fails the store, not the flusher."""
+        while True:
+            try:
                 compaction = self._compaction
                 if compaction is not None and compaction.done():
-                    await self._switch(compaction)
-                    self._write_out()  # the groups held meanwhile
+                    if self._error is None:
+                        await self._switch(compaction)
+                        self._write_out()  # the groups held meanwhile
+                    else:
+                        self._discard(compaction)  # the repair writes a snapshot of its own
                 elif self._closing:
                     if compaction is not None:
                         await asyncio.wait([compaction])
                         continue
-                    self._write_out()
-                    await self._wait_synced()
+                    if self._error is None:
+                        self._write_out()
+                        await self._wait_synced()
                     return
+                elif self._repair_due and compaction is None:
+                    self._repair_due = False
+                    await self._repair()
                 else:
                     self._wake.clear()
                     await self._wake.wait()
-        except Exception as e:
-            self._fail(e)
+            except Exception as e:
+                self._fail(e)
 
     def _carry_full(self) -> bool:
         return self._log.carry_bytes > self.compact_min_bytes // 4
 
     def _fail(self, e: BaseException) -> None:
-        """An I/O error: nothing more is written (a later record after a partly written group
-        would be cut off at recovery anyway); every barrier from now on raises."""
+        """An I/O error, or a limit passed: nothing more is written (a later record after a
+        partly written group would be cut off at recovery anyway) and changes are refused; the
+        barrier of every change not yet durable raises. The tables stay as they are: the
+        repair (:meth:`_repair`) writes them whole as a new segment."""
         if self._error is not None:
             return
-        log.error("journal of %s failed; the store refuses further commits: %r", self.data_dir, e)
         self._error = e
         lg = self._log
         lg.failed = True
-        err = StoreError(f"journal of {self.data_dir} failed: {e}")
+        err = e if isinstance(e, StoreFull) else StoreError(f"journal of {self.data_dir} failed: {e}")
         waiting = [*lg.waiters]
         for _, waiters in self._unsynced:
             waiting += waiters
-        if self._all_synced is not None:
-            waiting.append(self._all_synced)
         for fut in waiting:
             if not fut.done():
                 fut.set_exception(err)
                 fut.exception()  # retrieved: a waiter cancelled meanwhile must not log a warning
         self._unsynced.clear()
-        self._all_synced = None
         lg.waiters, lg.buf, lg.carry = [], bytearray(), None
+        self._refusing = True
+        self.stats.state = "failed"
+        self._schedule_repair()
+        log.error(
+            "journal of %s failed; the store refuses changes and writes its whole state anew in %.3g s: %r",
+            self.data_dir, self._repair_delay, e,
+        )  # fmt: skip
+
+    def _schedule_repair(self) -> None:
+        delay = self.retry_initial if self._repair_delay == 0 else min(2 * self._repair_delay, self.retry_max)
+        self._repair_delay = delay
+        if self._loop is not None and not self._closing:
+            self._repair_timer = self._loop.call_later(delay, self._repair_soon)
+
+    def _repair_soon(self) -> None:
+        self._repair_timer = None
+        self._repair_due = True
+        self._wake.set()
+
+    async def _repair(self) -> None:
+        """Leave the failed state: write the tables whole as a new segment, as a compaction
+        does, and go on writing there. While failed every change but a delivery was refused
+        and no delivery was answered (its barrier raised), so the tables hold what was answered
+        plus the changes of the groups that failed; their clients got an error and may see
+        them done anyway, as after any lost answer."""
+        while self._sync_replied < self._sync_asked:
+            await self._wait_synced()  # a sync of the old file may still run: it is closed below
+        self._look_at_space()
+        if self._disk_level() > _NO_GROWTH:
+            self._schedule_repair()
+            log.error(
+                "journal of %s still refused: %s; next attempt in %.3g s",
+                self.data_dir,
+                self._space_detail(),
+                self._repair_delay,
+            )
+            return
+        frozen, defaults = self._freeze()
+        seq = self._seq + 1
+        loop = asyncio.get_running_loop()
+        io = self._io
+        assert io is not None
+        try:
+            fd, size = await loop.run_in_executor(self._snap_io, self._write_snapshot, seq, frozen, defaults)
+            try:
+                await io.call(self._install, seq, fd, b"", self._fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                raise
+        except Exception as e:
+            self._schedule_repair()
+            log.error("journal of %s still failing; next attempt in %.3g s: %r", self.data_dir, self._repair_delay, e)
+            return
+        error, self._error = self._error, None
+        self._fd, self._seq = fd, seq
+        self._synced = self._sync_asked = self._sync_replied = self._written
+        self._log.failed = False
+        st = self.stats
+        st.segment, st.segment_bytes, st.repairs = seq, size, st.repairs + 1
+        self._next_check = max(self.compact_min_bytes, int(self.compact_ratio * size))
+        self._repair_delay = 0.0
+        self._compaction_succeeded()
+        self._check_space()
+        log.warning(
+            "journal of %s works again: its whole state is segment %d (%d bytes); failed with %r",
+            self.data_dir, seq, size, error,
+        )  # fmt: skip
+
+    def _discard(self, compaction: asyncio.Future[tuple[int, int]]) -> None:
+        self._compaction = None
+        self._log.carry = None
+        if compaction.exception() is None:
+            fd, _ = compaction.result()
+            os.close(fd)
+            (self.data_dir / (_segment_name(self._seq + 1) + ".tmp")).unlink(missing_ok=True)
+
+    # -- limits -----------------------------------------------------------------------------------
+
+    def _check_change(self, growth: bool) -> None:
+        """Raise if the store refuses a change now (``growth``: a push or a new queue)."""
+        error = self._error
+        if isinstance(error, StoreFull):
+            raise StoreFull(f"{error.detail}; the store refuses changes until it has written its state anew")
+        if error is not None:
+            raise StoreError(
+                f"journal of {self.data_dir} failed: {error}; the store refuses changes until it works again"
+            )
+        if growth and self._refusal == _NO_GROWTH:
+            raise StoreFull(f"{self._refusal_detail}; the store refuses pushes and new queues")
+
+    def _disk_level(self) -> int:
+        reserve = self.disk_reserve_bytes
+        if self._free < 0 or self._free >= reserve:
+            return _ACCEPT
+        return _NO_GROWTH if self._free >= reserve // 2 else _NO_GROWTH + 1
+
+    def _space_detail(self) -> str:
+        # Names the setting: on a small disk a new node refuses everything until it is lowered.
+        reserve = self.disk_reserve_bytes
+        return f"{self._free} bytes free for {self.data_dir}, below the reserve of {reserve} bytes (disk_reserve_bytes)"
+
+    def _journal_level(self) -> int:
+        seg, limit = self.stats.segment_bytes, self._journal_limit
+        if not self._compact_failures or seg <= limit:
+            return _ACCEPT
+        return _NO_GROWTH if seg <= limit + limit // 4 else _NO_GROWTH + 1
+
+    def _journal_detail(self) -> str:
+        seg, limit = self.stats.segment_bytes, self._journal_limit
+        return f"the journal has grown to {seg} bytes (limit {limit}, journal_max_bytes) while compaction fails"
+
+    def _check_space(self) -> None:
+        """Look at the free space of the data directory's file system, then at the limits."""
+        self._look_at_space()
+        self._update_refusal()
+
+    def _look_at_space(self) -> None:
+        if self.disk_reserve_bytes > 0:
+            try:
+                self._free = self.io.free_bytes(self.data_dir)
+            except OSError as e:
+                log.warning("cannot tell the free space of %s: %r", self.data_dir, e)
+                self._free = -1
+            self.stats.free_bytes = self._free
+            self._space_next = self._written + max(self.disk_reserve_bytes // 8, 1 << 16)
+            self._space_due = time.monotonic() + self.retry_initial
+        else:
+            self._space_next, self._space_due = 1 << 62, math.inf
+
+    def _update_refusal(self) -> None:
+        """Refuse pushes and new queues near a limit; fail (refuse every change) past it."""
+        if self._error is not None:
+            return
+        disk, journal = self._disk_level(), self._journal_level()
+        if disk > _NO_GROWTH or journal > _NO_GROWTH:
+            self._fail(StoreFull(self._space_detail() if disk > _NO_GROWTH else self._journal_detail()))
+            return
+        level = max(disk, journal)
+        detail = self._space_detail() if disk else self._journal_detail() if journal else ""
+        if level != self._refusal:
+            if level == _NO_GROWTH:
+                log.error("store at %s refuses pushes and new queues: %s", self.data_dir, detail)
+            else:
+                log.warning("store at %s accepts pushes again", self.data_dir)
+        self._refusal, self._refusal_detail = level, detail
+        self._refusing = level != _ACCEPT
+        self.stats.state = "refusing_pushes" if self._refusing else "ok"
+        # The space freed by someone else, or a compaction's success: looked at again.
+        if self._refusing and self._watch_timer is None and self._loop is not None and not self._closing:
+            self._watch_timer = self._loop.call_later(self.retry_initial, self._watch)
+
+    def _watch(self) -> None:
+        self._watch_timer = None
+        self._check_space()
 
     # -- compaction --------------------------------------------------------------------------------
 
     def _maybe_compact(self) -> None:
-        if self._compaction is not None or self._closing or self._error is not None:
-            return
+        if self._compaction is not None or self._closing or self._error is not None or self._compact_timer is not None:
+            return  # (with a timer, a failed compaction waits for its next attempt)
         seg = self.stats.segment_bytes
         if seg < self._next_check:
             return
@@ -724,10 +1048,9 @@ class DurableStore(LocalStore):
 
     def start_compaction(self) -> None:
         """Freeze the live state now and write it as the next segment in a thread."""
-        if self._compaction is not None or self._snap_io is None:
+        if self._compaction is not None or self._snap_io is None or self._error is not None:
             return
-        frozen: _Frozen = [(n, dict(self.props.get(n, {})), t.snapshot()) for n, t in self.tables.items()]
-        defaults = [(r, dict(p)) for r, p in self.defaults]
+        frozen, defaults = self._freeze()
         self._log.carry, self._log.carry_bytes = [], 0
         self._compaction_started = time.monotonic()
         seq = self._seq + 1
@@ -735,21 +1058,58 @@ class DurableStore(LocalStore):
         fut.add_done_callback(lambda _: self._wake.set())
         self._compaction = fut
 
+    def _freeze(self) -> tuple[_Frozen, DefaultList]:
+        frozen: _Frozen = [(n, dict(self.props.get(n, {})), t.snapshot()) for n, t in self.tables.items()]
+        return frozen, [(r, dict(p)) for r, p in self.defaults]
+
+    def _retry_compaction(self) -> None:
+        self._compact_timer = None
+        if not self._closing:
+            self.start_compaction()
+
+    def _compaction_failed(self, e: BaseException) -> None:
+        """Keep the current segment, try again after a back-off, and refuse pushes once the
+        journal passes its limit (whatever the cause: a record that does not encode, an I/O
+        error, a full disk)."""
+        self._compact_failures = n = self._compact_failures + 1
+        self.stats.compaction_failures = n
+        delay = min(self.retry_initial * 2 ** min(n - 1, 30), self.retry_max)
+        live = sum(t.bytes for t in self.tables.values())
+        self._journal_limit = max(self.journal_max_bytes, int(2 * self.compact_ratio * live))
+        log.error(
+            "compaction of %s failed (%d in a row), keeping the current segment (%d bytes; pushes refused past %d); "
+            "next attempt in %.3g s: %r",
+            self.data_dir, n, self.stats.segment_bytes, self._journal_limit, delay, e,
+        )  # fmt: skip
+        assert self._loop is not None
+        if not self._closing:
+            self._compact_timer = self._loop.call_later(delay, self._retry_compaction)
+        self._update_refusal()
+
+    def _compaction_succeeded(self) -> None:
+        if self._compact_failures:
+            log.warning("compaction of %s succeeded after %d failures", self.data_dir, self._compact_failures)
+            self._compact_failures = self.stats.compaction_failures = 0
+        if self._compact_timer is not None:
+            self._compact_timer.cancel()
+            self._compact_timer = None
+
     def _write_snapshot(self, seq: int, frozen: _Frozen, defaults: DefaultList) -> tuple[int, int]:
         tmp = self.data_dir / (_segment_name(seq) + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
         try:
             size = 0
             chunk = bytearray(MAGIC)
+            write = self.io.write
             for frame in Encoder().state(frozen, defaults):
                 chunk += frame
                 if len(chunk) >= _CHUNK:
-                    _write_all(fd, chunk)
+                    write(fd, chunk)
                     size += len(chunk)
                     chunk = bytearray()
-            _write_all(fd, chunk)
+            write(fd, chunk)
             size += len(chunk)
-            _fdatasync(fd)
+            self.io.fdatasync(fd)
         except BaseException:
             os.close(fd)
             tmp.unlink(missing_ok=True)
@@ -774,12 +1134,15 @@ class DurableStore(LocalStore):
         try:
             fd, snap_size = compaction.result()
         except Exception as e:
-            log.error("compaction of %s failed, keeping the current segment: %r", self.data_dir, e)
             lg.carry = None
-            self._next_check = self.stats.segment_bytes + self.compact_min_bytes
+            self._compaction_failed(e)
             return
         # The old segment's file is closed below: no sync of it may still be running.
         await self._wait_synced()
+        if self._error is not None:  # a sync failed meanwhile: the repair writes its own
+            os.close(fd)
+            (self.data_dir / (_segment_name(self._seq + 1) + ".tmp")).unlink(missing_ok=True)
+            return
         # Every frame made since the freeze is in the carry, whether written to the old segment
         # or still in the buffer: the new segment is the snapshot plus the carry, so the
         # buffer's frames are not written again, and their waiters go once it is in place.
@@ -795,7 +1158,7 @@ class DurableStore(LocalStore):
             raise
         self._fd, self._seq = fd, seq
         self._written += len(held)
-        self._synced = self._sync_asked = self._written
+        self._synced = self._sync_asked = self._sync_replied = self._written
         self._last_sync = time.monotonic()
         size = snap_size + len(tail)
         st = self.stats
@@ -803,18 +1166,21 @@ class DurableStore(LocalStore):
         st.syncs += 1
         st.last_compaction_seconds = time.monotonic() - self._compaction_started
         self._next_check = max(self.compact_min_bytes, int(self.compact_ratio * snap_size))
+        self._compaction_succeeded()
+        self._update_refusal()
         log.info("compacted %s: segment %d, %d bytes, %.3f s", self.data_dir, seq, size, st.last_compaction_seconds)
         _wake_all(waiters)
 
     def _install(self, seq: int, fd: int, tail: bytes, old_fd: int) -> None:
         final = self.data_dir / _segment_name(seq)
-        _write_all(fd, tail)
-        _fdatasync(fd)
+        self.io.write(fd, tail)
+        self.io.fdatasync(fd)
         os.rename(final.with_name(final.name + ".tmp"), final)
         _fsync_dir(self.data_dir)
         # Off the loop: dropping a big file can take a while on some file systems.
         os.close(old_fd)
-        with contextlib.suppress(FileNotFoundError):
+        # Left behind, the old segment is deleted at the next recovery (the highest one wins).
+        with contextlib.suppress(OSError):
             (self.data_dir / _segment_name(seq - 1)).unlink()
 
     # -- for tests and tools --------------------------------------------------------------------------

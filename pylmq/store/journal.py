@@ -12,15 +12,25 @@ not a torn write; the reader raises :class:`JournalFormatError` rather than drop
 
 Records mirror :class:`~pylmq.core.table.Journal` (``put``, ``move``, ``append``, ``delete``)
 plus the queue metadata (``queue`` create/props, ``drop``, ``defaults``). A segment written by
-compaction starts with the live state as ``queue``, ``defaults`` and ``put`` records, so one
-segment alone always holds the whole state.
+compaction starts with the live state as ``queue``, ``defaults`` and ``put`` records between a
+``snapshot-begin`` and a ``snapshot-end`` marker, so one segment alone always holds the whole
+state, and a reader can tell a snapshot cut short (never a crash: compaction renames a segment
+into place only once it is whole and synced) from a torn tail.
+
+Damage: :func:`scan` walks a whole segment and reports each region where no valid frame starts
+as a :class:`Damage`, then resynchronises on the next valid frame (a header whose length fits,
+whose kind is known, whose CRC-32 holds and whose payload decodes). It first tries the end the
+damaged frame's own header claims (a flipped payload byte leaves the length intact), and only
+then searches byte by byte, so a damaged frame's payload is not mistaken for frames of its own.
 """
 
 from __future__ import annotations
 
+import mmap
+import re
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import msgpack
@@ -30,17 +40,26 @@ from pylmq.core.props import DefaultList, RawProps
 
 __all__ = [
     "MAGIC",
+    "SEGMENT_NAME",
+    "SNAPSHOT_BEGIN_FRAME",
     "AppendRecord",
+    "Buffer",
+    "Damage",
     "DefaultsRecord",
     "DeleteRecord",
     "DropRecord",
     "Encoder",
+    "Frame",
     "JournalFormatError",
     "JournalReader",
     "MoveRecord",
     "PutRecord",
     "QueueRecord",
     "Record",
+    "SnapshotBegin",
+    "SnapshotEnd",
+    "damage_at",
+    "scan",
 ]
 
 MAGIC = b"PYLMQJ\x00\x01"
@@ -48,15 +67,18 @@ MAGIC = b"PYLMQJ\x00\x01"
 
 HEADER = struct.Struct("<IIB")
 MAX_FRAME = 1 << 31
+SEGMENT_NAME = re.compile(r"^journal-(\d{8})\.log$")
+"""A segment's file name in the data directory; the highest number is the current segment."""
 
 K_QUEUE, K_DROP, K_DEFAULTS, K_PUT, K_MOVE, K_APPEND, K_DELETE = 1, 2, 3, 4, 5, 6, 7
+K_SNAPSHOT_BEGIN, K_SNAPSHOT_END = 8, 9
 
 _STATE_CODE = {State.AVAILABLE: 0, State.PROCESSING: 1, State.ACCUM: 2}
 _CODE_STATE = {v: k for k, v in _STATE_CODE.items()}
 _TYPE_CODE = {MessageType.NORMAL: 0, MessageType.COMPOUND: 1}
 _CODE_TYPE = {v: k for k, v in _TYPE_CODE.items()}
 # crc32 of the kind byte, so a frame's checksum chains over the payload without concatenating.
-_KIND_CRC = {k: zlib.crc32(bytes([k])) for k in range(1, 8)}
+_KIND_CRC = {k: zlib.crc32(bytes([k])) for k in range(1, K_SNAPSHOT_END + 1)}
 _PUT_CRC, _MOVE_CRC, _DELETE_CRC = _KIND_CRC[K_PUT], _KIND_CRC[K_MOVE], _KIND_CRC[K_DELETE]
 _header = HEADER.pack
 _crc32 = zlib.crc32
@@ -109,7 +131,25 @@ class DeleteRecord(NamedTuple):
     uuid: bytes
 
 
-Record = QueueRecord | DropRecord | DefaultsRecord | PutRecord | MoveRecord | AppendRecord | DeleteRecord
+class SnapshotBegin(NamedTuple):
+    """The frames up to :class:`SnapshotEnd` are a compaction's frozen state."""
+
+
+class SnapshotEnd(NamedTuple):
+    pass
+
+
+Record = (
+    QueueRecord
+    | DropRecord
+    | DefaultsRecord
+    | PutRecord
+    | MoveRecord
+    | AppendRecord
+    | DeleteRecord
+    | SnapshotBegin
+    | SnapshotEnd
+)
 
 
 class Encoder:
@@ -160,12 +200,19 @@ class Encoder:
     def state(
         self, queues: Iterable[tuple[str, RawProps, Iterable[Message]]], defaults: DefaultList
     ) -> Iterable[bytes]:
-        """The frames of a whole state (a compaction snapshot), queue by queue."""
+        """The frames of a whole state (a compaction snapshot), queue by queue, between the
+        snapshot markers."""
+        yield self._frame(K_SNAPSHOT_BEGIN, ())
         yield self.defaults(defaults)
         for name, props, messages in queues:
             yield self.queue(name, props)
             for msg in messages:
                 yield self.put(name, msg)
+        yield self._frame(K_SNAPSHOT_END, ())
+
+
+SNAPSHOT_BEGIN_FRAME = Encoder()._frame(K_SNAPSHOT_BEGIN, ())
+"""The first frame of every segment that compaction writes (always the same bytes)."""
 
 
 # Identical metadata is shared by many records; decoding would otherwise allocate it per record.
@@ -207,6 +254,10 @@ def _decode(kind: int, f: Any) -> Record:
         return DropRecord(f[0])
     if kind == K_DEFAULTS:
         return DefaultsRecord([(regex, dict(props)) for regex, props in f[0]])
+    if kind == K_SNAPSHOT_BEGIN and f == ():
+        return SnapshotBegin()
+    if kind == K_SNAPSHOT_END and f == ():
+        return SnapshotEnd()
     raise JournalFormatError(f"unknown record kind {kind}")
 
 
@@ -215,6 +266,9 @@ class JournalReader:
 
     ``offset`` is where the last whole frame ends (the length to keep); ``torn`` says that
     input after it was short or failed its checksum, and the reader ignores further input.
+    Whether that is a torn tail or damage with valid frames after it, only a look at the rest
+    of the file tells (:func:`damage_at`). ``snapshot_at`` is the offset of a snapshot's
+    begin marker while its end marker has not been read yet, else None.
     """
 
     def __init__(self) -> None:
@@ -222,6 +276,7 @@ class JournalReader:
         self._pos = 0  # into _buf
         self.offset = 0  # into the file
         self.torn = False
+        self.snapshot_at: int | None = None
         self._magic_seen = False
 
     def feed(self, data: bytes) -> list[Record]:
@@ -256,6 +311,8 @@ class JournalReader:
                 raise
             except Exception as e:
                 raise JournalFormatError(f"unreadable record of kind {kind} at offset {self.offset}: {e!r}") from e
+            if kind >= K_SNAPSHOT_BEGIN:
+                self.snapshot_at = self.offset if kind == K_SNAPSHOT_BEGIN else None
             pos += 8 + length
             self.offset += 8 + length
         # Drop consumed bytes now and then, not per frame (that would make feeding quadratic).
@@ -264,3 +321,111 @@ class JournalReader:
             pos = 0
         self._pos = pos
         return out
+
+
+# -- damage: finding it and resynchronising after it ------------------------------------------------
+
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+"""A whole segment's bytes."""
+
+
+class Frame(NamedTuple):
+    """A valid frame: bytes ``[offset, end)`` of the segment."""
+
+    offset: int
+    end: int
+    record: Record
+
+
+class Damage(NamedTuple):
+    """Bytes ``[offset, end)`` hold no valid frame; ``end`` is the next valid frame or the end
+    of the segment. ``reason`` says what was wrong at ``offset``."""
+
+    offset: int
+    end: int
+    reason: str
+
+
+# How many fields each kind's payload array has (all fit msgpack's one-byte fixarray header).
+_FIELDS = {K_QUEUE: 2, K_DROP: 1, K_DEFAULTS: 1, K_PUT: 7, K_MOVE: 6, K_APPEND: 3, K_DELETE: 2}
+_FIELDS |= {K_SNAPSHOT_BEGIN: 0, K_SNAPSHOT_END: 0}
+# A frame can only start where the byte after its length and CRC is a known kind and the next
+# one the array header of that kind's payload: the regex engine finds those positions in C
+# (about 1 in 7,000 positions of random bytes), so only they cost a checksum.
+_CANDIDATE = re.compile(
+    b"(?=[\\x00-\\xff]{8}(?:" + b"|".join(re.escape(bytes([k, 0x90 + n])) for k, n in _FIELDS.items()) + b"))"
+)
+
+
+def frame_at(buf: Buffer, pos: int) -> Frame | tuple[str, int | None]:
+    """The valid frame starting at ``pos``, or why there is none and where the frame's header
+    says it would end (None when the header itself is unusable)."""
+    size = len(buf)
+    if size - pos < HEADER.size:
+        return f"short frame header ({size - pos} of {HEADER.size} bytes)", None
+    length, crc, kind = HEADER.unpack_from(buf, pos)
+    if length == 0 or length > MAX_FRAME:
+        return f"impossible frame length {length}", None
+    end = pos + 8 + length
+    if end > size:
+        return f"short frame ({size - pos} of {8 + length} bytes)", None
+    payload = bytes(buf[pos + HEADER.size : end])
+    if zlib.crc32(payload, zlib.crc32(bytes([kind]))) != crc:
+        return "checksum mismatch", end
+    try:
+        record = _decode(kind, msgpack.unpackb(payload, raw=False, use_list=False, strict_map_key=False))
+    except Exception as e:  # any failure to decode makes it no frame of ours
+        return f"unreadable record of kind {kind} ({e})", end
+    return Frame(pos, end, record)
+
+
+def _next_frame(buf: Buffer, pos: int, claimed_end: int | None) -> int | None:
+    """The first valid frame after damage at ``pos``."""
+    if claimed_end == len(buf):
+        return None  # the frame's own length reaches the end exactly: nothing follows it
+    if claimed_end is not None and isinstance(frame_at(buf, claimed_end), Frame):
+        return claimed_end
+    for m in _CANDIDATE.finditer(buf, pos + 1):
+        at = m.start()
+        length = int.from_bytes(buf[at : at + 4], "little")
+        if 0 < length <= len(buf) - at - 8 and isinstance(frame_at(buf, at), Frame):
+            return at
+    return None
+
+
+def damage_at(buf: Buffer, pos: int) -> Damage | None:
+    """The damage starting at ``pos`` (where a reader stopped), or None if a valid frame or
+    the very end of the segment is there."""
+    if pos >= len(buf):
+        return None
+    got = frame_at(buf, pos)
+    if isinstance(got, Frame):
+        return None
+    reason, claimed_end = got
+    nxt = _next_frame(buf, pos, claimed_end)
+    return Damage(pos, len(buf) if nxt is None else nxt, reason)
+
+
+def scan(buf: Buffer) -> Iterator[Frame | Damage]:
+    """Every valid frame and every damaged region of a segment, in file order.
+
+    A signature of another format version raises :class:`JournalFormatError` (its frames are
+    not ours to judge); a damaged signature is reported as damage at offset 0.
+    """
+    pos = len(MAGIC)
+    if bytes(buf[:pos]) != MAGIC:
+        if len(buf) >= pos and bytes(buf[: pos - 1]) == MAGIC[:-1]:
+            raise JournalFormatError(f"journal format version {buf[pos - 1]} is not {MAGIC[-1]} (another pylmq?)")
+        nxt = _next_frame(buf, 0, None)
+        pos = len(buf) if nxt is None else nxt
+        yield Damage(0, pos, "bad signature")
+    while pos < len(buf):
+        got = frame_at(buf, pos)
+        if isinstance(got, Frame):
+            yield got
+            pos = got.end
+            continue
+        damage = damage_at(buf, pos)
+        assert damage is not None
+        yield damage
+        pos = damage.end

@@ -45,6 +45,12 @@ class LocalStore:
 
     # -- queues and properties ------------------------------------------------------------------
 
+    def check_props(self, props: RawProps) -> None:
+        return None  # every value parse_props lets through is served here
+
+    def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
+        return None
+
     def queue_names(self) -> list[str]:
         return list(self.tables)
 

@@ -23,8 +23,15 @@ The store has three modes:
 - ``standalone``: every Erlang peer is gone; the local store was seeded from the mirror and
   serves alone (see :meth:`MnesiaStore.become_standalone`).
 
-Failover, per operation, when the peer serving a call dies (or stays silent past the rpc
-timeout) after the call was sent, so that its outcome is unknown:
+Every call is bounded: it fails after ``rpc_timeout`` seconds (a few by default, configurable),
+and sooner when the link finds its peer stalled (it sends nothing and leaves a probe unanswered,
+see :mod:`pylmq.dist.connection`). Stalled peers are left out of :meth:`PeerLink.peers` until
+they are heard from again, so only the calls already sent to a peer when it stalls wait for it.
+A peer that let a call time out is tried after the others for a while (it may be alive but
+slow, e.g. waiting on a stalled replica's locks; the stall check is what excludes a peer).
+
+Failover, per operation, when the peer serving a call dies, stalls or stays silent past the rpc
+timeout after the call was sent, so that its outcome is unknown:
 
 - ``enqueue`` is not idempotent: the record's id is made on the Erlang side, so a retry cannot
   tell whether the first attempt committed and could store the message twice. It is NOT retried:
@@ -46,10 +53,14 @@ enqueues together, the others (dequeue, done, retain, release, put_back: they lo
 table) one at a time, since concurrent ones make Mnesia restart them after random sleeps. Those
 that wait for their turn are sent in one rpc (``lists:zipwith3(fun erlang:apply/3, ...)``), so
 the peer runs them back to back, each its own ``lmq_lib`` transaction as a queue process would,
-without a round trip to this node in between. A batch is failed over like its calls (all of
-them may be retried). If one call of a batch raised on the peer (a bug, never a normal answer)
+without a round trip to this node in between. A batch is one call for the rules above: bounded
+by ``rpc_timeout``, failed over like its calls (all of them may be retried), its 503 naming
+the calls it held. If one call of a batch raised on the peer (a bug, never a normal answer)
 the whole batch fails and the calls before it may have committed: their callers get a
 :class:`~pylmq.errors.ClusterError`, as for a call whose outcome is unknown.
+
+In the cluster the store refuses props the Erlang nodes cannot serve (:func:`erlang_props_problem`),
+before anything reaches Mnesia: they would store them, then fail on every request that shows them.
 
 A dequeue that finds nothing although the mirror shows a deliverable first record (the mirror
 lags the cluster by an event, or this host's clock runs ahead of the peer's) holds the queue:
@@ -80,11 +91,20 @@ from pylmq.core.message import Item, Message, Retry
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult
 from pylmq.dist.terms import Atom, Export, Term
-from pylmq.errors import ClusterError, NodeDown, RemoteError
+from pylmq.errors import ClusterError, InvalidProps, NodeDown, PeerStalled, RemoteError
 from pylmq.store.gate import QueueGate
 from pylmq.store.local import LocalStore
 
-__all__ = ["CLUSTER", "LOCAL", "MODES", "STANDALONE", "MnesiaStore", "PeerLink"]
+__all__ = [
+    "CLUSTER",
+    "ERLANG_INT_MAX",
+    "LOCAL",
+    "MODES",
+    "STANDALONE",
+    "MnesiaStore",
+    "PeerLink",
+    "erlang_props_problem",
+]
 
 log = logging.getLogger("pylmq.store.mnesia")
 
@@ -94,17 +114,50 @@ MODES = (LOCAL, CLUSTER, STANDALONE)
 OK, EMPTY, ERROR, NOT_FOUND = A("ok"), A("empty"), A("error"), A("not_found")
 NO_QUEUE = (ERROR, A("no_queue_exists"))
 ACCUM_REPLY = {OK: "no", (A("accum"), A("new")): "new", (A("accum"), A("yes")): "yes"}
-RPC_TIMEOUT = 30.0
+RPC_TIMEOUT = 5.0  # seconds a call to an Erlang peer may take; Settings.rpc_timeout
+SUSPECT_FOR = 10.0  # seconds a peer that let a call time out is tried after the others
 BATCH_MAX = 32  # table transactions of one queue sent in one rpc
 APPLY3 = Export(A("erlang"), A("apply"), 3)
 HOLD_FIRST, HOLD_MAX = 0.05, 1.0
+# jsonx, LMQ's JSON encoder, fails on larger integers (no_match): an Erlang node holding one in a
+# queue's props answers GET /stats and GET /properties with 500. Its msgpack wraps past 2**64.
+ERLANG_INT_MAX = 2**63 - 1
+
+
+def erlang_props_problem(props: RawProps) -> str | None:
+    """Why the Erlang LMQ nodes of a cluster could not serve these (valid) props, or None.
+
+    ``retry`` infinity: LMQ's own APIs accept only integers, and its HTTP pull fails on a message
+    whose retry is the atom (``integer_to_binary(infinity)``: 500, the message stays in processing
+    and comes back after every timeout). Integers as Mnesia holds them (accum in ms) must fit jsonx.
+    """
+    retry = props.get("retry", 0)
+    if retry is None:
+        return (
+            'retry "infinity" cannot be served by the Erlang LMQ nodes of this cluster'
+            " (their HTTP pull fails on it); set a number of retries"
+        )
+    stored = {
+        "retry": retry,
+        "accum": round(float(props.get("accum", 0)) * 1000),
+        "timeout": props.get("timeout", 0),
+    }
+    for key, value in stored.items():
+        if value > ERLANG_INT_MAX:
+            limit = ERLANG_INT_MAX if key != "accum" else ERLANG_INT_MAX / 1000
+            return f"{key} {props[key]!r} cannot be served by the Erlang LMQ nodes of this cluster (at most {limit:g})"
+    return None
 
 
 class PeerLink(Protocol):
     """What the store needs from the cluster membership (:class:`pylmq.cluster.Cluster`)."""
 
     def peers(self) -> list[str]:
-        """Connected Erlang peers able to serve a call, in the order to try them."""
+        """Connected Erlang peers able to serve a call (stalled ones left out), in the order to try them."""
+        ...
+
+    def stalled(self) -> dict[str, float]:
+        """Erlang peers left out of :meth:`peers` as stalled -> seconds since heard from."""
         ...
 
     async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term: ...
@@ -126,9 +179,28 @@ class PeerLink(Protocol):
         """The default props were set through this node: every Erlang queue process reloads."""
         ...
 
+    def node_lists(self) -> tuple[list[str], list[str]]:
+        """(the cluster's Mnesia db nodes, those running that this node reaches), sorted."""
+        ...
+
 
 class _Unknown(Exception):
     """The call was sent and its peer died or went silent: its outcome is unknown."""
+
+
+def _failure(peer: str, e: Exception, elapsed: float) -> str:
+    if isinstance(e, PeerStalled):
+        return f"peer {peer} stalled (nothing received from it) and the call was dropped after {elapsed:.1f} s"
+    if isinstance(e, NodeDown):
+        return f"peer {peer} went down after {elapsed:.1f} s ({e.detail})"
+    return f"peer {peer} did not answer within the rpc timeout ({elapsed:.1f} s)"
+
+
+def _skipped(link: PeerLink) -> str:
+    stalled = link.stalled()
+    if not stalled:
+        return ""
+    return "; stalled, so not called: " + ", ".join(f"{p} (silent {s:.1f} s)" for p, s in stalled.items())
 
 
 def _whole(x: float) -> int | float:
@@ -136,8 +208,9 @@ def _whole(x: float) -> int | float:
 
 
 class MnesiaStore:
-    def __init__(self, local: LocalStore, clock: Clock | None = None) -> None:
+    def __init__(self, local: LocalStore, clock: Clock | None = None, *, rpc_timeout: float = RPC_TIMEOUT) -> None:
         self.local = local
+        self.rpc_timeout = rpc_timeout
         self.clock: Clock = clock or SystemClock()
         self.mirror = Mirror()
         self.mode = LOCAL
@@ -145,6 +218,7 @@ class MnesiaStore:
         self.link: PeerLink | None = None
         self._turn = itertools.count()
         self._holds: dict[str, tuple[int, float, float]] = {}  # name -> (mirror seq, until, length)
+        self._suspects: dict[str, float] = {}  # peer -> until when it is tried last
         self._gates: dict[str, QueueGate] = {}  # queues with message transactions in flight
         # Table transactions waiting for their queue's turn, and the task sending them (per queue).
         self._table_calls: dict[str, list[tuple[str, list[Term], asyncio.Future[tuple[Term, bool]]]]] = {}
@@ -205,6 +279,12 @@ class MnesiaStore:
         await local.barrier()
         return len(names), count
 
+    def resume_standalone(self) -> None:
+        """Serve the local store alone as it is: the operator chose standalone for a node that
+        cannot reach its cluster after a restart (its store holds what it last served alone)."""
+        self.mode, self.kind = STANDALONE, self.local.kind
+        self._holds.clear()
+
     async def become_local(self) -> None:
         """Left the cluster: the node starts over on its own (as LMQ's leave), empty."""
         self.mode, self.kind = LOCAL, self.local.kind
@@ -227,31 +307,47 @@ class MnesiaStore:
         return self.link
 
     async def _call(
-        self, function: str, args: list[Term], *, retry_unknown: bool, module: str = "lmq_lib"
+        self, function: str, args: list[Term], *, retry_unknown: bool, module: str = "lmq_lib", what: str = ""
     ) -> tuple[Term, bool]:
         """``module:function(args)`` (``lmq_lib`` unless told) on a peer; returns (result, whether
-        an earlier attempt's outcome is unknown). Peers are taken in turn; see the module docstring for failover."""
+        an earlier attempt's outcome is unknown). Peers are taken in turn; see the module docstring
+        for failover. ``what`` names the operation in errors (``module:function`` unless told)."""
+        what = what or f"{module}:{function}"
         link = self._link()
         unknown = False
         peers = link.peers()
         if not peers:
-            raise ClusterError("no Erlang LMQ peer is reachable")
+            raise ClusterError(f"{what} not run: no Erlang LMQ peer is reachable{_skipped(link)}")
         start = next(self._turn) % len(peers)
-        last: Exception | None = None
-        for peer in peers[start:] + peers[:start]:
+        now = self.clock.now()
+        # Peers that let a call time out lately go last: alive maybe, but slow or stalling.
+        order = sorted(peers[start:] + peers[:start], key=lambda p: self._suspects.get(p, 0.0) > now)
+        failures: list[str] = []
+        loop = asyncio.get_running_loop()
+        for n, peer in enumerate(order, 1):
+            began = loop.time()
             try:
-                return await link.rpc(peer, module, function, args, RPC_TIMEOUT), unknown
+                return await link.rpc(peer, module, function, args, self.rpc_timeout), unknown
             except (NodeDown, TimeoutError) as e:
-                last = e
+                if isinstance(e, PeerStalled) and not e.sent:
+                    # It stalled after peers() was taken; the call never went out: the next peer.
+                    failures.append(f"peer {peer} stalled before the call was sent")
+                    continue
+                failure = _failure(peer, e, loop.time() - began)
+                failures.append(failure)
+                if isinstance(e, TimeoutError):
+                    self._suspects[peer] = self.clock.now() + SUSPECT_FOR
                 unknown = True
                 if not retry_unknown:
                     raise ClusterError(
-                        f"peer {peer} went away during {module}:{function}; its outcome is unknown, retry if needed"
+                        f"{what}: {failure}; its outcome is unknown (it may or may not have"
+                        " been applied), so it was not retried: retry if a duplicate is acceptable"
                     ) from e
-                log.warning("peer %s went away during %s:%s; trying another peer", peer, module, function)
+                if n < len(order):
+                    log.warning("%s: %s; retrying it on another peer", what, failure)
             except RemoteError as e:
-                raise ClusterError(f"{module}:{function} failed on {peer}: {e.detail}") from e
-        raise ClusterError(f"no Erlang LMQ peer could run {module}:{function}: {last}")
+                raise ClusterError(f"{what} failed on {peer}: {e.detail}") from e
+        raise ClusterError(f"{what} failed on every Erlang LMQ peer: {'; '.join(failures)}{_skipped(link)}")
 
     @asynccontextmanager
     async def _gated(self, name: str, *, exclusive: bool) -> AsyncIterator[None]:
@@ -314,11 +410,14 @@ class MnesiaStore:
         modules: list[Term] = [A("lmq_lib")] * len(calls)
         functions: list[Term] = [A(f) for f, _ in calls]
         arglists: list[Term] = [a for _, a in calls]
+        # Errors name the lmq_lib operations the batch held, not lists:zipwith3.
+        names = ", ".join(f"lmq_lib:{f}" for f in dict.fromkeys(f for f, _ in calls))
+        what = f"{names} ({len(calls)} calls in one rpc)"
         results, unknown = await self._call(
-            "zipwith3", [APPLY3, modules, functions, arglists], retry_unknown=True, module="lists"
+            "zipwith3", [APPLY3, modules, functions, arglists], retry_unknown=True, module="lists", what=what
         )
         if not isinstance(results, list) or len(results) != len(calls):
-            raise ClusterError(f"lists:zipwith3 of lmq_lib calls answered {results!r:.300}")
+            raise ClusterError(f"{what} answered {results!r:.300}")
         return results, unknown
 
     @staticmethod
@@ -328,6 +427,15 @@ class MnesiaStore:
         return result
 
     # -- queues and properties -------------------------------------------------------------------
+
+    def check_props(self, props: RawProps) -> None:
+        if self.mode == CLUSTER and (problem := erlang_props_problem(props)) is not None:
+            raise InvalidProps(problem)
+
+    def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
+        # LMQ lists Mnesia's db nodes: Erlang nodes only. A pylmq node is hidden and holds no
+        # table copy, so it lists itself only while it serves alone.
+        return self._link().node_lists() if self.mode == CLUSTER else None
 
     def queue_names(self) -> list[str]:
         if self.mode != CLUSTER:
@@ -362,6 +470,7 @@ class MnesiaStore:
             self.mirror.queue_props.setdefault(name, {})
             await self._link().queue_created(name, None)
             return True
+        self.check_props(props)
         term = props_to_term(props)
         self._check("create", (await self._call("create", [atom, term], retry_unknown=True))[0])
         self.mirror.queue_props[name] = dict(props)
@@ -387,6 +496,9 @@ class MnesiaStore:
     async def set_default_props(self, defaults: DefaultList) -> None:
         if self.mode != CLUSTER:
             return await self.local.set_default_props(defaults)
+        for regex, props in defaults:
+            if (problem := erlang_props_problem(props)) is not None:
+                raise InvalidProps(f"default props of {regex!r:.60}: {problem}")
         term = default_list_to_term(defaults)
         self._check(
             "set_lmq_info", (await self._call("set_lmq_info", [A("default_props"), term], retry_unknown=True))[0]

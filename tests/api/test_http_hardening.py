@@ -136,11 +136,14 @@ async def _answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return status, await asyncio.wait_for(reader.readexactly(length), 5)
 
 
-async def _closed(reader: asyncio.StreamReader) -> bool:
+async def _closed(reader: asyncio.StreamReader, timeout: float = 5) -> bool:
+    """Whether the server closes the connection within ``timeout`` (it sends nothing before)."""
     try:
-        return await asyncio.wait_for(reader.read(), 5) == b""
+        return await asyncio.wait_for(reader.read(), timeout) == b""
     except ConnectionResetError:
         return True
+    except TimeoutError:
+        return False
 
 
 async def test_a_chunked_body_is_refused_as_soon_as_it_passes_the_limit(node) -> None:
@@ -211,7 +214,8 @@ async def test_a_steady_body_and_a_long_poll_are_not_timed_out(slow_server, node
 
 
 async def test_connections_past_the_limit_get_503_and_one_log_line(node, caplog) -> None:
-    srv = HttpServer(HttpApi(node.manager), max_connections=2)
+    # evict_after: the idle connections held here keep their places for the whole test.
+    srv = HttpServer(HttpApi(node.manager), max_connections=2, evict_after=60)
     await srv.start("127.0.0.1", 0)
     held = [await _raw(srv) for _ in range(2)]
     try:
@@ -237,6 +241,54 @@ async def test_connections_past_the_limit_get_503_and_one_log_line(node, caplog)
         writer.close()
     finally:
         for _, w in held:
+            w.close()
+        await srv.close()
+
+
+async def test_at_the_limit_a_whole_request_takes_the_place_of_a_slow_head(node, caplog) -> None:
+    """Slowloris filling every place does not lock out a client that sends whole requests."""
+    srv = HttpServer(HttpApi(node.manager), max_connections=4, evict_after=0.2)
+    await srv.start("127.0.0.1", 0)
+    slow = [await _raw(srv) for _ in range(4)]
+    try:
+        for _, w in slow:
+            w.write(b"GET /messages/q?t=0 HTTP/1.1\r\nHos")  # and never more
+        await _eventually(lambda: len(srv.connections) == 4, "four slow connections")
+        await asyncio.sleep(0.3)
+        caplog.set_level(logging.WARNING, logger="pylmq.http")
+        for i in range(3):
+            reader, writer = await _raw(srv)
+            slow.append((reader, writer))  # kept open: each newcomer needs a place of its own
+            writer.write(b"GET /messages/ok?t=0 HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert (await _answer(reader))[0] == 204, f"client {i} was not served"
+        # Each newcomer closed one slow connection; none was refused.
+        assert sum([await _closed(r, timeout=0.5) for r, _ in slow[:4]]) == 3
+        assert not [r for r in caplog.records if "connection limit" in r.getMessage()]
+    finally:
+        for _, w in slow:
+            w.close()
+        await srv.close()
+
+
+async def test_at_the_limit_connections_answering_requests_keep_their_places(node, api) -> None:
+    srv = HttpServer(HttpApi(node.manager), max_connections=2, evict_after=0.05)
+    await srv.start("127.0.0.1", 0)
+    polls = [await _raw(srv) for _ in range(2)]
+    try:
+        for _, w in polls:
+            w.write(b"GET /messages/lp-keep?t=5 HTTP/1.1\r\nHost: t\r\n\r\n")  # long polls
+        await _eventually(lambda: all(c.task is not None for c in srv.connections) and len(srv.connections) == 2,
+                          "two long polls in progress")  # fmt: skip
+        await asyncio.sleep(0.2)
+        reader, writer = await _raw(srv)
+        status, body = await _answer(reader)
+        assert (status, json.loads(body)["error"]) == (503, "too_many_connections"), body
+        writer.close()
+        await api.push("lp-keep", b"one")
+        await api.push("lp-keep", b"two")
+        assert sorted([(await _answer(r))[1] for r, _ in polls]) == [b"one", b"two"]
+    finally:
+        for _, w in polls:
             w.close()
         await srv.close()
 

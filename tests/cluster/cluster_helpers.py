@@ -36,11 +36,13 @@ READY_TIMEOUT = 60.0
 class PyNode:
     """One pylmq node process joined to an Erlang peer."""
 
-    def __init__(self, prefix: str, cookie: str, data_dir: Path, log: IO[bytes], join: str | None) -> None:
+    def __init__(
+        self, prefix: str, cookie: str, data_dir: Path, log: IO[bytes], join: str | None, args: tuple[str, ...] = ()
+    ) -> None:
         self.name = erlpeer.node_name(prefix)
         data_dir.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, str(Path(__file__).with_name("pynode.py")), "--name", self.name, "--cookie", cookie]
-        cmd += ["--data-dir", str(data_dir)] + (["--join", join] if join else [])
+        cmd += ["--data-dir", str(data_dir), *args] + (["--join", join] if join else [])
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env)
         self.port = 0

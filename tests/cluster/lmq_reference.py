@@ -44,13 +44,18 @@ class RefNode(KitNode):
 
     def kill(self) -> None:
         """SIGKILL, as a crash: only the pid the node recorded, and only while it is that node."""
+        pid = self.signal(signal.SIGKILL)
+        wait_for(lambda: Path(f"/proc/{pid}").exists(), lambda alive: not alive, 15)
+        self.started = False
+
+    def signal(self, sig: signal.Signals) -> int:
+        """Send ``sig`` to the node's beam (SIGSTOP/SIGCONT suspend and resume it); its pid."""
         pid = int((self.dir / "pid").read_text().strip())
         with suppress(ProcessLookupError):
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             if self.name.encode() in cmdline:
-                os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: Path(f"/proc/{pid}").exists(), lambda alive: not alive, 15)
-        self.started = False
+                os.kill(pid, sig)
+        return pid
 
     def queue_processes(self) -> list[str]:
         """Names of the queues that have a queue process in this node's lmq_queue_mgr."""
@@ -67,9 +72,12 @@ class RefCluster:
 
 
 @contextmanager
-def reference_cluster(base: Path, erlang: int = 2, pylmq: int = 1) -> Iterator[RefCluster]:
+def reference_cluster(
+    base: Path, erlang: int = 2, pylmq: int = 1, py_args: tuple[str, ...] = ()
+) -> Iterator[RefCluster]:
     """``erlang`` real LMQ nodes in one cluster and ``pylmq`` pylmq nodes, the i-th joined to
-    Erlang node i modulo ``erlang``. Everything started is stopped on exit."""
+    Erlang node i modulo ``erlang`` (``py_args``: more pynode.py flags). Everything started is
+    stopped on exit."""
     kit_or_skip()
     cookie = "ref" + secrets.token_hex(8)
     with ExitStack() as stack, open(base / "pylmq.log", "ab") as log:
@@ -81,7 +89,7 @@ def reference_cluster(base: Path, erlang: int = 2, pylmq: int = 1) -> Iterator[R
             erl.append(node)
         py: list[PyNode] = []
         for i in range(pylmq):
-            p = PyNode(f"pylmq{i + 1}", cookie, base / f"pylmq{i + 1}", log, erl[i % erlang].name)
+            p = PyNode(f"pylmq{i + 1}", cookie, base / f"pylmq{i + 1}", log, erl[i % erlang].name, py_args)
             stack.callback(p.stop)
             p.wait_ready()
             py.append(p)

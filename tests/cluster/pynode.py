@@ -4,6 +4,7 @@
 LMQNode over a MnesiaStore (durable local store), its hidden distribution node and a Cluster,
 registers ``lmq_console:status/join/leave`` for the tests' Erlang driver, prints one JSON line
 ``{"http": PORT, "rpc": PORT}`` when it serves, and stops on SIGTERM (SIGKILL for the failure tests).
+``--rpc-timeout``, ``--stall-timeout`` and ``--net-ticktime`` (seconds) are the settings of the same names.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pylmq.dist.terms import Term
 from pylmq.errors import ClusterError
 from pylmq.node import LMQNode, NodeOptions
 from pylmq.store.durable import DurableStore
-from pylmq.store.mnesia import MnesiaStore
+from pylmq.store.mnesia import RPC_TIMEOUT, MnesiaStore
 
 A = Atom
 
@@ -34,6 +35,7 @@ def status_term(node: LMQNode, cluster: Cluster) -> Term:
         (A("all_nodes"), [A(n) for n in every]),
         (A("active_nodes"), [A(n) for n in active]),
         (A("mode"), A(cluster.mode)),
+        (A("stalled_nodes"), [(A(n), s) for n, s in sorted(cluster.stalled().items())]),
         (A("queues"), queues),
     ]
 
@@ -42,10 +44,12 @@ async def run(args: argparse.Namespace) -> None:
     opts = NodeOptions(
         http=("127.0.0.1", 0), rpc=("127.0.0.1", 0), store="durable", data_dir=Path(args.data_dir), fsync="none"
     )
-    store = MnesiaStore(DurableStore(opts.data_dir, fsync=opts.fsync))
+    store = MnesiaStore(DurableStore(opts.data_dir, fsync=opts.fsync), rpc_timeout=args.rpc_timeout)
     node = LMQNode(opts, store=store)
     await node.start()
-    dist = await start_node(args.name, args.cookie)
+    dist = await start_node(
+        args.name, args.cookie, net_ticktime=args.net_ticktime, stall_timeout=args.stall_timeout
+    )
     cluster = Cluster(dist, store, node.manager)
 
     async def join(target: Term) -> Term:
@@ -85,6 +89,9 @@ def main() -> None:
     p.add_argument("--cookie", required=True)
     p.add_argument("--data-dir", required=True)
     p.add_argument("--join")
+    p.add_argument("--rpc-timeout", type=float, default=RPC_TIMEOUT)
+    p.add_argument("--stall-timeout", type=float, default=3.0)
+    p.add_argument("--net-ticktime", type=float, default=60.0)
     args = p.parse_args()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s [%(levelname)s] %(message)s", stream=sys.stderr

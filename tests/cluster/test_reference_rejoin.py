@@ -49,7 +49,7 @@ def test_queues_written_back_at_rejoin_are_served_by_every_erlang_node(tmp_path:
         py = HttpClient(cluster.py[0].url, request_timeout=30)
         kept = "rq_" + secrets.token_hex(4)
         py.push(kept, b"pushed in the cluster", "text/plain")
-        # Killed: after a graceful stop pylmq sees Mnesia stop first and does not go standalone.
+        # Killed, as in a crash (a graceful stop: test_reference_membership.py).
         for node in (lmq2, lmq1):
             node.kill()
         assert wait_for(lambda: mode(cluster), lambda m: m == "standalone", 30) == "standalone"

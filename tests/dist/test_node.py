@@ -11,7 +11,7 @@ from otp_nodes import unique_name
 
 from pylmq.dist import Atom, Node
 from pylmq.dist.epmd import EpmdServer
-from pylmq.errors import DistError, ProcessExited, RemoteError
+from pylmq.errors import DistError, PeerStalled, ProcessExited, RemoteError
 
 A = Atom
 
@@ -110,3 +110,65 @@ async def test_registering_a_taken_name_is_refused(epmd_port: int) -> None:
             node.spawn("only")
     finally:
         await node.stop()
+
+
+async def stalled_pair(epmd_port: int, stall_timeout: float) -> tuple[Node, Node]:
+    a = await Node(
+        unique_name("a") + "@127.0.0.1", "c", epmd_port=epmd_port, listen_host="127.0.0.1", stall_timeout=stall_timeout
+    ).start()
+    b = await Node(unique_name("b") + "@127.0.0.1", "c", epmd_port=epmd_port, listen_host="127.0.0.1").start()
+    return a, b
+
+
+def freeze(b: Node, peer: str) -> asyncio.ReadTransport:
+    """b stops reading from peer, as a suspended node: it neither answers nor ticks (ticks come
+    only every net_ticktime/4, a minute's quarter here)."""
+    transport = b._connections[peer]._writer.transport
+    assert isinstance(transport, asyncio.ReadTransport)
+    transport.pause_reading()
+    return transport
+
+
+async def test_a_silent_peer_is_stalled_within_the_stall_timeout_and_its_pending_call_fails(
+    epmd_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    a, b = await stalled_pair(epmd_port, stall_timeout=0.4)
+    seen: list[tuple[str, bool]] = []
+    a.monitor_stalls(lambda peer, stalled: seen.append((peer, stalled)))
+    try:
+        b.register_function("m", "echo", lambda x: x)
+        assert await a.rpc(b.name, "m", "echo", [1]) == 1
+        transport = freeze(b, a.name)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(PeerStalled):
+            await a.rpc(b.name, "m", "echo", [2], timeout=30)
+        assert loop.time() - started < 5, "the pending call should fail at the stall, not at its 30 s timeout"
+        assert b.name in a.stalled_nodes() and seen == [(b.name, True)]
+        with pytest.raises(PeerStalled) as info:  # at once: no call waits on a stalled peer
+            await a.rpc(b.name, "m", "echo", [3], timeout=30)
+        assert info.value.sent is False
+        assert any(b.name in r.getMessage() and "stalled" in r.getMessage() for r in caplog.records)
+        transport.resume_reading()
+        for _ in range(100):
+            if not a.stalled_nodes():
+                break
+            await asyncio.sleep(0.05)
+        assert a.stalled_nodes() == {} and seen == [(b.name, True), (b.name, False)]
+        assert await a.rpc(b.name, "m", "echo", [4]) == 4
+        assert a.connected_nodes() == [b.name], "a stall alone must not drop the connection"
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def test_an_idle_peer_that_answers_the_probe_is_never_stalled(epmd_port: int) -> None:
+    a, b = await stalled_pair(epmd_port, stall_timeout=0.3)
+    try:
+        b.register_function("m", "echo", lambda x: x)
+        assert await a.rpc(b.name, "m", "echo", [1]) == 1
+        await asyncio.sleep(1.5)  # five stall timeouts of silence but for the probes' answers
+        assert a.stalled_nodes() == {}
+    finally:
+        await a.stop()
+        await b.stop()

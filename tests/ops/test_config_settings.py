@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pylmq.cli.service import node_options
 from pylmq.config import LagerConfig, LogHandler, Settings, load_settings
 from pylmq.errors import ConfigError, ConfigSyntaxError
 from pylmq.store.durable import DEFAULT_FSYNC
@@ -57,6 +58,17 @@ def test_pylmq_section(tmp_path: Path) -> None:
     app = write(tmp_path / "app.config", '[{pylmq, [{store, memory}, {data_dir, "/var/lmq"}, {fsync, none}]}].')
     s = load_settings(None, app, {})
     assert (s.store, s.data_dir, s.fsync) == ("memory", Path("/var/lmq"), "none")
+
+
+def test_durable_store_limits_in_the_pylmq_section(tmp_path: Path) -> None:
+    text = "[{pylmq, [{journal_max_bytes, 268435456}, {disk_reserve_bytes, 0}]}]."
+    s = load_settings(None, write(tmp_path / "app.config", text), {})
+    assert (s.journal_max_bytes, s.disk_reserve_bytes) == (256 << 20, 0)
+    opts = node_options(s)  # what the node's durable store is built with
+    assert (opts.journal_max_bytes, opts.disk_reserve_bytes) == (256 << 20, 0)
+    assert (Settings().journal_max_bytes, Settings().disk_reserve_bytes) == (1 << 30, 64 << 20)
+    with pytest.raises(ConfigError, match="disk_reserve_bytes must be at least 0"):
+        load_settings(None, write(tmp_path / "bad.config", "[{pylmq, [{disk_reserve_bytes, -1}]}]."), {})
 
 
 def test_stats_interval_zero_or_negative_disables_gauges(tmp_path: Path) -> None:
@@ -165,12 +177,22 @@ def test_connection_limit_and_http_timeouts(tmp_path: Path) -> None:
     assert (s.max_connections, s.header_timeout, s.body_timeout) == (500, 10000, 2500)
 
 
+def test_cluster_call_bounds(tmp_path: Path) -> None:
+    assert (Settings().rpc_timeout, Settings().stall_timeout) == (5000, 3000)
+    app = write(tmp_path / "app.config", "[{pylmq, [{rpc_timeout, 2000}, {stall_timeout, 0}]}].")
+    assert (load_settings(None, app, {}).rpc_timeout, load_settings(None, app, {}).stall_timeout) == (2000, 0)
+    s = load_settings(None, app, {"rpc_timeout": "1500", "stall_timeout": "800"})  # the command-line flags
+    assert (s.rpc_timeout, s.stall_timeout) == (1500, 800)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("[{pylmq, [{max_connections, -1}]}].", r"max_connections must be at least 0, got -1"),
         ("[{pylmq, [{header_timeout, 0}]}].", r"header_timeout must be at least 1, got 0"),
         ("[{pylmq, [{body_timeout, 1.5}]}].", r"body_timeout must be an integer, got 1.5"),
+        ("[{pylmq, [{rpc_timeout, 0}]}].", r"rpc_timeout must be at least 1, got 0"),
+        ("[{pylmq, [{stall_timeout, -5}]}].", r"stall_timeout must be at least 0, got -5"),
     ],
 )
 def test_bad_limits_get_a_clear_error(tmp_path: Path, text: str, message: str) -> None:

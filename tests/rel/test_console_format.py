@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from pylmq.cli.console import JOIN_NOT_SUPPORTED, format_stats, format_status, not_supported, stats_term
+from pylmq.cli.console import (
+    JOIN_NOT_SUPPORTED,
+    format_stats,
+    format_status,
+    not_supported,
+    stats_term,
+    status_term,
+)
 from pylmq.core.clock import SystemClock
 from pylmq.core.manager import QueueManager
 from pylmq.dist.terms import Atom
@@ -34,6 +41,21 @@ def test_status_is_laid_out_like_lmq_console() -> None:
         f"{'q2':<40}       0 messages               0 bytes\n"
         "  accum: 0.0, retry: infinity, timeout: 0.5\n"
     )
+
+
+def test_status_names_stalled_nodes_and_how_long_they_are_silent() -> None:
+    manager = QueueManager(MemoryStore(SystemClock()))
+    term = status_term(
+        manager, ["lmq@a", "lmq@b", "py@c"], ["lmq@a", "py@c"], mode="cluster", stalled={"lmq@b": 4.26}
+    )
+    assert (A("stalled_nodes"), [(A("lmq@b"), 4.3)]) in term
+    assert format_status(term) == (
+        "   All nodes: lmq@a, lmq@b, py@c\n"
+        "Active nodes: lmq@a, py@c\n"
+        "     Stalled: lmq@b (silent 4.3 s)\n"
+        "\n"
+    )
+    assert (A("stalled_nodes"), []) not in status_term(manager, ["py@c"], ["py@c"], mode="cluster", stalled={})
 
 
 def test_stats_are_laid_out_like_lmq_console() -> None:

@@ -171,7 +171,8 @@ async def test_torn_tail_is_cut_and_everything_before_it_kept(open_store: OpenSt
     s2 = await open_store(s.data_dir)
     assert [m.content[1] for m in s2.messages("q")] == [b"kept"]
     assert s2.stats.torn_bytes == len(torn)
-    assert (seg.with_name(seg.name + ".torn")).read_bytes() == torn
+    (saved,) = seg.parent.glob(seg.name + ".torn-*")
+    assert saved.read_bytes() == torn
     # Appends after the cut must be readable: they may not land behind the garbage.
     await s2.enqueue("q", make_item(b"after"), 2, 0)
     s3 = await restart(open_store, s2)
@@ -279,8 +280,10 @@ async def test_barrier_after_close_is_refused(open_store: OpenStore) -> None:
         await s.barrier()
 
 
-async def test_write_failure_fails_the_barrier_for_good_and_keeps_what_was_durable(open_store: OpenStore) -> None:
-    s = await open_store()
+async def test_write_failure_fails_the_barrier_refuses_changes_and_keeps_what_was_durable(
+    open_store: OpenStore,
+) -> None:
+    s = await open_store(retry_initial=60)  # no attempt to leave the failed state here
     await s.enqueue("q", make_item(b"durable"), 2, 0)
     await s.barrier()
     # The journal's descriptor now writes to /dev/full: every write fails with ENOSPC.
@@ -290,9 +293,11 @@ async def test_write_failure_fails_the_barrier_for_good_and_keeps_what_was_durab
     await s.enqueue("q", make_item(b"not durable"), 2, 0)
     with pytest.raises(StoreError, match="No space left"):
         await s.barrier()
-    await s.enqueue("q", make_item(b"after the failure"), 2, 0)
+    with pytest.raises(StoreError, match="No space left"):
+        await s.enqueue("q", make_item(b"after the failure"), 2, 0)
     with pytest.raises(StoreError, match="No space left"):
         await s.barrier()
+    assert sorted(m.content[1] for m in s.messages("q")) == [b"durable", b"not durable"], "a refused push got in"
     with pytest.raises(StoreError):
         await s.close()
     s2 = await open_store(s.data_dir)

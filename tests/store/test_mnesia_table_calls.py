@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import cast
 
 import pytest
 
 import pylmq.cluster  # noqa: F401  (pylmq.store.mnesia is imported through it: the two import each other)
 from pylmq.core.message import Item
 from pylmq.dist.terms import Atom, Export, Term
-from pylmq.errors import NodeDown
+from pylmq.errors import ClusterError, NodeDown, PeerStalled
 from pylmq.store.gate import QueueGate
 from pylmq.store.memory import MemoryStore
 from pylmq.store.mnesia import MnesiaStore
@@ -28,14 +29,16 @@ class Sent:
     module: str
     function: str
     args: list[Term]
+    timeout: float
     answer: asyncio.Future[Term] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 class ScriptedLink:
     """A PeerLink whose rpcs wait until the test answers them; it records every rpc."""
 
-    def __init__(self, peers: tuple[str, ...] = ("lmq1@h", "lmq2@h")) -> None:
+    def __init__(self, peers: tuple[str, ...] = ("lmq1@h", "lmq2@h"), stalled: dict[str, float] | None = None) -> None:
         self._peers = list(peers)
+        self._stalled = stalled or {}
         self.sent: list[Sent] = []
         self.in_flight: list[Sent] = []
         self.most_in_flight = 0
@@ -43,8 +46,11 @@ class ScriptedLink:
     def peers(self) -> list[str]:
         return list(self._peers)
 
+    def stalled(self) -> dict[str, float]:
+        return dict(self._stalled)
+
     async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
-        s = Sent(peer, module, function, args)
+        s = Sent(peer, module, function, args, timeout)
         self.sent.append(s)
         self.in_flight.append(s)
         self.most_in_flight = max(self.most_in_flight, len(self.in_flight))
@@ -78,8 +84,8 @@ async def store() -> MnesiaStore:
     return s
 
 
-def joined(store: MnesiaStore) -> ScriptedLink:
-    link = ScriptedLink()
+def joined(store: MnesiaStore, link: ScriptedLink | None = None) -> ScriptedLink:
+    link = link or ScriptedLink()
     store.become_cluster(link)
     return link
 
@@ -245,3 +251,34 @@ async def test_a_batch_whose_peer_goes_away_is_retried_on_another_peer_and_not_f
     retry.answer.set_result([NOT_FOUND, EMPTY])
     assert await first is True
     assert await asyncio.gather(*waiting) == [True, None]
+
+
+async def test_a_batch_is_bounded_failed_over_and_refused_as_one_call_with_a_503_naming_its_calls() -> None:
+    store = MnesiaStore(MemoryStore(), rpc_timeout=0.25)
+    await store.open()
+    link = joined(store, ScriptedLink(("lmq1@h", "lmq2@h", "lmq3@h"), stalled={"lmq4@h": 3.0}))
+    first = asyncio.create_task(store.done("q", b"u1"))
+    await settle()
+    waiting = [asyncio.create_task(store.dequeue("q", 30)), asyncio.create_task(store.done("q", b"u2"))]
+    await settle()
+    link.sent[0].answer.set_result(OK)
+    await settle()
+    assert await first is True
+    # Stalled before it went out: nothing happened there, the next peer gets the batch.
+    link.sent[1].answer.set_exception(PeerStalled(f"node {link.sent[1].peer} is stalled", sent=False))
+    await settle()
+    link.sent[2].answer.set_exception(PeerStalled(f"node {link.sent[2].peer} is stalled"))
+    await settle()
+    link.sent[3].answer.set_exception(NodeDown(f"node {link.sent[3].peer} went down"))
+    await settle()
+    batches = link.sent[1:]
+    assert [s.function for s in batches] == ["zipwith3"] * 3 and {s.timeout for s in link.sent} == {0.25}
+    assert len({s.peer for s in batches}) == 3, "expected the batch tried once on each peer"
+    results = await asyncio.gather(*waiting, return_exceptions=True)
+    assert all(isinstance(r, ClusterError) for r in results), results
+    detail = cast(ClusterError, results[0]).detail
+    expected = "lmq_lib:dequeue, lmq_lib:done (2 calls in one rpc) failed on every Erlang LMQ peer"
+    assert detail.startswith(expected), detail
+    assert f"peer {batches[0].peer} stalled before the call was sent" in detail, detail
+    assert f"peer {batches[1].peer} stalled" in detail and f"peer {batches[2].peer} went down" in detail, detail
+    assert "lmq4@h (silent 3.0 s)" in detail, "expected the peers left out as stalled named too"

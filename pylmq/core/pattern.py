@@ -1,0 +1,116 @@
+"""Regexes over queue names: pull-any, fan-out push and the default properties list.
+
+LMQ matches with PCRE (``re:run``). A backtracking engine can take exponential time on a
+hostile pattern (``(a|aa)+$`` against a name of 30 ``a`` and a ``!``), and here a match runs
+on the event loop, so one request would stop every client. pylmq matches with RE2, whose run
+time is linear in the name and the pattern and whose memory is capped per pattern (see
+docs/decisions/regex-engine.md for the measurements behind the choice). RE2 reads PCRE's
+syntax, POSIX classes such as ``[[:digit:]]`` included, but has no backreferences, lookarounds,
+possessive quantifiers or atomic groups: such a pattern is refused with :class:`InvalidRegex`
+naming it, never run.
+
+Every regex over queue names goes through :func:`compile_pattern`, which keeps the compiled
+patterns in a bounded LRU cache.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Final
+
+import re2
+
+from pylmq.errors import InvalidRegex
+
+__all__ = ["CACHE_SIZE", "MAX_MEMORY", "MAX_PATTERN_BYTES", "Pattern", "cache_info", "compile_pattern", "pattern_text"]
+
+MAX_PATTERN_BYTES: Final = 4096
+"""A queue name has at most 255 bytes; 4 KiB still holds an alternation of ~330 names like
+``queue-00042``."""
+
+MAX_MEMORY: Final = 256 << 10
+"""RE2's memory budget per compiled pattern (program and DFA cache). A pattern whose program
+needs more is refused ("pattern too large": e.g. 22 times ``a{1000}``); a search that fills the
+DFA cache goes on in RE2's NFA, slower (about a millisecond for a 255-byte name and a pattern of
+a few KiB) but still linear. With :data:`CACHE_SIZE` it bounds the cache at 128 MiB when every
+pattern is built to exhaust it; patterns people write take 1-10 KiB."""
+
+CACHE_SIZE: Final = 512
+"""Distinct patterns kept compiled (least recently used go first): many more than clients use,
+and more than a default list holds (:data:`pylmq.core.props.MAX_DEFAULTS`)."""
+
+_UNSUPPORTED_HINT: Final = (
+    "pylmq matches with RE2 (linear time): backreferences, lookarounds, \\Z, possessive "
+    "quantifiers and atomic groups are not supported"
+)
+
+
+def _options() -> re2.Options:
+    opts = re2.Options()
+    opts.max_mem = MAX_MEMORY
+    opts.log_errors = False  # a client's bad pattern is its 400, not a line on our stderr
+    opts.never_capture = True  # only "does it match" is asked: no submatch bookkeeping
+    return opts
+
+
+_OPTIONS: Final = _options()
+
+
+class Pattern:
+    """A compiled regex; :meth:`search` says whether it matches anywhere in a queue name,
+    as LMQ's ``re:run`` does."""
+
+    __slots__ = ("_search", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        try:
+            compiled = re2.compile(text, _OPTIONS)
+        except re2.error as e:
+            reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+            raise InvalidRegex(f"invalid regex {text!r}: {reason} ({_UNSUPPORTED_HINT})") from None
+        self._search = compiled.search
+
+    def search(self, name: str) -> bool:
+        return self._search(name) is not None
+
+    def __repr__(self) -> str:
+        return f"Pattern({self.text!r})"
+
+
+def pattern_text(pattern: Any) -> str:
+    """A client's regex as text, checked for type, encoding and length (not yet compiled)."""
+    if isinstance(pattern, bytes):
+        try:
+            pattern = pattern.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InvalidRegex("regex is not valid UTF-8") from e
+    if not isinstance(pattern, str):
+        raise InvalidRegex(f"a regex string is required, got {pattern!r}")
+    if len(pattern) > MAX_PATTERN_BYTES:
+        raise InvalidRegex(f"regex {pattern[:64]!r}... is longer than {MAX_PATTERN_BYTES} bytes (UTF-8)")
+    if not pattern.isascii():
+        try:
+            size = len(pattern.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise InvalidRegex(f"regex {pattern[:64]!r} is not valid Unicode (lone surrogate)") from None
+        if size > MAX_PATTERN_BYTES:
+            raise InvalidRegex(f"regex {pattern[:64]!r}... is longer than {MAX_PATTERN_BYTES} bytes (UTF-8)")
+    return pattern
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _compiled(text: str) -> Pattern:
+    # Only successes are cached: a refused pattern costs one RE2 parse, bounded by its length.
+    return Pattern(text)
+
+
+def compile_pattern(pattern: Any) -> Pattern:
+    """The compiled form of a client's regex (str or UTF-8 bytes); :class:`InvalidRegex` names
+    a pattern that is not a string, too long, or not supported. An empty pattern matches every
+    name, as in LMQ."""
+    return _compiled(pattern_text(pattern))
+
+
+def cache_info() -> functools._CacheInfo:
+    return _compiled.cache_info()

@@ -1,0 +1,111 @@
+"""Regexes over the HTTP API: a hostile pattern does not stop the node, PCRE's POSIX classes
+work, a pattern RE2 cannot run or too long is a 400 naming it, and the default list is bounded."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from pylmq.core.pattern import MAX_PATTERN_BYTES
+from pylmq.core.props import MAX_DEFAULTS, MAX_DEFAULTS_BYTES
+
+JSON_CT = {"Content-Type": "application/json"}
+# 25 "a" and a "!": a backtracking engine needs seconds for (a+)+$ here, twice that per "a" more.
+REDOS_QUEUE = "a" * 25 + "!"
+REDOS = "(a+)+$"
+
+
+async def _put_defaults(api, defaults) -> tuple[int, dict | None]:
+    r = await api.request("PUT", "/properties", data=json.dumps(defaults), headers=JSON_CT)
+    return r.status, (r.json() if r.body else None)
+
+
+async def test_a_catastrophic_regex_is_answered_at_once_and_other_clients_are_not_held(api) -> None:
+    await api.push(REDOS_QUEUE, b"x")
+    start = time.monotonic()
+    redos = await api.pull_any(REDOS, t=0)
+    # Another client, right after: in a backtracking engine it would wait for the match above.
+    pushed = await api.push("other", b"y")
+    pulled = await api.pull("other", t=0)
+    elapsed = time.monotonic() - start
+    assert redos.status == 204, redos
+    assert (pushed.status, pulled.status, pulled.body) == (200, 200, b"y")
+    assert elapsed < 1.5, f"the requests took {elapsed:.2f}s"  # milliseconds in fact
+    # The fan-out push goes through the same engine.
+    r = await api.push_all(REDOS, b"z")
+    assert (r.status, r.json()) == (200, {}), r
+
+
+async def test_a_catastrophic_default_regex_slows_neither_pushes_nor_a_restart(start) -> None:
+    node, api = await start()
+    began = time.monotonic()
+    assert await _put_defaults(api, [[REDOS, {"retry": 5}], ["^(a|aa)+!$", {"retry": 6}]]) == (204, None)
+    assert (await api.push(REDOS_QUEUE, b"kept")).status == 200
+    await node.stop()
+    _, api = await start()
+    r = await api.pull(REDOS_QUEUE, t=0)
+    assert (r.status, r.body, r.retry) == (200, b"kept", "6"), r
+    elapsed = time.monotonic() - began
+    assert elapsed < 5, f"set, push, restart and pull took {elapsed:.2f}s"
+
+
+async def test_posix_class_matches_digits_as_pcre_does(api) -> None:
+    await api.push("log-2024", b"d")
+    await api.push("log-dig", b"w")
+    r = await api.pull_any("^log-[[:digit:]]+$", t=0)
+    assert (r.status, r.headers.get("x-lmq-queue-name")) == (200, "log-2024"), r
+    assert (await api.pull_any("^log-[[:digit:]]+$", t=0)).status == 204
+    r = await api.push_all("^log-[[:alpha:]]+$", b"again")
+    assert r.json() == {"log-dig": {"accum": "no"}}, r
+
+
+async def test_posix_class_in_a_default_entry(api) -> None:
+    assert (await _put_defaults(api, [["^n[[:digit:]]", {"retry": 7}]]))[0] == 204
+    assert (await api.props("n1")).json()["retry"] == 7
+    assert (await api.props("nd")).json()["retry"] == 2
+
+
+async def test_a_pattern_re2_cannot_run_is_a_400_naming_it(api) -> None:
+    await api.push("tmp-1", b"x")
+    for regex in ["^(?!tmp)", "(t)\\1", "(?<=t)mp"]:
+        r = await api.pull_any(regex, t=0)
+        assert r.status == 400 and r.json()["error"] == "invalid_regex", r
+        assert repr(regex) in r.json()["detail"], r.json()
+        r = await api.push_all(regex, b"y")
+        assert r.status == 400 and repr(regex) in r.json()["detail"], r
+    assert (await api.pull("tmp-1")).body == b"x", "nothing was pushed or taken"
+
+
+async def test_a_default_list_with_a_pattern_re2_cannot_run_is_refused_whole(api) -> None:
+    assert (await _put_defaults(api, [["^a", {"retry": 1}]]))[0] == 204
+    status, doc = await _put_defaults(api, [["^b", {"retry": 1}], ["^(?!tmp)", {"retry": 3}]])
+    assert status == 400 and doc is not None and doc["error"] == "invalid_regex" and "(?!tmp)" in doc["detail"]
+    assert (await api.request("GET", "/properties")).json() == [["^a", {"retry": 1}]]
+
+
+async def test_a_pattern_over_the_length_limit_is_a_400_naming_the_limit(api) -> None:
+    long = "a" * (MAX_PATTERN_BYTES + 1)
+    r = await api.pull_any(long, t=0)
+    assert r.status == 400 and r.json()["error"] == "invalid_regex" and str(MAX_PATTERN_BYTES) in r.json()["detail"]
+    status, doc = await _put_defaults(api, [[long, {"retry": 1}]])
+    assert status == 400 and doc is not None and str(MAX_PATTERN_BYTES) in doc["detail"]
+    assert (await api.request("GET", "/properties")).json() == []
+
+
+async def test_a_default_list_over_the_size_limit_is_a_400_and_nothing_is_stored(api) -> None:
+    entries = [[f"^q{i}$", {"retry": 1}] for i in range(MAX_DEFAULTS + 1)]
+    status, doc = await _put_defaults(api, entries)
+    assert status == 400 and doc is not None and doc["error"] == "invalid_props", doc
+    assert str(MAX_DEFAULTS) in doc["detail"], doc
+    assert (await api.request("GET", "/properties")).json() == []
+    assert (await _put_defaults(api, entries[:MAX_DEFAULTS]))[0] == 204
+    assert len((await api.request("GET", "/properties")).json()) == MAX_DEFAULTS
+
+
+async def test_a_default_list_whose_regexes_are_too_long_together_is_a_400(api) -> None:
+    unit = MAX_PATTERN_BYTES - 10
+    entries = [[f"^{i:04d}" + "a" * (unit - 5), {"retry": 1}] for i in range(MAX_DEFAULTS_BYTES // unit + 1)]
+    status, doc = await _put_defaults(api, entries)
+    assert status == 400 and doc is not None and str(MAX_DEFAULTS_BYTES) in doc["detail"], doc
+    assert (await api.request("GET", "/properties")).json() == []
+    assert (await _put_defaults(api, entries[:-1]))[0] == 204

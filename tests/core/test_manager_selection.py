@@ -1,0 +1,240 @@
+"""Pull-any and fan-out over many queues: the queues matching a regex are kept per regex and
+brought up to date as queues come and go, instead of matching every queue name at every
+request; the default list is matched once per queue, not at every push."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from pylmq.core import QueueManager, make_item
+from pylmq.core import manager as manager_module
+from pylmq.core.pattern import Pattern
+from pylmq.store import MemoryStore
+
+QUEUES = 20_000
+
+
+class SearchCounter:
+    """Counts the regex matches the node runs (every caller goes through Pattern.search)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        original: Callable[[Pattern, str], bool] = Pattern.search
+
+        def counting(p: Pattern, name: str) -> bool:
+            self.calls += 1
+            return original(p, name)
+
+        monkeypatch.setattr(Pattern, "search", counting)
+
+    def take(self) -> int:
+        n, self.calls = self.calls, 0
+        return n
+
+
+@pytest.fixture
+def searches(monkeypatch: pytest.MonkeyPatch) -> SearchCounter:
+    return SearchCounter(monkeypatch)
+
+
+async def _manager(n: int) -> QueueManager:
+    m = QueueManager(MemoryStore())
+    await m.start()
+    for i in range(n):
+        await m.ensure(f"q-{i:05d}")
+    return m
+
+
+@pytest.fixture
+async def many() -> AsyncIterator[QueueManager]:
+    m = await _manager(QUEUES)
+    yield m
+    await m.close()
+
+
+async def test_pull_any_matches_every_name_only_the_first_time(many: QueueManager, searches: SearchCounter) -> None:
+    await many.push("q-12345", make_item(b"x"))
+    searches.take()
+    d = await many.pull_any("^q-12345$", 0)
+    assert d is not None and d.queue == "q-12345"
+    assert searches.take() == QUEUES, "the first pull-any with a regex looks at every queue once"
+    for _ in range(5):
+        assert await many.pull_any("^q-12345$", 0) is None
+    assert searches.take() == 0, "later ones match no name again"
+
+
+async def test_a_new_queue_is_matched_once_and_then_found(many: QueueManager, searches: SearchCounter) -> None:
+    await many.pull_any("^new-", 0)
+    searches.take()
+    await many.push("new-1", make_item(b"x"))
+    d = await many.pull_any("^new-", 0)
+    assert d is not None and d.queue == "new-1"
+    assert searches.take() == 1, "only the new queue's name is matched"
+
+
+async def test_a_deleted_queue_is_no_longer_selected(many: QueueManager) -> None:
+    await many.push("gone", make_item(b"x"))
+    assert [q.name for q in await many.match("^gone$")] == ["gone"]
+    await many.delete("gone")
+    assert await many.match("^gone$") == []
+    await many.push("gone", make_item(b"again"))
+    d = await many.pull_any("^gone$", 0)
+    assert d is not None and d.message.content[1] == b"again"
+
+
+async def test_fan_out_uses_the_selection_and_replies_in_name_order(
+    many: QueueManager, searches: SearchCounter
+) -> None:
+    assert await many.push_all("^q-0000[21]$", make_item(b"x")) == {"q-00001": "no", "q-00002": "no"}
+    searches.take()
+    assert list(await many.push_all("^q-0000[21]$", make_item(b"y"))) == ["q-00001", "q-00002"]
+    assert searches.take() == 0
+
+
+async def test_the_first_scan_lets_other_clients_in_between(
+    many: QueueManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The scan yields by time (a match costs a microsecond or a millisecond by pattern); with
+    # no time allowed it yields at every check, once per 16 names.
+    monkeypatch.setattr(manager_module, "SCAN_SLICE", 0.0)
+    turns = 0
+    done = asyncio.Event()
+
+    async def other_client() -> None:
+        nonlocal turns
+        while not done.is_set():
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_client())
+    await asyncio.sleep(0)
+    turns = 0
+    await many.pull_any("^nothing-matches$", 0)
+    done.set()
+    await other
+    assert turns >= QUEUES // 16 - 1, f"the loop was given {turns} turns"
+
+
+async def test_matching_the_queues_created_since_lets_other_clients_in_between(
+    many: QueueManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(manager_module, "SCAN_SLICE", 0.0)
+    await many.pull_any("^late-", 0)
+    for i in range(2000):
+        await many.ensure(f"late-{i}")
+    turns = 0
+    done = asyncio.Event()
+
+    async def other_client() -> None:
+        nonlocal turns
+        while not done.is_set():
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_client())
+    await asyncio.sleep(0)
+    turns = 0
+    assert len(await many.match("^late-")) == 2000
+    done.set()
+    await other
+    assert turns >= 2000 // 16 - 1, f"the loop was given {turns} turns"
+
+
+async def test_a_pull_any_over_many_queues_lets_other_clients_in_between(many: QueueManager) -> None:
+    await many.pull_any("^q-", 0)  # the selection is made: what follows only tries the queues
+    turns = 0
+    done = asyncio.Event()
+
+    async def other_client() -> None:
+        nonlocal turns
+        while not done.is_set():
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_client())
+    await asyncio.sleep(0)
+    turns = 0
+    assert await many.pull_any("^q-", 0) is None
+    done.set()
+    await other
+    assert turns >= QUEUES // manager_module.SCAN_CHUNK - 1, f"the loop was given {turns} turns"
+
+
+async def test_a_pull_any_cancelled_while_it_registers_leaves_no_waiter_behind(many: QueueManager) -> None:
+    await many.pull_any("^q-", 0)  # the selection is made: the pull below only registers
+    waiting = asyncio.create_task(many.pull_any("^q-", None))
+    for _ in range(1000):  # past the queues tried at once, into the registration
+        await asyncio.sleep(0)
+        if many._any_waiters:
+            break
+    assert many._any_waiters and not waiting.done()
+    await asyncio.sleep(0)  # registration yields every SCAN_CHUNK queues: cancel it midway
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert not many._any_waiters
+    await many.push("q-00001", make_item(b"for a live client"))
+    d = await many.pull("q-00001", 0)
+    assert d is not None and d.message.content[1] == b"for a live client"
+
+
+async def test_a_selection_left_far_behind_is_made_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(manager_module, "RECENT_NAMES", 8)
+    m = await _manager(10)
+    try:
+        assert await m.match("^late-") == []
+        for i in range(20):  # more new queues than the manager remembers
+            await m.ensure(f"late-{i:02d}")
+        assert sorted(q.name for q in await m.match("^late-")) == [f"late-{i:02d}" for i in range(20)]
+    finally:
+        await m.close()
+
+
+async def test_kept_selections_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(manager_module, "SELECTIONS", 4)
+    monkeypatch.setattr(manager_module, "SELECTED_NAMES", 25)
+    m = await _manager(30)
+    try:
+        for i in range(10):
+            await m.pull_any(f"^q-0000{i}$", 0)
+        assert len(m._selections) == 4
+        await m.pull_any("^q-", 0)  # 30 names: more than may be kept at all
+        assert m._selected <= 25 and "^q-" not in m._selections
+        assert sum(len(s.names) for s in m._selections.values()) == m._selected
+    finally:
+        await m.close()
+
+
+async def test_pull_any_waiting_on_many_queues_gets_a_message_pushed_to_any(many: QueueManager) -> None:
+    waiting = asyncio.create_task(many.pull_any("^q-", 5))
+    await asyncio.sleep(0.05)
+    await many.push("q-19999", make_item(b"last"))
+    d = await asyncio.wait_for(waiting, 5)
+    assert d is not None and d.queue == "q-19999"
+
+
+async def test_default_props_are_matched_once_per_queue_not_at_every_push(
+    many: QueueManager, searches: SearchCounter
+) -> None:
+    await many.set_default_props([("^x-", {"retry": 7}), ("^q-", {"retry": 5})])
+    assert searches.take() == 0, "changing the defaults matches no queue yet"
+    for _ in range(3):
+        await many.push("q-00007", make_item(b"m"))
+    assert searches.take() == 2, "the first push looks up the list (two entries), the others keep the result"
+    d = await many.pull("q-00007", 0)
+    assert d is not None and d.message.retry == 5
+
+
+async def test_a_stored_default_regex_that_cannot_run_is_skipped() -> None:
+    # As an older journal or an Erlang node of the cluster could hold.
+    store = MemoryStore()
+    await store.set_default_props([("^(?!tmp)", {"retry": 9}), ("^q", {"retry": 4})])
+    m = QueueManager(store)
+    await m.start()
+    try:
+        assert (await m.get_props("q1")).retry == 4
+    finally:
+        await m.close()

@@ -387,7 +387,12 @@ class MnesiaStore:
                         continue
                     try:
                         results, unknown = await self._call_many([(f, a) for f, a, _ in batch])
-                    except ClusterError as e:
+                    except asyncio.CancelledError:
+                        self._table_calls[name][:0] = batch  # cancelled with the others below
+                        raise
+                    except Exception as e:
+                        # Any error, not only a ClusterError, is its callers': they must not
+                        # wait for ever on a runner that gave up on them.
                         for _, _, fut in batch:
                             if not fut.done():
                                 fut.set_exception(e)

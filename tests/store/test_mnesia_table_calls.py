@@ -14,7 +14,7 @@ import pytest
 import pylmq.cluster  # noqa: F401  (pylmq.store.mnesia is imported through it: the two import each other)
 from pylmq.core.message import Item
 from pylmq.dist.terms import Atom, Export, Term
-from pylmq.errors import ClusterError, NodeDown, PeerStalled
+from pylmq.errors import ClusterError, HandshakeError, NodeDown, PeerStalled
 from pylmq.store.gate import QueueGate
 from pylmq.store.memory import MemoryStore
 from pylmq.store.mnesia import MnesiaStore
@@ -282,3 +282,35 @@ async def test_a_batch_is_bounded_failed_over_and_refused_as_one_call_with_a_503
     assert f"peer {batches[0].peer} stalled before the call was sent" in detail, detail
     assert f"peer {batches[1].peer} stalled" in detail and f"peer {batches[2].peer} went down" in detail, detail
     assert "lmq4@h (silent 3.0 s)" in detail, "expected the peers left out as stalled named too"
+
+
+async def test_a_batch_failing_with_an_error_other_than_a_cluster_error_gives_it_to_its_callers(
+    store: MnesiaStore,
+) -> None:
+    link = joined(store)
+    first = asyncio.create_task(store.done("q", b"u1"))
+    await settle()
+    waiting = [asyncio.create_task(store.done("q", b"u2")), asyncio.create_task(store.dequeue("q", 30))]
+    await settle()
+    link.sent[0].answer.set_exception(HandshakeError("lmq1@h refused the handshake"))
+    async with asyncio.timeout(5):  # the callers must not wait for ever
+        alone = await asyncio.gather(first, return_exceptions=True)
+        assert isinstance(alone[0], HandshakeError), f"expected the error, got {alone}"
+        await settle()
+        link.sent[1].answer.set_exception(HandshakeError("refused again"))
+        batch = await asyncio.gather(*waiting, return_exceptions=True)
+    assert all(isinstance(r, HandshakeError) for r in batch), f"expected the error, got {batch}"
+    assert not store._table_runners and not store._table_calls
+
+
+async def test_closing_the_store_cancels_the_calls_of_a_batch_in_flight_too(store: MnesiaStore) -> None:
+    link = joined(store)
+    first = asyncio.create_task(store.done("q", b"u1"))
+    await settle()
+    waiting = asyncio.create_task(store.done("q", b"u2"))
+    await settle()
+    assert len(link.in_flight) == 1
+    await store.close()
+    async with asyncio.timeout(5):
+        results = await asyncio.gather(first, waiting, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results), results

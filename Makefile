@@ -67,18 +67,21 @@ pytest: $(STAMP) tools interop statsd
 # also run by `make test` as a smoke test: no thresholds). BENCH_ARGS passes more options.
 # An external LMQ measured in the same run (e.g. the original Erlang LMQ):
 #   make bench LMQ_URL=http://127.0.0.1:9980 LMQ_RPC=127.0.0.1:18800 LMQ_PID=<its beam.smp pid>
+# The mixed-cluster targets (two real LMQ nodes from ../shared/lmq-reference and a pylmq node
+# joined; skipped with the reason without the kit): make bench MIXED=1 (about 2 minutes).
 BENCH_STAMP := $(VENV)/.installed-bench
 BENCH_ARGS ?=
 LMQ_URL ?=
 LMQ_RPC ?=
 LMQ_PID ?=
+MIXED ?=
 $(BENCH_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	touch $@
 
 bench: $(BENCH_STAMP)
-	$(BIN)/python -m bench $(if $(QUICK),--quick) $(if $(LMQ_URL),--lmq-url $(LMQ_URL)) \
+	$(BIN)/python -m bench $(if $(QUICK),--quick) $(if $(MIXED),--mixed) $(if $(LMQ_URL),--lmq-url $(LMQ_URL)) \
 	  $(if $(LMQ_RPC),--lmq-rpc $(LMQ_RPC)) $(if $(LMQ_PID),--lmq-pid $(LMQ_PID)) $(BENCH_ARGS)
 
 test: lint pytest

@@ -5,6 +5,8 @@
     python -m bench --targets memory,ceiling --workloads w3_steady
     python -m bench --lmq-url http://127.0.0.1:9980 --lmq-rpc 127.0.0.1:18800   # + an Erlang LMQ
     make bench LMQ_URL=http://127.0.0.1:9980 LMQ_RPC=127.0.0.1:18800 LMQ_PID=<beam pid>   # full run + it
+    python -m bench --mixed          # only the mixed-cluster targets (real LMQ nodes from the kit)
+    make bench MIXED=1               # the same; BENCH_ARGS="--mixed --targets memory" adds targets
 
 The external LMQ (target ``lmq``) is spoken to over RPC in old-spec msgpack (no str8/bin), the
 only one the original LMQ parses (--no-lmq-rpc-oldspec for a server that parses the current
@@ -29,6 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.install import ensure
+from bench.mixed import run_mixed
+from bench.mixed import summary as mixed_summary
+from bench.mixed import summary_md as mixed_summary_md
 from bench.model import FULL, LIGHT_DEPTHS, LIGHT_WORKLOADS, QUICK, Cell, Skip
 from bench.report import write
 from bench.runner import WORKLOADS, Ctx, run_target
@@ -61,6 +66,14 @@ def _parser() -> argparse.ArgumentParser:
         "(default on: the original LMQ's msgpack-erlang 0.2.3 closes the connection on a str8)",
     )
     p.add_argument("--lmq-pid", type=int, help="OS pid of that LMQ's server (beam.smp): report its RSS and CPU")
+    p.add_argument(
+        "--mixed",
+        action="store_true",
+        help="the mixed-cluster targets (bench/mixed.py): two real LMQ nodes from the reference kit and a "
+        "pylmq node joined; alone unless --targets is given too",
+    )
+    p.add_argument("--mixed-rounds", type=int, default=3, help="rounds of the mixed targets (medians; default 3)")
+    p.add_argument("--mixed-connections", type=int, default=8, help="connections per side (default 8)")
     p.add_argument("--no-install", action="store_true", help="never apt-get install missing servers")
     p.add_argument("--budget", type=float, help="time budget of the whole run in seconds")
     p.add_argument("--cell-seconds", type=float, help="time bound of one measured cell")
@@ -90,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         budget = replace(budget, cell_seconds=args.cell_seconds)
     total = args.budget or (150.0 if args.quick else 800.0)
     names = args.targets.split(",") if args.targets else list(QUICK_TARGETS if args.quick else FULL_TARGETS)
+    if args.mixed and not args.targets:
+        names = []
     workloads = args.workloads.split(",") if args.workloads else list(ALL_WORKLOADS)
     for n in names:
         if n not in TARGETS:
@@ -151,6 +166,18 @@ def main(argv: list[str] | None = None) -> int:
                 targets_meta[target.name] = {"failed": repr(e)[:500]}
             finally:
                 target.stop()
+        if args.mixed:
+            log("== mixed cluster")
+            try:
+                got, info = run_mixed(
+                    wrk, Path(scratch), rounds=args.mixed_rounds, connections=args.mixed_connections,
+                    seconds=budget.cell_seconds, log=log,
+                )  # fmt: skip
+                cells += got
+                targets_meta["mixed"] = {**info, "summary": mixed_summary(got)}
+            except Skip as e:
+                log(f"  skipped: {e}")
+                targets_meta["mixed"] = {"skipped": str(e)}
     meta = {
         "started": started,
         "mode": "quick" if args.quick else "full",
@@ -164,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         **_versions(),
     }
     md = write(out, cells, meta)
+    if any(c.workload == "cycle" for c in cells):
+        mixed_md = mixed_summary_md(cells)
+        md += "\n" + mixed_md
+        with open(out / "results.md", "a") as f:
+            f.write("\n" + mixed_md)
     print(md)
     print(f"results: {out}/results.md, {out}/results.json, chart {out}/chart.png")
     # A smoke run asserts no speed, but a pylmq that answers nothing at all is a failure.

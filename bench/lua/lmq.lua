@@ -12,6 +12,9 @@
 --              pull may answer 204 while the queue is full. The markers are looked at only on
 --              a 204; the first 204 that finds them all is followed by one more pull, since it
 --              may have been answered before the last push.
+-- MODE cycle:  each connection repeats push, pull (t=PULL_T), ack until it has acked QUOTA
+--              messages (one cycle per ack); an empty pull (another connection of a shared
+--              queue took the message) goes back to the push.
 -- A pull answer that carries x-lmq-message-id is a message (whatever its status, so that a
 -- no-op responder adding that header runs the very same requests). A connection that is done
 -- writes MARKER_DIR/<thread id> and stops; the driver interrupts wrk when all are done.
@@ -64,7 +67,7 @@ function init(args)
   else
     role = "consumer"
   end
-  state = "pull"
+  state = mode == "cycle" and "push" or "pull"
   push_req = wrk.format("POST", "/messages/" .. queue, { ["Content-Type"] = "application/octet-stream" }, body)
   pull_req = wrk.format("GET", "/messages/" .. queue .. "?t=" .. pull_t)
 end
@@ -95,7 +98,7 @@ function request()
     return wrk.format("GET", "/bench-finished")
   end
   if t_first == 0 then t_first = now() end
-  if role == "producer" then
+  if role == "producer" or state == "push" then
     inflight = "push"
     return push_req
   end
@@ -126,7 +129,11 @@ function response(status, headers, _)
     else
       bad = bad + 1
     end
-    if pushed >= quota then finish() end
+    if mode == "cycle" then
+      state = "pull"
+    elseif pushed >= quota then
+      finish()
+    end
   elseif inflight == "pull" then
     local id = header(headers, "x-lmq-message-id")
     if id then
@@ -134,7 +141,9 @@ function response(status, headers, _)
       state = "ack"
     elseif status == 204 then
       empties = empties + 1
-      if mode ~= "steady" or all_pushed then
+      if mode == "cycle" then
+        state = "push"
+      elseif mode ~= "steady" or all_pushed then
         finish()
       else
         all_pushed = producers_done()
@@ -143,7 +152,7 @@ function response(status, headers, _)
       bad = bad + 1
     end
   else
-    state = "pull"
+    state = mode == "cycle" and "push" or "pull"
     if status >= 200 and status < 300 then
       acked = acked + 1
       t_last = now()

@@ -48,6 +48,17 @@ timeout after the call was sent, so that its outcome is unknown:
   the same delivery, and in both the message's fate is what LMQ gives it anyway.
 - ``create``/``delete``/props/default props are idempotent and are retried.
 
+Transactions on one queue's table are admitted by a :class:`~pylmq.store.gate.QueueGate`:
+enqueues together, the others (dequeue, done, retain, release, put_back: they lock the whole
+table) one at a time, since concurrent ones make Mnesia restart them after random sleeps. Those
+that wait for their turn are sent in one rpc (``lists:zipwith3(fun erlang:apply/3, ...)``), so
+the peer runs them back to back, each its own ``lmq_lib`` transaction as a queue process would,
+without a round trip to this node in between. A batch is one call for the rules above: bounded
+by ``rpc_timeout``, failed over like its calls (all of them may be retried), its 503 naming
+the calls it held. If one call of a batch raised on the peer (a bug, never a normal answer)
+the whole batch fails and the calls before it may have committed: their callers get a
+:class:`~pylmq.errors.ClusterError`, as for a call whose outcome is unknown.
+
 In the cluster the store refuses props the Erlang nodes cannot serve (:func:`erlang_props_problem`),
 before anything reaches Mnesia: they would store them, then fail on every request that shows them.
 
@@ -62,6 +73,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Protocol
 
 from pylmq.cluster.mirror import Mirror
@@ -77,8 +90,9 @@ from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.message import Item, Message, Retry
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult
-from pylmq.dist.terms import Atom, Term
+from pylmq.dist.terms import Atom, Export, Term
 from pylmq.errors import ClusterError, InvalidProps, NodeDown, PeerStalled, RemoteError
+from pylmq.store.gate import QueueGate
 from pylmq.store.local import LocalStore
 
 __all__ = [
@@ -102,6 +116,8 @@ NO_QUEUE = (ERROR, A("no_queue_exists"))
 ACCUM_REPLY = {OK: "no", (A("accum"), A("new")): "new", (A("accum"), A("yes")): "yes"}
 RPC_TIMEOUT = 5.0  # seconds a call to an Erlang peer may take; Settings.rpc_timeout
 SUSPECT_FOR = 10.0  # seconds a peer that let a call time out is tried after the others
+BATCH_MAX = 32  # table transactions of one queue sent in one rpc
+APPLY3 = Export(A("erlang"), A("apply"), 3)
 HOLD_FIRST, HOLD_MAX = 0.05, 1.0
 # jsonx, LMQ's JSON encoder, fails on larger integers (no_match): an Erlang node holding one in a
 # queue's props answers GET /stats and GET /properties with 500. Its msgpack wraps past 2**64.
@@ -203,6 +219,10 @@ class MnesiaStore:
         self._turn = itertools.count()
         self._holds: dict[str, tuple[int, float, float]] = {}  # name -> (mirror seq, until, length)
         self._suspects: dict[str, float] = {}  # peer -> until when it is tried last
+        self._gates: dict[str, QueueGate] = {}  # queues with message transactions in flight
+        # Table transactions waiting for their queue's turn, and the task sending them (per queue).
+        self._table_calls: dict[str, list[tuple[str, list[Term], asyncio.Future[tuple[Term, bool]]]]] = {}
+        self._table_runners: dict[str, asyncio.Task[None]] = {}
 
     @property
     def clustered(self) -> bool:
@@ -214,6 +234,8 @@ class MnesiaStore:
         await self.local.open()
 
     async def close(self) -> None:
+        for task in list(self._table_runners.values()):
+            task.cancel()
         await self.local.close()
 
     async def barrier(self) -> None:
@@ -284,14 +306,18 @@ class MnesiaStore:
             raise ClusterError("not joined to a cluster")
         return self.link
 
-    async def _call(self, function: str, args: list[Term], *, retry_unknown: bool) -> tuple[Term, bool]:
-        """``lmq_lib:function(args)`` on a peer; returns (result, whether an earlier attempt's
-        outcome is unknown). Peers are taken in turn; see the module docstring for failover."""
+    async def _call(
+        self, function: str, args: list[Term], *, retry_unknown: bool, module: str = "lmq_lib", what: str = ""
+    ) -> tuple[Term, bool]:
+        """``module:function(args)`` (``lmq_lib`` unless told) on a peer; returns (result, whether
+        an earlier attempt's outcome is unknown). Peers are taken in turn; see the module docstring
+        for failover. ``what`` names the operation in errors (``module:function`` unless told)."""
+        what = what or f"{module}:{function}"
         link = self._link()
         unknown = False
         peers = link.peers()
         if not peers:
-            raise ClusterError(f"lmq_lib:{function} not run: no Erlang LMQ peer is reachable{_skipped(link)}")
+            raise ClusterError(f"{what} not run: no Erlang LMQ peer is reachable{_skipped(link)}")
         start = next(self._turn) % len(peers)
         now = self.clock.now()
         # Peers that let a call time out lately go last: alive maybe, but slow or stalling.
@@ -301,27 +327,103 @@ class MnesiaStore:
         for n, peer in enumerate(order, 1):
             began = loop.time()
             try:
-                return await link.rpc(peer, "lmq_lib", function, args, self.rpc_timeout), unknown
+                return await link.rpc(peer, module, function, args, self.rpc_timeout), unknown
             except (NodeDown, TimeoutError) as e:
                 if isinstance(e, PeerStalled) and not e.sent:
                     # It stalled after peers() was taken; the call never went out: the next peer.
                     failures.append(f"peer {peer} stalled before the call was sent")
                     continue
-                what = _failure(peer, e, loop.time() - began)
-                failures.append(what)
+                failure = _failure(peer, e, loop.time() - began)
+                failures.append(failure)
                 if isinstance(e, TimeoutError):
                     self._suspects[peer] = self.clock.now() + SUSPECT_FOR
                 unknown = True
                 if not retry_unknown:
                     raise ClusterError(
-                        f"lmq_lib:{function}: {what}; its outcome is unknown (it may or may not have"
+                        f"{what}: {failure}; its outcome is unknown (it may or may not have"
                         " been applied), so it was not retried: retry if a duplicate is acceptable"
                     ) from e
                 if n < len(order):
-                    log.warning("lmq_lib:%s: %s; retrying it on another peer", function, what)
+                    log.warning("%s: %s; retrying it on another peer", what, failure)
             except RemoteError as e:
-                raise ClusterError(f"lmq_lib:{function} failed on {peer}: {e.detail}") from e
-        raise ClusterError(f"lmq_lib:{function} failed on every Erlang LMQ peer: {'; '.join(failures)}{_skipped(link)}")
+                raise ClusterError(f"{what} failed on {peer}: {e.detail}") from e
+        raise ClusterError(f"{what} failed on every Erlang LMQ peer: {'; '.join(failures)}{_skipped(link)}")
+
+    @asynccontextmanager
+    async def _gated(self, name: str, *, exclusive: bool) -> AsyncIterator[None]:
+        """Admit a message transaction on ``name`` through its gate (see pylmq.store.gate):
+        enqueues together, any other alone."""
+        gate = self._gates.get(name)
+        if gate is None:
+            gate = self._gates[name] = QueueGate()
+        try:
+            async with gate.exclusive() if exclusive else gate.shared():
+                yield
+        finally:
+            if gate.idle and self._gates.get(name) is gate:
+                del self._gates[name]
+
+    async def _table_call(self, name: str, function: str, args: list[Term]) -> tuple[Term, bool]:
+        """``lmq_lib:function(args)``, a transaction that locks the table of queue ``name``
+        (dequeue, done, retain, release, put_back), retried on another peer if its outcome is
+        unknown. Those of one queue run one at a time (pylmq.store.gate), and the ones that
+        wait for their turn go together in one rpc, run one after the other on the peer."""
+        fut: asyncio.Future[tuple[Term, bool]] = asyncio.get_running_loop().create_future()
+        self._table_calls.setdefault(name, []).append((function, args, fut))
+        if name not in self._table_runners:
+            task = asyncio.get_running_loop().create_task(self._run_table_calls(name), name=f"mnesia:{name}")
+            self._table_runners[name] = task
+        return await fut
+
+    async def _run_table_calls(self, name: str) -> None:
+        try:
+            while self._table_calls.get(name):
+                async with self._gated(name, exclusive=True):
+                    waiting = self._table_calls[name]
+                    # A caller that gave up before its call was sent is not run at all.
+                    batch = [c for c in waiting[:BATCH_MAX] if not c[2].done()]
+                    del waiting[:BATCH_MAX]
+                    if not batch:
+                        continue
+                    try:
+                        results, unknown = await self._call_many([(f, a) for f, a, _ in batch])
+                    except asyncio.CancelledError:
+                        self._table_calls[name][:0] = batch  # cancelled with the others below
+                        raise
+                    except Exception as e:
+                        # Any error, not only a ClusterError, is its callers': they must not
+                        # wait for ever on a runner that gave up on them.
+                        for _, _, fut in batch:
+                            if not fut.done():
+                                fut.set_exception(e)
+                        continue
+                    for (_, _, fut), result in zip(batch, results, strict=True):
+                        if not fut.done():
+                            fut.set_result((result, unknown))
+        finally:
+            self._table_runners.pop(name, None)
+            left = self._table_calls.pop(name, [])
+            for _, _, fut in left:  # only when this task was cancelled (the node stops)
+                fut.cancel()
+
+    async def _call_many(self, calls: list[tuple[str, list[Term]]]) -> tuple[list[Term], bool]:
+        """Several lmq_lib calls in one rpc, ``lists:zipwith3(fun erlang:apply/3, ...)``: the
+        peer runs them in order, each its own transaction, as a queue process would."""
+        if len(calls) == 1:
+            result, unknown = await self._call(calls[0][0], calls[0][1], retry_unknown=True)
+            return [result], unknown
+        modules: list[Term] = [A("lmq_lib")] * len(calls)
+        functions: list[Term] = [A(f) for f, _ in calls]
+        arglists: list[Term] = [a for _, a in calls]
+        # Errors name the lmq_lib operations the batch held, not lists:zipwith3.
+        names = ", ".join(f"lmq_lib:{f}" for f in dict.fromkeys(f for f, _ in calls))
+        what = f"{names} ({len(calls)} calls in one rpc)"
+        results, unknown = await self._call(
+            "zipwith3", [APPLY3, modules, functions, arglists], retry_unknown=True, module="lists", what=what
+        )
+        if not isinstance(results, list) or len(results) != len(calls):
+            raise ClusterError(f"{what} answered {results!r:.300}")
+        return results, unknown
 
     @staticmethod
     def _check(function: str, result: Term) -> Term:
@@ -416,11 +518,12 @@ class MnesiaStore:
             return await self.local.enqueue(name, item, retry, accum)
         atom = name_to_atom(name)
         args = [atom, item_to_term(item), [(A("accum"), round(accum * 1000)), (A("retry"), retry_to_term(retry))]]
-        result, _ = await self._call("enqueue", args, retry_unknown=False)
-        if result == NO_QUEUE:
-            # Nothing was written; the queue was deleted under us: created on use, as LMQ does.
-            await self.create(name)
+        async with self._gated(name, exclusive=False):
             result, _ = await self._call("enqueue", args, retry_unknown=False)
+            if result == NO_QUEUE:
+                # Nothing was written; the queue was deleted under us: created on use, as LMQ does.
+                await self.create(name)
+                result, _ = await self._call("enqueue", args, retry_unknown=False)
         reply = ACCUM_REPLY.get(result)
         if reply is None:
             raise ClusterError(f"lmq_lib:enqueue answered {result!r:.300}")
@@ -433,7 +536,7 @@ class MnesiaStore:
         t = self.mirror.table(name)
         first = t.first() if t is not None else None
         seq = self.mirror.seq.get(name, 0)
-        result, _ = await self._call("dequeue", [name_to_atom(name), _whole(timeout)], retry_unknown=True)
+        result, _ = await self._table_call(name, "dequeue", [name_to_atom(name), _whole(timeout)])
         if result is EMPTY or result == NO_QUEUE:
             self._hold(name, seq)
             return None
@@ -447,8 +550,8 @@ class MnesiaStore:
         retention = now - first.id[0] if first is not None and first.id[0] <= now else 0.0
         return msg, max(0.0, retention)
 
-    async def _settle(self, function: str, args: list[Term]) -> bool:
-        result, unknown = await self._call(function, args, retry_unknown=True)
+    async def _settle(self, name: str, function: str, args: list[Term]) -> bool:
+        result, unknown = await self._table_call(name, function, args)
         if result is OK:
             return True
         if result is NOT_FOUND or result == NO_QUEUE:
@@ -459,17 +562,17 @@ class MnesiaStore:
     async def done(self, name: str, uuid: bytes) -> bool:
         if self.mode != CLUSTER:
             return await self.local.done(name, uuid)
-        return await self._settle("done", [name_to_atom(name), uuid])
+        return await self._settle(name, "done", [name_to_atom(name), uuid])
 
     async def retain(self, name: str, uuid: bytes, timeout: float) -> bool:
         if self.mode != CLUSTER:
             return await self.local.retain(name, uuid, timeout)
-        return await self._settle("retain", [name_to_atom(name), uuid, _whole(timeout)])
+        return await self._settle(name, "retain", [name_to_atom(name), uuid, _whole(timeout)])
 
     async def release(self, name: str, uuid: bytes) -> bool:
         if self.mode != CLUSTER:
             return await self.local.release(name, uuid)
-        ok = await self._settle("release", [name_to_atom(name), uuid])
+        ok = await self._settle(name, "release", [name_to_atom(name), uuid])
         if ok:
             self._link().pushed(name)  # available again: waiting pullers anywhere may take it
         return ok
@@ -477,7 +580,7 @@ class MnesiaStore:
     async def put_back(self, name: str, uuid: bytes) -> bool:
         if self.mode != CLUSTER:
             return await self.local.put_back(name, uuid)
-        ok = await self._settle("put_back", [name_to_atom(name), uuid])
+        ok = await self._settle(name, "put_back", [name_to_atom(name), uuid])
         if ok:
             self._link().pushed(name)
         return ok

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import signal
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -28,64 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_helpers import ROOT, PyNode
+from cluster_helpers import PyNode
 
+from bench.refkit import HOST, KIT, LMQ_REF, free_port, kit_missing_reason
+from bench.refkit import RefNode as KitNode
 
-def _find_kit() -> Path:
-    """``$LMQ_REFERENCE_KIT``, else ``../shared/lmq-reference`` beside the checkout, or beside the
-    main checkout when this one is a git worktree elsewhere."""
-    if os.environ.get("LMQ_REFERENCE_KIT"):
-        return Path(os.environ["LMQ_REFERENCE_KIT"])
-    roots = [ROOT]
-    with suppress(OSError, subprocess.SubprocessError):
-        common = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--path-format=absolute", "--git-common-dir"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        if common:
-            roots.append(Path(common).parent)
-    for root in roots:
-        kit = root.parent / "shared" / "lmq-reference"
-        if (kit / "bin" / "lmq-ref").is_file():
-            return kit
-    return ROOT.parent / "shared" / "lmq-reference"
-
-
-KIT = _find_kit()
-LMQ_REF = KIT / "bin" / "lmq-ref"
-HOST = "127.0.0.1"
-START_TIMEOUT = 120.0  # lmq-ref itself gives up after 30 s of waiting; a join takes longer
-STOP_TIMEOUT = 60.0  # lmq-ref escalates to SIGKILL after 15 s
-
-
-def _otp_release() -> str | None:
-    erl = shutil.which("erl")
-    if erl is None:
-        return None
-    expr = 'io:format("~s", [erlang:system_info(otp_release)]), halt().'
-    try:
-        out = subprocess.run([erl, "-noshell", "-eval", expr], capture_output=True, timeout=60, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.decode(errors="replace").strip()
-
-
-def kit_missing_reason() -> str | None:
-    """Why real LMQ nodes cannot run here, or None when they can."""
-    if not LMQ_REF.is_file() or not os.access(LMQ_REF, os.X_OK):
-        return (
-            f"no LMQ reference kit at {KIT} (bin/lmq-ref missing): the real-LMQ tests need it at"
-            " ../shared/lmq-reference beside the repository, or its path in LMQ_REFERENCE_KIT"
-        )
-    release = _otp_release()
-    if release is None:
-        return "erl (Erlang/OTP 25) is not on PATH: the LMQ reference kit runs only on OTP 25"
-    if release != "25":
-        return f"erl is OTP {release}; the LMQ reference kit's beams and NIF are built for OTP 25 only"
-    return None
+__all__ = ["HOST", "KIT", "LMQ_REF", "RefCluster", "RefNode", "free_port", "kit_or_skip", "reference_cluster"]
 
 
 def kit_or_skip() -> None:
@@ -94,52 +39,8 @@ def kit_or_skip() -> None:
         pytest.skip(reason)
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
-def _lmq_ref(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(LMQ_REF), *args], capture_output=True, text=True, timeout=timeout)
-
-
-class RefNode:
-    """One real LMQ node started by ``lmq-ref``; :meth:`stop` is safe to call at any time."""
-
-    def __init__(self, prefix: str, cookie: str, base: Path) -> None:
-        self.name = f"{prefix}_{secrets.token_hex(4)}@{HOST}"
-        self.cookie = cookie
-        self.dir = base / self.name.split("@")[0]
-        self.http = 0
-        self.rpc = 0
-        self.started = False
-
-    @property
-    def url(self) -> str:
-        return f"http://{HOST}:{self.http}"
-
-    def start(self, join: str | None = None) -> None:
-        last = ""
-        for _ in range(3):  # a port picked free can be taken by someone else before the node binds it
-            self.http, self.rpc = free_port(), free_port()
-            args = ["start", "--name", self.name, "--http", str(self.http), "--rpc", str(self.rpc)]
-            args += ["--dir", str(self.dir), "--cookie", self.cookie] + (["--join", join] if join else [])
-            self.started = True  # stop() must run even when start fails half-way
-            done = _lmq_ref(*args, timeout=START_TIMEOUT)
-            if done.returncode == 0:
-                return
-            last = done.stdout + done.stderr
-            self.stop()
-            if "accept" not in last and "in use" not in last:
-                break
-        raise AssertionError(f"expected real LMQ node {self.name} to start; lmq-ref said:\n{last[-4000:]}")
-
-    def stop(self) -> None:
-        if self.started:
-            with suppress(subprocess.TimeoutExpired):
-                _lmq_ref("stop", "--dir", str(self.dir), timeout=STOP_TIMEOUT)
-            self.started = False
+class RefNode(KitNode):
+    """A real LMQ node (bench/refkit.py) with what only the tests need."""
 
     def kill(self) -> None:
         """SIGKILL, as a crash: only the pid the node recorded, and only while it is that node."""
@@ -155,13 +56,6 @@ class RefNode:
             if self.name.encode() in cmdline:
                 os.kill(pid, sig)
         return pid
-
-    def eval(self, expr: str) -> str:
-        """The value of an Erlang expression on the node, as ``~p`` prints it."""
-        done = _lmq_ref("eval", self.name, self.cookie, expr, timeout=60)
-        if done.returncode != 0:
-            raise AssertionError(f"expected {expr!r} to evaluate on {self.name}; got:\n{done.stdout}{done.stderr}")
-        return done.stdout.strip()
 
     def queue_processes(self) -> list[str]:
         """Names of the queues that have a queue process in this node's lmq_queue_mgr."""

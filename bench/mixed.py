@@ -1,0 +1,273 @@
+"""Mixed-cluster targets: two real Erlang LMQ nodes (the reference kit) and a pylmq node joined.
+
+Workload ``cycle``: with wrk, one connection per thread, each connection repeats push, pull and
+ack (bench/lua/lmq.lua ``cycle`` mode); one cycle is one acked message. Measured in one run,
+on one cluster:
+
+- ``mixed-pylmq``: the connections all go to the pylmq node;
+- ``mixed-erlang``: the connections all go to an Erlang node of the same cluster (the one the
+  pylmq node did not join, so neither side is favoured by being the node pylmq calls first);
+- ``mixed-shared-pylmq`` / ``mixed-shared-erlang``: both at once, C connections each, on one
+  queue: the two wrk processes run side by side, and each side's rate and p99 are its own.
+
+Each round runs the three in turn; ``--mixed-rounds`` rounds give medians (other load on the
+host moves single runs a lot). The summary gives the goals: pylmq's cycle rate over the Erlang
+node's (>= 1.5, p99 no worse), and on the shared queue each side's share of the combined rate
+(>= 1/3). Without the kit (or OTP 25) the targets are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import statistics
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.model import Cell, Skip
+from bench.procs import GroupUsage, Proc, group_usage, wait_port
+from bench.refkit import HOST, RefNode, free_port, kit_missing_reason
+from bench.wrk import WrkRun, run_wrk
+
+__all__ = ["MixedCluster", "mixed_cluster", "run_mixed", "summary_md"]
+
+WORKLOAD = "cycle"
+JOIN_TIMEOUT = 60.0
+
+
+@dataclass
+class MixedCluster:
+    erl: list[RefNode]
+    py: Proc
+    py_url: str
+
+    def erl_usage(self, i: int) -> GroupUsage | None:
+        pid = self.erl[i].pid()
+        return group_usage([pid]) if pid is not None else None
+
+
+def _http(method: str, url: str, body: bytes | None = None) -> tuple[int, bytes, dict[str, str]]:
+    req = urllib.request.Request(url, data=body, method=method, headers={"content-type": "text/plain"})
+    try:
+        with urllib.request.urlopen(req, timeout=15) as r:
+            return r.status, r.read(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), dict(e.headers)
+
+
+def _joined(py_url: str, erl_url: str) -> bool:
+    """A push through pylmq is pulled on the Erlang node: pylmq serves the cluster's queues."""
+    q = "mixed-probe-" + secrets.token_hex(3)
+    try:
+        if _http("POST", f"{py_url}/messages/{q}", b"probe")[0] != 200:
+            return False
+        status, body, headers = _http("GET", f"{erl_url}/messages/{q}?t=1")
+        if status != 200 or body != b"probe":
+            return False
+        mid = {k.lower(): v for k, v in headers.items()}["x-lmq-message-id"]
+        _http("POST", f"{erl_url}/messages/{q}/{mid}?reply=ack")
+        _http("DELETE", f"{erl_url}/queues/{q}")
+        return True
+    except (OSError, KeyError):
+        return False
+
+
+@contextmanager
+def mixed_cluster(scratch: Path) -> Iterator[MixedCluster]:
+    """Two Erlang LMQ nodes in one cluster and one pylmq node (``python -m pylmq``, the release's
+    entry point) joined to the first through ``{lmq, [{join, Node}]}``; all stopped on exit."""
+    reason = kit_missing_reason()
+    if reason is not None:
+        raise Skip(reason)
+    cookie = "bench" + secrets.token_hex(8)
+    base = scratch / "mixed"
+    base.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        erl: list[RefNode] = []
+        for i in range(2):
+            node = RefNode(f"bench{i + 1}", cookie, base)
+            stack.callback(node.stop)
+            try:
+                node.start(join=erl[0].name if erl else None)
+            except RuntimeError as e:
+                raise Skip(str(e)[-400:]) from e
+            erl.append(node)
+        d = base / "pylmq"
+        d.mkdir()
+        (d / "app.config").write_text(f"[{{lmq, [{{join, '{erl[0].name}'}}]}}].\n")
+        http, rpc = free_port(), free_port()
+        argv = [
+            sys.executable, "-m", "pylmq", "--app-config", str(d / "app.config"), "--name",
+            f"pybench_{secrets.token_hex(3)}@{HOST}", "--cookie", cookie, "--http", f"{HOST}:{http}",
+            "--rpc", f"{HOST}:{rpc}", "--store", "memory", "--log-level", "warning", "--statsd", "off",
+            "--stats-interval", "0",
+        ]  # fmt: skip
+        py = Proc(argv, name="pylmq-in-cluster", log=d / "server.log", cwd=d)
+        stack.callback(py.stop)
+        if not wait_port(http, time.monotonic() + 30, py.popen):
+            raise Skip(f"pylmq did not start: {py.tail()[-400:]}")
+        py_url = f"http://{HOST}:{http}"
+        deadline = time.monotonic() + JOIN_TIMEOUT
+        while not _joined(py_url, erl[1].url):
+            if time.monotonic() > deadline or not py.alive():
+                raise Skip(f"pylmq did not join the cluster: {py.tail()[-400:]}")
+            time.sleep(0.5)
+        yield MixedCluster(erl, py, py_url)
+
+
+def _cell(target: str, param: str, run: WrkRun, usage: tuple[GroupUsage | None, GroupUsage | None]) -> Cell:
+    s = run.stats
+    c = Cell(target, "http", WORKLOAD, param, generator="wrk")
+    c.msgs = int(s["acked"])
+    c.seconds = round(s["span"], 3)
+    c.msgs_per_s = round(c.msgs / s["span"], 1) if s["span"] > 0 and c.msgs else None
+    c.p50_ms, c.p99_ms, c.p999_ms = (round(s[k] / 1000.0, 3) for k in ("p50_us", "p99_us", "p999_us"))
+    c.gen_cpu_pct = round(run.cpu_s / run.wall * 100, 1) if run.wall > 0 else None
+    u0, u1 = usage
+    if u0 is not None and u1 is not None and run.wall > 0:
+        c.server_cpu_pct = round((u1.cpu_s - u0.cpu_s) / run.wall * 100, 1)
+        c.server_rss_mb = round(u1.rss_bytes / 2**20, 1)
+    c.extra.update(requests=s["requests"], empties=s["empties"], bad=s["bad"] + s["wrk_errors"])
+    if s["bad"] + s["wrk_errors"]:
+        c.error = f"{s['bad'] + s['wrk_errors']} failed requests"
+    return c
+
+
+def _cycles(wrk: str, url: str, queue: str, c: int, seconds: float) -> WrkRun:
+    # A quota no connection reaches: the cell is bounded by time, so both sides of the shared
+    # queue run for the same span.
+    return run_wrk(wrk, url, mode="cycle", queue=queue, connections=c, quota=10**9, pull_t="1", seconds=seconds)
+
+
+def run_round(wrk: str, m: MixedCluster, c: int, seconds: float, tag: str, log: Callable[[str], None]) -> list[Cell]:
+    cells: list[Cell] = []
+    sides = [("pylmq", m.py_url, m.py.usage), ("erlang", m.erl[1].url, lambda: m.erl_usage(1))]
+    for side, url, usage in sides:
+        u0 = usage()
+        run = _cycles(wrk, url, f"mx{tag}-{side}", c, seconds)
+        cells.append(_cell(f"mixed-{side}", f"c={c}", run, (u0, usage())))
+        log(f"    {cells[-1].target} {c}: {cells[-1].msgs_per_s} cycles/s p99 {cells[-1].p99_ms} ms")
+    # Both at once on one queue: one wrk per side, started together.
+    q = f"mx{tag}-shared"
+    runs: dict[str, WrkRun] = {}
+    errors: list[BaseException] = []
+    u0s = {side: usage() for side, _, usage in sides}
+
+    def go(side: str, url: str) -> None:
+        try:
+            runs[side] = _cycles(wrk, url, q, c, seconds)
+        except BaseException as e:  # reported below, the other side still ends
+            errors.append(e)
+
+    threads = [threading.Thread(target=go, args=(side, url)) for side, url, _ in sides]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    for side, _, usage in sides:
+        cells.append(_cell(f"mixed-shared-{side}", f"c={c}+{c}", runs[side], (u0s[side], usage())))
+        log(f"    {cells[-1].target} {c}+{c}: {cells[-1].msgs_per_s} cycles/s p99 {cells[-1].p99_ms} ms")
+    return cells
+
+
+def run_mixed(
+    wrk: str | None, scratch: Path, *, rounds: int, connections: int, seconds: float, log: Callable[[str], None]
+) -> tuple[list[Cell], dict[str, Any]]:
+    """The mixed-cluster cells of ``rounds`` rounds, and what the targets of the run were."""
+    if wrk is None:
+        raise Skip("wrk is not installed")
+    cells: list[Cell] = []
+    with mixed_cluster(scratch) as m:
+        info = {
+            "erlang_nodes": [n.name for n in m.erl],
+            "pylmq_joined": m.erl[0].name,
+            "measured_erlang": m.erl[1].name,
+        }
+        for r in range(rounds):
+            log(f"  mixed round {r + 1}/{rounds}")
+            for cell in run_round(wrk, m, connections, seconds, f"{r}{secrets.token_hex(2)}", log):
+                cell.extra["round"] = r + 1
+                cells.append(cell)
+    return cells, info
+
+
+def _median(cells: list[Cell], target: str, attr: str) -> float | None:
+    vals = [getattr(c, attr) for c in cells if c.target == target and getattr(c, attr) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def summary(cells: list[Cell]) -> dict[str, Any]:
+    """Medians over the rounds, and the goals: pylmq/Erlang >= 1.5 with a p99 no worse, and each
+    side's share of the shared queue's combined rate >= 1/3 (ratios within a round, then median)."""
+    med = {t: {a: _median(cells, t, a) for a in ("msgs_per_s", "p99_ms", "gen_cpu_pct", "server_cpu_pct")}
+           for t in ("mixed-pylmq", "mixed-erlang", "mixed-shared-pylmq", "mixed-shared-erlang")}  # fmt: skip
+    by_round: dict[int, dict[str, Cell]] = {}
+    for c in cells:
+        by_round.setdefault(int(c.extra.get("round", 0)), {})[c.target] = c
+    ratios, shares = [], []
+    for r in by_round.values():
+        p, e = r.get("mixed-pylmq"), r.get("mixed-erlang")
+        if p and e and p.msgs_per_s and e.msgs_per_s:
+            ratios.append(p.msgs_per_s / e.msgs_per_s)
+        sp, se = r.get("mixed-shared-pylmq"), r.get("mixed-shared-erlang")
+        if sp and se:
+            a, b = sp.msgs_per_s or 0.0, se.msgs_per_s or 0.0
+            if a + b > 0:
+                shares.append(min(a, b) / (a + b))
+    ratio = statistics.median(ratios) if ratios else None
+    share = statistics.median(shares) if shares else None
+    p99p, p99e = med["mixed-pylmq"]["p99_ms"], med["mixed-erlang"]["p99_ms"]
+    return {
+        "medians": med,
+        "ratio_pylmq_over_erlang": ratio,
+        "ratio_ok": ratio is not None and ratio >= 1.5,
+        "p99_ok": p99p is not None and p99e is not None and p99p <= p99e,
+        "smaller_share_of_shared": share,
+        "share_ok": share is not None and share >= 1 / 3,
+        "rounds": len(by_round),
+    }
+
+
+def summary_md(cells: list[Cell]) -> str:
+    s = summary(cells)
+    med = s["medians"]
+
+    def f(v: float | None, d: int = 0) -> str:
+        return "-" if v is None else f"{v:,.{d}f}"
+
+    rows = "\n".join(
+        f"| {t} | {f(v['msgs_per_s'])} | {f(v['p99_ms'], 1)} | {f(v['server_cpu_pct'])} | {f(v['gen_cpu_pct'])} |"
+        for t, v in med.items()
+    )
+    return (
+        f"## Mixed cluster (medians of {s['rounds']} rounds, cycles/s = push+pull+ack per connection)\n\n"
+        "| target | cycles/s | p99 ms | server CPU % | gen CPU % |\n|---|---:|---:|---:|---:|\n"
+        + rows
+        + f"\n\npylmq / Erlang node: {f(s['ratio_pylmq_over_erlang'], 2)} (goal >= 1.5: "
+        f"{'met' if s['ratio_ok'] else 'NOT met'}); p99 no worse than the Erlang node's: "
+        f"{'met' if s['p99_ok'] else 'NOT met'}.\n"
+        f"Shared queue, smaller side's share of the combined rate: {f(s['smaller_share_of_shared'], 2)} "
+        f"(goal >= 0.33: {'met' if s['share_ok'] else 'NOT met'}).\n"
+    )
+
+
+if __name__ == "__main__":  # python -m bench.mixed: the mixed cells alone, printed as JSON
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="pylmq-mixed-") as tmp:
+        got, _info = run_mixed(
+            "wrk", Path(tmp), rounds=int(sys.argv[1]) if len(sys.argv) > 1 else 1, connections=8, seconds=6,
+            log=lambda s: print(s, flush=True),
+        )  # fmt: skip
+        print(summary_md(got))
+        print(json.dumps([c.to_json() for c in got]))

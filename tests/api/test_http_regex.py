@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import time
 
-from pylmq.core.pattern import MAX_PATTERN_BYTES
-from pylmq.core.props import MAX_DEFAULTS, MAX_DEFAULTS_BYTES
+from pylmq.core.pattern import MAX_PATTERN_BYTES, MAX_PROGRAM, compile_pattern
+from pylmq.core.props import MAX_DEFAULTS, MAX_DEFAULTS_BYTES, MAX_DEFAULTS_PROGRAM
 
 JSON_CT = {"Content-Type": "application/json"}
 # 25 "a" and a "!": a backtracking engine needs seconds for (a+)+$ here, twice that per "a" more.
@@ -109,3 +109,31 @@ async def test_a_default_list_whose_regexes_are_too_long_together_is_a_400(api) 
     assert status == 400 and doc is not None and str(MAX_DEFAULTS_BYTES) in doc["detail"], doc
     assert (await api.request("GET", "/properties")).json() == []
     assert (await _put_defaults(api, entries[:-1]))[0] == 204
+
+
+# Within the length limit, but RE2 compiles it to ~1,800 instructions, all alive at every byte of
+# a random name of a and b: tens of milliseconds a match on a 255-byte name.
+COSTLY = "|".join(f"(?:a[ab]{{{k}}}c)" for k in range(1, 60))
+
+
+async def test_a_pattern_too_costly_to_match_is_a_400_naming_it(api) -> None:
+    await api.push("ab", b"x")
+    for r in (await api.pull_any(COSTLY, t=0), await api.pull_any(COSTLY, t=5), await api.push_all(COSTLY, b"y")):
+        assert r.status == 400 and r.json()["error"] == "invalid_regex", r
+        assert COSTLY[:40] in r.json()["detail"] and str(MAX_PROGRAM) in r.json()["detail"], r.json()
+    status, doc = await _put_defaults(api, [[COSTLY, {"retry": 1}]])
+    assert status == 400 and doc is not None and doc["error"] == "invalid_regex" and COSTLY[:40] in doc["detail"]
+    assert (await api.request("GET", "/properties")).json() == []
+    assert (await api.pull("ab")).body == b"x", "nothing was pushed or taken"
+
+
+async def test_a_default_list_too_costly_to_match_together_is_a_400_and_nothing_is_stored(api) -> None:
+    # Each entry is allowed alone; together a queue's first lookup would search them all.
+    entries = [[f"^d{i}[ab]{{700}}$", {"retry": 1}] for i in range(3)]
+    programs = [compile_pattern(regex).program for regex, _ in entries]
+    assert max(programs) <= MAX_PROGRAM < sum(programs) and sum(programs) > MAX_DEFAULTS_PROGRAM
+    status, doc = await _put_defaults(api, entries)
+    assert status == 400 and doc is not None and doc["error"] == "invalid_props", doc
+    assert str(MAX_DEFAULTS_PROGRAM) in doc["detail"] and "^d2" in doc["detail"], doc
+    assert (await api.request("GET", "/properties")).json() == []
+    assert (await _put_defaults(api, entries[:2]))[0] == 204

@@ -105,6 +105,8 @@ class QueueManager:
         self.observer = observer
         self._queues: dict[str, Queue] = {}
         self._any_waiters: dict[Waiter, Pattern] = {}
+        self._unmatched: deque[Queue] = deque()  # new queues the waiters' regexes have yet to see
+        self._matching: asyncio.Task[None] | None = None  # the task that shows them (owned here)
         self._created = 0  # queues attached so far: the serial number of the last one
         self._recent: deque[str] = deque(maxlen=RECENT_NAMES)  # the last ones, oldest first
         self._selections: OrderedDict[str, _Selection] = OrderedDict()
@@ -128,6 +130,9 @@ class QueueManager:
 
     async def close(self) -> None:
         self._closed = True
+        if self._matching is not None:
+            self._matching.cancel()
+            await asyncio.wait((self._matching,))
         for w in list(self._any_waiters):
             w.finish(None)
         for q in list(self._queues.values()):
@@ -158,16 +163,46 @@ class QueueManager:
             self._queues[name] = q
             self._created += 1
             self._recent.append(name)
-            # Many clients may wait with one regex: each distinct one is matched once.
-            matched: dict[str, bool] = {}
-            for w, pattern in self._any_waiters.items():
-                if w.live:
+            if self._any_waiters:
+                # Matched in a task of its own, in time slices: each waiting regex may cost up
+                # to a couple of milliseconds, and many may wait. A message pushed to the queue
+                # meanwhile is served when the waiter is added (add_waiter serves what is there).
+                self._unmatched.append(q)
+                if self._matching is None:
+                    self._matching = asyncio.get_running_loop().create_task(
+                        self._match_waiters(), name="pull-any waiters: new queues"
+                    )
+        return q
+
+    async def _match_waiters(self) -> None:
+        """Add each queue of :attr:`_unmatched` to the pull-any waiters whose regex matches its
+        name, giving other tasks a turn every SCAN_SLICE seconds of matching. A waiter that
+        comes meanwhile needs none of this: it brings its selection up to date itself."""
+        clock = time.perf_counter
+        until = clock() + SCAN_SLICE
+        try:
+            while self._unmatched:
+                q = self._unmatched.popleft()
+                if self._queues.get(q.name) is not q:
+                    continue  # deleted meanwhile
+                # Many clients may wait with one regex: each distinct one is matched once.
+                matched: dict[str, bool] = {}
+                for w, pattern in list(self._any_waiters.items()):
+                    if clock() > until:
+                        await asyncio.sleep(0)
+                        until = clock() + SCAN_SLICE
+                    if not w.live:
+                        continue  # answered or gone while this waited for its turn
                     hit = matched.get(pattern.text)
                     if hit is None:
-                        hit = matched[pattern.text] = pattern.search(name)
+                        hit = matched[pattern.text] = pattern.search(q.name)
                     if hit:
                         q.add_waiter(w)
-        return q
+        except Exception:
+            log.exception("matching new queues against waiting pull-any clients failed")
+            self._unmatched.clear()
+        finally:
+            self._matching = None
 
     def get(self, name: str) -> Queue | None:
         return self._queues.get(name)

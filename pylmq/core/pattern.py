@@ -37,13 +37,14 @@ MAX_PATTERN_BYTES: Final = 4096
 """A queue name has at most 255 bytes; 4 KiB still holds an alternation of ~330 names like
 ``queue-00042``."""
 
-MAX_MEMORY: Final = 256 << 10
-"""RE2's memory budget per compiled pattern (program and DFA cache). A pattern whose program
-needs more is refused ("pattern too large": e.g. 22 times ``a{1000}``); a search that fills the
-DFA cache goes on in RE2's NFA. A larger budget does not make a hostile search cheaper (measured:
-the DFA then builds a new state of up to :data:`MAX_PROGRAM` instructions per byte instead, as
-slow or slower), so it stays small. With :data:`CACHE_SIZE` it bounds the cache at 128 MiB when
-every pattern is built to exhaust it; patterns people write take 1-10 KiB."""
+MAX_MEMORY: Final = 64 << 10
+"""RE2's memory budget per compiled pattern (program and DFA cache). RE2 stops compiling a
+program past about 5,000 instructions under it ("pattern too large"), so refusing a pattern
+over :data:`MAX_PROGRAM` costs at most ~1.5 ms of CPU (with 256 KiB RE2 built programs of
+16,000 instructions first, 4-10 ms). A search that fills the DFA cache goes on in RE2's NFA; a
+larger budget does not make a hostile search cheaper (measured: the DFA then builds a new state
+of up to :data:`MAX_PROGRAM` instructions per byte instead, as slow or slower), and patterns
+people write need a few DFA states. With :data:`CACHE_SIZE` it bounds the cache at 32 MiB."""
 
 MAX_PROGRAM: Final = 1000
 """RE2 instructions of a pattern's program (forward or reverse, whichever is larger). A search
@@ -88,16 +89,14 @@ class Pattern:
             compiled = re2.compile(text, _OPTIONS)
         except re2.error as e:
             reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+            if reason.startswith("pattern too large"):  # over RE2's memory budget
+                raise _too_costly(text, "more instructions than RE2's memory budget holds") from None
             raise InvalidRegex(f"invalid regex {text!r}: {reason} ({_UNSUPPORTED_HINT})") from None
         # What one search may cost per byte of the name. The reverse program finds where a
         # match starts (RE2 reports -1 when it was not built).
         self.program: int = max(compiled.programsize, compiled.reverseprogramsize)
         if self.program > MAX_PROGRAM:
-            raise InvalidRegex(
-                f"regex {text[:64]!r}{'...' if len(text) > 64 else ''} is too costly to match: its RE2 "
-                f"program has {self.program} instructions, more than the limit of {MAX_PROGRAM} "
-                "(use fewer or shorter repetitions and alternatives)"
-            )
+            raise _too_costly(text, f"{self.program} instructions")
         self._search = compiled.search
 
     def search(self, name: str) -> bool:
@@ -105,6 +104,14 @@ class Pattern:
 
     def __repr__(self) -> str:
         return f"Pattern({self.text!r})"
+
+
+def _too_costly(text: str, size: str) -> InvalidRegex:
+    shown = f"{text[:64]!r}{'...' if len(text) > 64 else ''}"
+    return InvalidRegex(
+        f"regex {shown} is too costly to match: its RE2 program has {size}, over the limit of "
+        f"{MAX_PROGRAM} instructions (use fewer or shorter repetitions and alternatives)"
+    )
 
 
 def pattern_text(pattern: Any) -> str:

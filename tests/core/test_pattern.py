@@ -90,6 +90,15 @@ def test_a_pattern_whose_program_is_over_the_cost_bound_is_refused_naming_it() -
     assert len(COSTLY) < MAX_PATTERN_BYTES  # refused for its cost, not its length
 
 
+def test_a_pattern_past_re2s_memory_budget_is_refused_as_too_costly() -> None:
+    # 2.7 KiB compiling to 16,000 instructions (24-60 ms a match): RE2 stops before the end.
+    regex = "|".join(f"(?:a[ab]{{{k}}}c)" for k in range(1, 140))
+    with pytest.raises(InvalidRegex) as e:
+        compile_pattern(regex)
+    assert "too costly" in e.value.detail and str(MAX_PROGRAM) in e.value.detail, e.value.detail
+    assert regex[:40] in e.value.detail
+
+
 @pytest.mark.parametrize(
     "regex",
     [

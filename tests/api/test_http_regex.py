@@ -3,10 +3,11 @@ work, a pattern RE2 cannot run or too long is a 400 naming it, and the default l
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
-from pylmq.core.pattern import MAX_PATTERN_BYTES, MAX_PROGRAM, compile_pattern
+from pylmq.core.pattern import MAX_PATTERN_BYTES, MAX_PROGRAM, Pattern, compile_pattern
 from pylmq.core.props import MAX_DEFAULTS, MAX_DEFAULTS_BYTES, MAX_DEFAULTS_PROGRAM
 
 JSON_CT = {"Content-Type": "application/json"}
@@ -137,3 +138,45 @@ async def test_a_default_list_too_costly_to_match_together_is_a_400_and_nothing_
     assert str(MAX_DEFAULTS_PROGRAM) in doc["detail"] and "^d2" in doc["detail"], doc
     assert (await api.request("GET", "/properties")).json() == []
     assert (await _put_defaults(api, entries[:2]))[0] == 204
+
+
+async def test_after_a_restart_stats_looks_up_the_queues_props_in_turns(start, monkeypatch) -> None:
+    # The costliest default list allowed: a first entry near MAX_PROGRAM that matches none of
+    # the queues, so each queue's first lookup searches both entries.
+    near_bound = "|".join(f"(?:a[ab]{{{k}}}c)" for k in range(1, 44))
+    node, api = await start()
+    assert await _put_defaults(api, [[near_bound, {"retry": 1}], ["^q", {"retry": 4}]]) == (204, None)
+    names = [f"q{i:02d}" for i in range(40)]
+    for name in names:
+        assert (await api.push(name, b"m")).status == 200
+    await node.stop()
+    node, api = await start()
+    # Each search costs 3 ms here, as a hostile name can make one near the bound cost.
+    steps = 0
+    at_step: list[int] = []
+    original = Pattern.search
+
+    def slow(p: Pattern, name: str) -> bool:
+        at_step.append(steps)
+        time.sleep(0.003)
+        return original(p, name)
+
+    done = False
+
+    async def other_client() -> None:
+        nonlocal steps
+        while not done:
+            steps += 1
+            await asyncio.sleep(0)
+
+    monkeypatch.setattr(Pattern, "search", slow)
+    other = asyncio.create_task(other_client())
+    try:
+        r = await api.request("GET", "/stats")
+    finally:
+        done = True
+        await other
+    assert r.status == 200 and all(r.json()["queues"][n]["props"]["retry"] == 4 for n in names)
+    assert len(at_step) == 2 * len(names), "each queue's props are looked up once, both entries searched"
+    busiest = max(at_step.count(s) for s in set(at_step))
+    assert busiest <= 2, f"{busiest} searches ran in one loop step (one queue's lookup is 2)"

@@ -265,10 +265,12 @@ class QueueManager:
         search, found, queues = sel.pattern.search, sel.names, self._queues
         clock = time.perf_counter
         until = clock() + SCAN_SLICE
-        for i, n in enumerate(names):
+        for n in names:
             if n in queues and search(n):
                 found[n] = None
-            if not i & 15 and clock() > until:
+            # After every name: reading the clock is cheap next to the cheapest search, and one
+            # search may take up to a couple of milliseconds (pylmq.core.pattern.MAX_PROGRAM).
+            if clock() > until:
                 await asyncio.sleep(0)
                 until = clock() + SCAN_SLICE
 

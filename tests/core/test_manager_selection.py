@@ -100,7 +100,7 @@ async def test_the_first_scan_lets_other_clients_in_between(
     many: QueueManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The scan yields by time (a match costs a microsecond or a millisecond by pattern); with
-    # no time allowed it yields at every check, once per 16 names.
+    # no time allowed it yields after every name.
     monkeypatch.setattr(manager_module, "SCAN_SLICE", 0.0)
     turns = 0
     done = asyncio.Event()
@@ -335,3 +335,35 @@ async def test_waiting_with_the_costliest_allowed_regexes_does_not_hold_the_loop
             w.cancel()
         await asyncio.gather(*waiters, return_exceptions=True)
         await m.close()
+
+
+async def test_a_scan_with_costly_matches_yields_after_each_one_over_the_slice(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every search costs 3 ms here, as one near MAX_PROGRAM can on a hostile name.
+    m = await _manager(40)
+    steps = 0
+    done = asyncio.Event()
+
+    async def other_client() -> None:
+        nonlocal steps
+        while not done.is_set():
+            steps += 1
+            await asyncio.sleep(0)
+
+    at_step: list[int] = []
+    original = Pattern.search
+
+    def slow(p: Pattern, name: str) -> bool:
+        at_step.append(steps)
+        time.sleep(0.003)
+        return original(p, name)
+
+    monkeypatch.setattr(Pattern, "search", slow)
+    other = asyncio.create_task(other_client())
+    await asyncio.sleep(0)
+    try:
+        assert len(await m.match("^q-")) == 40
+    finally:
+        done.set()
+        await other
+        await m.close()
+    assert len(at_step) == 40 and len(set(at_step)) == 40, f"searches per loop step: {at_step}"

@@ -367,3 +367,39 @@ async def test_a_scan_with_costly_matches_yields_after_each_one_over_the_slice(m
         await other
         await m.close()
     assert len(at_step) == 40 and len(set(at_step)) == 40, f"searches per loop step: {at_step}"
+
+
+async def test_concurrent_scans_take_their_slices_of_matching_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Five requests with costly regexes (3 ms a search here) over the same names: the loop runs
+    # one slice of matching between two rounds of other tasks, not one per request.
+    m = await _manager(10)
+    steps = 0
+    done = asyncio.Event()
+
+    async def other_client() -> None:
+        nonlocal steps
+        while not done.is_set():
+            steps += 1
+            await asyncio.sleep(0)
+
+    at_step: list[int] = []
+    original = Pattern.search
+
+    def slow(p: Pattern, name: str) -> bool:
+        at_step.append(steps)
+        time.sleep(0.003)
+        return original(p, name)
+
+    monkeypatch.setattr(Pattern, "search", slow)
+    other = asyncio.create_task(other_client())
+    await asyncio.sleep(0)
+    try:
+        found = await asyncio.gather(*(m.match(f"^q-|r{i}") for i in range(5)))
+    finally:
+        done.set()
+        await other
+        await m.close()
+    assert [len(f) for f in found] == [10] * 5
+    assert len(at_step) == 50
+    busiest = max(at_step.count(s) for s in set(at_step))
+    assert busiest == 1, f"{busiest} searches ran in one loop step"

@@ -136,7 +136,7 @@ def parse_default_list(obj: Any, *, accum_key: str = "accum") -> DefaultList:
         raise InvalidProps(f"the default list has {len(obj)} entries, more than the limit of {MAX_DEFAULTS}")
     out: DefaultList = []
     size = program = 0
-    for entry in obj:
+    for i, entry in enumerate(obj):
         if not isinstance(entry, list | tuple) or len(entry) != 2:
             raise InvalidProps(f"each default entry must be [regex, props], got {entry!r}")
         regex, props = entry
@@ -148,8 +148,9 @@ def parse_default_list(obj: Any, *, accum_key: str = "accum") -> DefaultList:
         program += pattern.program
         if program > MAX_DEFAULTS_PROGRAM:
             raise InvalidProps(
-                f"the default list's regexes are too costly to match together: with {text[:64]!r} their "
-                f"RE2 programs have {program} instructions, more than the limit of {MAX_DEFAULTS_PROGRAM}"
+                f"the default list's regexes are too costly to match together: with entry {i + 1} "
+                f"({text[:64]!r}) their RE2 programs have {program} instructions, more than the limit "
+                f"of {MAX_DEFAULTS_PROGRAM}"
             )
         out.append((text, parse_props(props, accum_key=accum_key)))
     return out

@@ -8,12 +8,15 @@ docs/decisions/regex-engine.md.
 2. compile: time (and for ``regex`` memory, in a child process) of normal and hostile patterns;
 3. search: cost of one match of LMQ-style patterns against a queue name, from Python;
 4. PCRE compatibility: which constructs each engine accepts and what it answers, next to what
-   PCRE answers (Erlang's ``re:run``, as LMQ calls it, when ``erl`` is on the PATH).
+   PCRE answers (Erlang's ``re:run``, as LMQ calls it, when ``erl`` is on the PATH);
+5. RE2's cost bound: CPU per search of patterns built to keep every instruction of their
+   program alive, by program size and memory budget, and the time to compile (or refuse) them.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import re
 import shutil
 import subprocess
@@ -195,6 +198,43 @@ def compat() -> None:
         print(f"{what:22} {pattern:18} {name:8} {truth:8} " + " ".join(f"{r:8}" for r in row))
 
 
+def _costly(n: int) -> str:
+    """An alternation of a[ab]{k}c: on a random name of a and b every instruction stays alive."""
+    return "|".join(f"(?:a[ab]{{{k}}}c)" for k in range(1, n))
+
+
+def program_costs(quick: bool) -> None:
+    print("\n## 5. RE2: CPU per search (255-byte random a/b names, best of 3, ms) by program size")
+    rng = random.Random(3)
+    names = ["".join(rng.choice("ab") for _ in range(255)) for _ in range(10 if quick else 30)]
+    budgets = (64 << 10, 256 << 10, 1 << 20, 4 << 20)
+    print(f"{'n':>4} {'program':>8} " + " ".join(f"{b >> 10:>8}K" for b in budgets) + "   compile at each (ms)")
+    for n in (10, 20, 30, 44, 60, 100, 140):
+        row, compiles, size = [], [], "-"
+        for budget in budgets:
+            opts = re2.Options()
+            opts.log_errors, opts.never_capture, opts.max_mem = False, True, budget
+            started = time.thread_time()
+            try:
+                compiled = re2.compile(_costly(n), opts)
+                size = str(max(compiled.programsize, compiled.reverseprogramsize))
+            except re2.error:
+                compiles.append(f"{(time.thread_time() - started) * 1e3:.1f}(refused)")
+                row.append(f"{'-':>9}")
+                continue
+            compiles.append(f"{(time.thread_time() - started) * 1e3:.1f}")
+            best = min(_cpu_per_search(compiled, names) for _ in range(3))
+            row.append(f"{best * 1e3:9.2f}")
+        print(f"{n:4} {size:>8} " + " ".join(row) + "   " + " ".join(compiles))
+
+
+def _cpu_per_search(compiled: Any, names: list[str]) -> float:
+    started = time.thread_time()
+    for name in names:
+        compiled.search(name)
+    return (time.thread_time() - started) / len(names)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="shorter names and fewer compile bombs")
@@ -204,6 +244,7 @@ def main() -> None:
     compile_costs(args.quick)
     search_costs()
     compat()
+    program_costs(args.quick)
 
 
 if __name__ == "__main__":

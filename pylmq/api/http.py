@@ -376,6 +376,10 @@ STATS_STEP = 32
 """Queues that :func:`stats_body` encodes between two yields to the loop (about 50 us each, most
 of it the retention figures and JSON): with 100k queues the whole document (37 MB) held the loop
 for seconds in one step."""
+STATS_SLICE = 0.002
+"""Seconds of work after which :func:`stats_body` yields before a step is full: a queue whose
+props must be looked up again (the default list changed, or the node restarted) may search
+every default regex, a few milliseconds at worst (:data:`pylmq.core.props.MAX_DEFAULTS_PROGRAM`)."""
 _encode = json.JSONEncoder(separators=(",", ":")).encode  # what _dumps calls, minus a layer per call
 
 
@@ -393,6 +397,8 @@ async def stats_body(manager: QueueManager, metrics: StatsSource | None, node: s
     # JSON as json.dumps writes it is ASCII: each batch is encoded once, the pieces joined once.
     parts = [f'{{"active_nodes":{_encode(active)},"all_nodes":{_encode(every)},"queues":{{'.encode()]
     batch: list[str] = []
+    clock = time.perf_counter
+    until = clock() + STATS_SLICE
     for name in heapq.merge(*runs):
         entry = _queue_entry(manager, metrics, active, name)
         if entry is not None:
@@ -401,6 +407,10 @@ async def stats_body(manager: QueueManager, metrics: StatsSource | None, node: s
             parts += (",".join(batch).encode(), b",")
             batch = []
             await asyncio.sleep(0)
+            until = clock() + STATS_SLICE
+        elif clock() > until:
+            await asyncio.sleep(0)
+            until = clock() + STATS_SLICE
     if batch:
         parts.append(",".join(batch).encode())
     elif len(parts) > 1:

@@ -87,7 +87,10 @@ class Service:
         return self.settings.node_name or "nonode@nohost"
 
     def _sizes(self) -> dict[str, tuple[int, int]]:
-        return {q["name"]: (q["size"], q["memory"]) for q in self.node.manager.status()}
+        # Not manager.status(): that also gives each queue's props, which after a restart or a
+        # change of the default list means searching the default regexes for every queue at once.
+        store = self.node.manager.store
+        return {n: (store.size(n), store.memory(n)) for n in self.node.manager.queue_names()}
 
     async def start(self) -> None:
         s = self.settings

@@ -9,11 +9,12 @@ wait is considered too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +106,9 @@ class QueueManager:
         self.observer = observer
         self._queues: dict[str, Queue] = {}
         self._any_waiters: dict[Waiter, Pattern] = {}
+        self._unmatched: deque[Queue] = deque()  # new queues the waiters' regexes have yet to see
+        self._matching: asyncio.Task[None] | None = None  # the task that shows them (owned here)
+        self._matching_turn = asyncio.Lock()  # held for a slice of regex matching (_matching_slice)
         self._created = 0  # queues attached so far: the serial number of the last one
         self._recent: deque[str] = deque(maxlen=RECENT_NAMES)  # the last ones, oldest first
         self._selections: OrderedDict[str, _Selection] = OrderedDict()
@@ -128,6 +132,9 @@ class QueueManager:
 
     async def close(self) -> None:
         self._closed = True
+        if self._matching is not None:
+            self._matching.cancel()
+            await asyncio.wait((self._matching,))
         for w in list(self._any_waiters):
             w.finish(None)
         for q in list(self._queues.values()):
@@ -158,16 +165,52 @@ class QueueManager:
             self._queues[name] = q
             self._created += 1
             self._recent.append(name)
-            # Many clients may wait with one regex: each distinct one is matched once.
-            matched: dict[str, bool] = {}
-            for w, pattern in self._any_waiters.items():
-                if w.live:
+            if self._any_waiters:
+                # Matched in a task of its own, in time slices: each waiting regex may cost up
+                # to a couple of milliseconds, and many may wait. A message pushed to the queue
+                # meanwhile is served when the waiter is added (add_waiter serves what is there).
+                self._unmatched.append(q)
+                if self._matching is None:
+                    self._matching = asyncio.get_running_loop().create_task(
+                        self._match_waiters(), name="pull-any waiters: new queues"
+                    )
+        return q
+
+    async def _match_waiters(self) -> None:
+        """Offer each queue of :attr:`_unmatched` to the waiting pull-any clients. A waiter that
+        comes meanwhile needs none of this: it brings its selection up to date itself."""
+        try:
+            while self._unmatched:
+                q = self._unmatched.popleft()
+                if self._queues.get(q.name) is q:  # else deleted meanwhile
+                    await self._offer(q)
+        except Exception:
+            log.exception("matching new queues against waiting pull-any clients failed")
+            self._unmatched.clear()
+        finally:
+            self._matching = None
+
+    async def _offer(self, q: Queue) -> None:
+        """Add ``q`` to the waiters whose regex matches its name, in slices of matching."""
+        clock = time.perf_counter
+        matched: dict[str, bool] = {}  # many clients may wait with one regex: matched once
+        left = iter(list(self._any_waiters.items()))
+        more = True
+        while more:
+            async with self._matching_slice():
+                until = clock() + SCAN_SLICE
+                more = False
+                for w, pattern in left:
+                    if not w.live:
+                        continue  # answered or gone while this waited for its turn
                     hit = matched.get(pattern.text)
                     if hit is None:
-                        hit = matched[pattern.text] = pattern.search(name)
+                        hit = matched[pattern.text] = pattern.search(q.name)
                     if hit:
                         q.add_waiter(w)
-        return q
+                    if clock() > until:
+                        more = True
+                        break
 
     def get(self, name: str) -> Queue | None:
         return self._queues.get(name)
@@ -224,18 +267,37 @@ class QueueManager:
         return queues
 
     async def _match_names(self, sel: _Selection, names: list[str]) -> None:
-        """Add the names that match to ``sel``, giving other tasks a turn every SCAN_SLICE
-        seconds (by time, not by count: a match costs from a microsecond to a millisecond by
-        pattern)."""
+        """Add the names that match to ``sel``, in slices of SCAN_SLICE seconds (by time, not by
+        count: a match costs from a microsecond to a couple of milliseconds by pattern), one
+        slice at a time across all requests (:meth:`_matching_slice`)."""
         search, found, queues = sel.pattern.search, sel.names, self._queues
         clock = time.perf_counter
-        until = clock() + SCAN_SLICE
-        for i, n in enumerate(names):
-            if n in queues and search(n):
-                found[n] = None
-            if not i & 15 and clock() > until:
-                await asyncio.sleep(0)
+        left = iter(names)
+        more = bool(names)
+        while more:
+            async with self._matching_slice():
                 until = clock() + SCAN_SLICE
+                more = False
+                for n in left:
+                    if n in queues and search(n):
+                        found[n] = None
+                    # After every name: reading the clock costs less than the cheapest search.
+                    if clock() > until:
+                        more = True
+                        break
+
+    @contextlib.asynccontextmanager
+    async def _matching_slice(self) -> AsyncIterator[None]:
+        """A turn to match regexes for up to SCAN_SLICE seconds, then a turn for other tasks.
+        Turns are taken one at a time, first come first served: however many requests match
+        costly regexes over many names, the loop runs one slice of matching between two rounds
+        of everything else, not one per request (100 such requests made every other client
+        wait seconds, though no single step was long)."""
+        async with self._matching_turn:
+            yield
+            # Still holding the turn: the others that want one line up meanwhile, and the next
+            # in line gets it in the next round of the loop.
+            await asyncio.sleep(0)
 
     def _keep(self, sel: _Selection) -> None:
         """Keep ``sel`` (or count its new size), then drop the least recently used selections

@@ -22,18 +22,39 @@ import re2
 
 from pylmq.errors import InvalidRegex
 
-__all__ = ["CACHE_SIZE", "MAX_MEMORY", "MAX_PATTERN_BYTES", "Pattern", "cache_info", "compile_pattern", "pattern_text"]
+__all__ = [
+    "CACHE_SIZE",
+    "MAX_MEMORY",
+    "MAX_PATTERN_BYTES",
+    "MAX_PROGRAM",
+    "Pattern",
+    "cache_info",
+    "compile_pattern",
+    "pattern_text",
+]
 
 MAX_PATTERN_BYTES: Final = 4096
 """A queue name has at most 255 bytes; 4 KiB still holds an alternation of ~330 names like
 ``queue-00042``."""
 
-MAX_MEMORY: Final = 256 << 10
-"""RE2's memory budget per compiled pattern (program and DFA cache). A pattern whose program
-needs more is refused ("pattern too large": e.g. 22 times ``a{1000}``); a search that fills the
-DFA cache goes on in RE2's NFA, slower (about a millisecond for a 255-byte name and a pattern of
-a few KiB) but still linear. With :data:`CACHE_SIZE` it bounds the cache at 128 MiB when every
-pattern is built to exhaust it; patterns people write take 1-10 KiB."""
+MAX_MEMORY: Final = 64 << 10
+"""RE2's memory budget per compiled pattern (program and DFA cache). RE2 stops compiling a
+program past about 5,000 instructions under it ("pattern too large"), so refusing a pattern
+over :data:`MAX_PROGRAM` costs at most ~1.5 ms of CPU (with 256 KiB RE2 built programs of
+16,000 instructions first, 4-10 ms). A search that fills the DFA cache goes on in RE2's NFA; a
+larger budget does not make a hostile search cheaper (measured: the DFA then builds a new state
+of up to :data:`MAX_PROGRAM` instructions per byte instead, as slow or slower), and patterns
+people write need a few DFA states. With :data:`CACHE_SIZE` it bounds the cache at 32 MiB."""
+
+MAX_PROGRAM: Final = 1000
+"""RE2 instructions of a pattern's program (forward or reverse, whichever is larger). A search
+costs at most a step per instruction per byte of the name, and a hostile pattern (an alternation
+of ``a[ab]{k}c``, every instruction alive at every byte of a random name of ``a`` and ``b``)
+reaches that: about 2 ms of CPU for a 255-byte name at this bound, 24 ms at the 16,000
+instructions 4 KiB of pattern can compile to. Patterns people write take far less: RE2 folds
+literal prefixes and alternations of names into a few instructions (``^orders/`` takes 4, an
+alternation of 330 names like ``queue-00042`` takes 82, a timestamp regex 62); the bound refuses
+large repeated classes (``[a-z]{1000}``) and alternations of many unrelated sub-patterns."""
 
 CACHE_SIZE: Final = 512
 """Distinct patterns kept compiled (least recently used go first): many more than clients use,
@@ -60,7 +81,7 @@ class Pattern:
     """A compiled regex; :meth:`search` says whether it matches anywhere in a queue name,
     as LMQ's ``re:run`` does."""
 
-    __slots__ = ("_search", "text")
+    __slots__ = ("_search", "program", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -68,7 +89,14 @@ class Pattern:
             compiled = re2.compile(text, _OPTIONS)
         except re2.error as e:
             reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+            if reason.startswith("pattern too large"):  # over RE2's memory budget
+                raise _too_costly(text, "more instructions than RE2's memory budget holds") from None
             raise InvalidRegex(f"invalid regex {text!r}: {reason} ({_UNSUPPORTED_HINT})") from None
+        # What one search may cost per byte of the name. The reverse program finds where a
+        # match starts (RE2 reports -1 when it was not built).
+        self.program: int = max(compiled.programsize, compiled.reverseprogramsize)
+        if self.program > MAX_PROGRAM:
+            raise _too_costly(text, f"{self.program} instructions")
         self._search = compiled.search
 
     def search(self, name: str) -> bool:
@@ -76,6 +104,14 @@ class Pattern:
 
     def __repr__(self) -> str:
         return f"Pattern({self.text!r})"
+
+
+def _too_costly(text: str, size: str) -> InvalidRegex:
+    shown = f"{text[:64]!r}{'...' if len(text) > 64 else ''}"
+    return InvalidRegex(
+        f"regex {shown} is too costly to match: its RE2 program has {size}, over the limit of "
+        f"{MAX_PROGRAM} instructions (use fewer or shorter repetitions and alternatives)"
+    )
 
 
 def pattern_text(pattern: Any) -> str:
@@ -107,7 +143,7 @@ def _compiled(text: str) -> Pattern:
 
 def compile_pattern(pattern: Any) -> Pattern:
     """The compiled form of a client's regex (str or UTF-8 bytes); :class:`InvalidRegex` names
-    a pattern that is not a string, too long, or not supported. An empty pattern matches every
+    a pattern that is not a string, too long, too costly to match or not supported. An empty pattern matches every
     name, as in LMQ."""
     return _compiled(pattern_text(pattern))
 

@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_PROPS",
     "MAX_DEFAULTS",
     "MAX_DEFAULTS_BYTES",
+    "MAX_DEFAULTS_PROGRAM",
     "MAX_RETRY",
     "MAX_SECONDS",
     "DefaultList",
@@ -75,9 +76,13 @@ Python: 256 stay within a few milliseconds), and the list's patterns all fit the
 (:data:`pylmq.core.pattern.CACHE_SIZE`)."""
 
 MAX_DEFAULTS_BYTES = 16 << 10
-"""The default list's regexes together (UTF-8). A regex whose RE2 DFA cache overflows is
-searched by RE2's NFA, about a millisecond per few KiB of pattern: the total bounds a lookup,
-which runs on the loop, at a few milliseconds too."""
+"""The default list's regexes together (UTF-8)."""
+
+MAX_DEFAULTS_PROGRAM = 2048
+"""The default list's RE2 programs together, in instructions (see
+:data:`pylmq.core.pattern.MAX_PROGRAM`). A queue's first lookup runs on the loop and may search
+every entry: this bounds it at about 4 ms of CPU for hostile entries, while 256 entries like
+``^orders/eu$`` (4 instructions each) take a quarter of it."""
 
 
 def _number(key: str, value: Any) -> float:
@@ -130,15 +135,23 @@ def parse_default_list(obj: Any, *, accum_key: str = "accum") -> DefaultList:
     if len(obj) > MAX_DEFAULTS:
         raise InvalidProps(f"the default list has {len(obj)} entries, more than the limit of {MAX_DEFAULTS}")
     out: DefaultList = []
-    size = 0
-    for entry in obj:
+    size = program = 0
+    for i, entry in enumerate(obj):
         if not isinstance(entry, list | tuple) or len(entry) != 2:
             raise InvalidProps(f"each default entry must be [regex, props], got {entry!r}")
         regex, props = entry
-        text = compile_pattern(regex).text
+        pattern = compile_pattern(regex)
+        text = pattern.text
         size += len(text.encode("utf-8"))
         if size > MAX_DEFAULTS_BYTES:
             raise InvalidProps(f"the default list's regexes take more than the limit of {MAX_DEFAULTS_BYTES} bytes")
+        program += pattern.program
+        if program > MAX_DEFAULTS_PROGRAM:
+            raise InvalidProps(
+                f"the default list's regexes are too costly to match together: with entry {i + 1} "
+                f"({text[:64]!r}) their RE2 programs have {program} instructions, more than the limit "
+                f"of {MAX_DEFAULTS_PROGRAM}"
+            )
         out.append((text, parse_props(props, accum_key=accum_key)))
     return out
 
@@ -153,18 +166,31 @@ class DefaultMatcher:
     """A default list with its regexes compiled, to find the entry for a queue name.
 
     A stored list is not necessarily one this node validated (a journal written by an older
-    version, an Erlang node of the cluster): an entry whose regex RE2 cannot run never
-    matches, and is logged once (when the list is compiled) instead of failing every lookup."""
+    version, an Erlang node of the cluster): an entry whose regex RE2 cannot run (or that is
+    too costly), and the entries past :data:`MAX_DEFAULTS_PROGRAM`, never match, and are logged
+    once (when the list is compiled) instead of failing or slowing every lookup."""
 
     __slots__ = ("_entries",)
 
     def __init__(self, defaults: Iterable[tuple[str, RawProps]]) -> None:
         self._entries: list[tuple[Pattern, RawProps]] = []
+        program = 0
         for regex, props in defaults:
             try:
-                self._entries.append((compile_pattern(regex), props))
+                pattern = compile_pattern(regex)
             except InvalidRegex as e:
                 log.warning("default properties entry ignored: %s", e.detail)
+                continue
+            program += pattern.program
+            if program > MAX_DEFAULTS_PROGRAM:
+                log.warning(
+                    "default properties entry %r and those after it ignored: the list's regexes are "
+                    "too costly to match together (over %d RE2 instructions)",
+                    pattern.text[:64],
+                    MAX_DEFAULTS_PROGRAM,
+                )
+                break
+            self._entries.append((pattern, props))
 
     def lookup(self, name: str) -> RawProps | None:
         """The props of the first entry whose regex matches ``name``."""

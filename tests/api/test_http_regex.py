@@ -3,11 +3,12 @@ work, a pattern RE2 cannot run or too long is a 400 naming it, and the default l
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
-from pylmq.core.pattern import MAX_PATTERN_BYTES
-from pylmq.core.props import MAX_DEFAULTS, MAX_DEFAULTS_BYTES
+from pylmq.core.pattern import MAX_PATTERN_BYTES, MAX_PROGRAM, Pattern, compile_pattern
+from pylmq.core.props import MAX_DEFAULTS, MAX_DEFAULTS_BYTES, MAX_DEFAULTS_PROGRAM
 
 JSON_CT = {"Content-Type": "application/json"}
 # 25 "a" and a "!": a backtracking engine needs seconds for (a+)+$ here, twice that per "a" more.
@@ -109,3 +110,73 @@ async def test_a_default_list_whose_regexes_are_too_long_together_is_a_400(api) 
     assert status == 400 and doc is not None and str(MAX_DEFAULTS_BYTES) in doc["detail"], doc
     assert (await api.request("GET", "/properties")).json() == []
     assert (await _put_defaults(api, entries[:-1]))[0] == 204
+
+
+# Within the length limit, but RE2 compiles it to ~1,800 instructions, all alive at every byte of
+# a random name of a and b: tens of milliseconds a match on a 255-byte name.
+COSTLY = "|".join(f"(?:a[ab]{{{k}}}c)" for k in range(1, 60))
+
+
+async def test_a_pattern_too_costly_to_match_is_a_400_naming_it(api) -> None:
+    await api.push("ab", b"x")
+    for r in (await api.pull_any(COSTLY, t=0), await api.pull_any(COSTLY, t=5), await api.push_all(COSTLY, b"y")):
+        assert r.status == 400 and r.json()["error"] == "invalid_regex", r
+        assert COSTLY[:40] in r.json()["detail"] and str(MAX_PROGRAM) in r.json()["detail"], r.json()
+    status, doc = await _put_defaults(api, [[COSTLY, {"retry": 1}]])
+    assert status == 400 and doc is not None and doc["error"] == "invalid_regex" and COSTLY[:40] in doc["detail"]
+    assert (await api.request("GET", "/properties")).json() == []
+    assert (await api.pull("ab")).body == b"x", "nothing was pushed or taken"
+
+
+async def test_a_default_list_too_costly_to_match_together_is_a_400_and_nothing_is_stored(api) -> None:
+    # Each entry is allowed alone; together a queue's first lookup would search them all.
+    entries = [[f"^d{i}[ab]{{700}}$", {"retry": 1}] for i in range(3)]
+    programs = [compile_pattern(regex).program for regex, _ in entries]
+    assert max(programs) <= MAX_PROGRAM < sum(programs) and sum(programs) > MAX_DEFAULTS_PROGRAM
+    status, doc = await _put_defaults(api, entries)
+    assert status == 400 and doc is not None and doc["error"] == "invalid_props", doc
+    assert str(MAX_DEFAULTS_PROGRAM) in doc["detail"] and "entry 3 ('^d2" in doc["detail"], doc
+    assert (await api.request("GET", "/properties")).json() == []
+    assert (await _put_defaults(api, entries[:2]))[0] == 204
+
+
+async def test_after_a_restart_stats_looks_up_the_queues_props_in_turns(start, monkeypatch) -> None:
+    # The costliest default list allowed: a first entry near MAX_PROGRAM that matches none of
+    # the queues, so each queue's first lookup searches both entries.
+    near_bound = "|".join(f"(?:a[ab]{{{k}}}c)" for k in range(1, 44))
+    node, api = await start()
+    assert await _put_defaults(api, [[near_bound, {"retry": 1}], ["^q", {"retry": 4}]]) == (204, None)
+    names = [f"q{i:02d}" for i in range(40)]
+    for name in names:
+        assert (await api.push(name, b"m")).status == 200
+    await node.stop()
+    node, api = await start()
+    # Each search costs 3 ms here, as a hostile name can make one near the bound cost.
+    steps = 0
+    at_step: list[int] = []
+    original = Pattern.search
+
+    def slow(p: Pattern, name: str) -> bool:
+        at_step.append(steps)
+        time.sleep(0.003)
+        return original(p, name)
+
+    done = False
+
+    async def other_client() -> None:
+        nonlocal steps
+        while not done:
+            steps += 1
+            await asyncio.sleep(0)
+
+    monkeypatch.setattr(Pattern, "search", slow)
+    other = asyncio.create_task(other_client())
+    try:
+        r = await api.request("GET", "/stats")
+    finally:
+        done = True
+        await other
+    assert r.status == 200 and all(r.json()["queues"][n]["props"]["retry"] == 4 for n in names)
+    assert len(at_step) == 2 * len(names), "each queue's props are looked up once, both entries searched"
+    busiest = max(at_step.count(s) for s in set(at_step))
+    assert busiest <= 2, f"{busiest} searches ran in one loop step (one queue's lookup is 2)"

@@ -5,13 +5,15 @@ request; the default list is matched once per queue, not at every push."""
 from __future__ import annotations
 
 import asyncio
+import random
+import time
 from collections.abc import AsyncIterator, Callable
 
 import pytest
 
 from pylmq.core import QueueManager, make_item
 from pylmq.core import manager as manager_module
-from pylmq.core.pattern import Pattern
+from pylmq.core.pattern import MAX_PROGRAM, Pattern, compile_pattern
 from pylmq.store import MemoryStore
 
 QUEUES = 20_000
@@ -98,7 +100,7 @@ async def test_the_first_scan_lets_other_clients_in_between(
     many: QueueManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The scan yields by time (a match costs a microsecond or a millisecond by pattern); with
-    # no time allowed it yields at every check, once per 16 names.
+    # no time allowed it yields after every name.
     monkeypatch.setattr(manager_module, "SCAN_SLICE", 0.0)
     turns = 0
     done = asyncio.Event()
@@ -238,3 +240,166 @@ async def test_a_stored_default_regex_that_cannot_run_is_skipped() -> None:
         assert (await m.get_props("q1")).retry == 4
     finally:
         await m.close()
+
+
+async def _waiting(m: QueueManager, regexes: list[str], timeout: float) -> list[asyncio.Task[object]]:
+    waiters: list[asyncio.Task[object]] = [asyncio.create_task(m.pull_any(r, timeout)) for r in regexes]
+    while len(m._any_waiters) < len(regexes):
+        await asyncio.sleep(0.001)
+    return waiters
+
+
+async def test_a_new_queue_is_matched_against_waiting_regexes_in_turns(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every search costs 3 ms here, as one of the costliest allowed patterns can: more than a
+    # slice of matching, so each waiting regex gets a loop step of its own.
+    m = await _manager(0)
+    n = 20
+    waiters = await _waiting(m, [f"^new-|w{i}" for i in range(n)], 10)
+    steps = 0
+    done = asyncio.Event()
+
+    async def other_client() -> None:
+        nonlocal steps
+        while not done.is_set():
+            steps += 1
+            await asyncio.sleep(0)
+
+    at_step: list[int] = []
+    original = Pattern.search
+
+    def slow(p: Pattern, name: str) -> bool:
+        at_step.append(steps)
+        time.sleep(0.003)
+        return original(p, name)
+
+    monkeypatch.setattr(Pattern, "search", slow)
+    other = asyncio.create_task(other_client())
+    try:
+        await asyncio.sleep(0)
+        await m.ensure("new-1")
+        assert at_step == [], "creating the queue matches no waiting regex itself"
+        for i in range(n):
+            await m.push("new-1", make_item(b"m%d" % i))
+        got = await asyncio.wait_for(asyncio.gather(*waiters), 10)
+        assert len(at_step) == n, "each distinct waiting regex is matched once"
+        assert len(set(at_step)) == n, f"other tasks ran between matches: steps {at_step}"
+        assert sorted(d.message.content[1] for d in got) == sorted(b"m%d" % i for i in range(n))  # type: ignore[attr-defined]
+    finally:
+        done.set()
+        await other
+        await m.close()
+
+
+async def test_waiting_with_the_costliest_allowed_regexes_does_not_hold_the_loop() -> None:
+    # 300 clients wait, each with a regex just within MAX_PROGRAM that keeps every RE2
+    # instruction alive on a name of a and b: 1-3 ms per match, about half a second per new
+    # queue, which used to run in one loop step.
+    m = await _manager(0)
+    regexes = []
+    for i in range(300):
+        regex = "|".join(f"(?:a[ab]{{{k}}}c)" for k in range(1, 44)) + f"|z{i}"
+        assert compile_pattern(regex).program <= MAX_PROGRAM
+        regexes.append(regex)
+    waiters = await _waiting(m, regexes, 30)
+    rng = random.Random(5)
+    # Each name ends in "abc": every regex matches it, after scanning it whole.
+    names = ["".join(rng.choice("ab") for _ in range(247)) + "abc" for _ in range(2)]
+    longest = 0.0
+    done = asyncio.Event()
+
+    async def other_client() -> None:
+        nonlocal longest
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0)
+            now = time.perf_counter()
+            longest = max(longest, now - last)
+            last = now
+
+    other = asyncio.create_task(other_client())
+    await asyncio.sleep(0)  # the other client is running from here on
+    try:
+        for name in names:
+            await m.push(name, make_item(b"m"))
+        served, _ = await asyncio.wait(waiters, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        while len(served) < len(names):
+            more, _ = await asyncio.wait(set(waiters) - served, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+            assert more, "every message found a waiter"
+            served |= more
+        # A generous bound: the matching itself takes about half a second per queue.
+        assert longest < 0.2, f"the loop was held {longest * 1000:.0f} ms"
+    finally:
+        done.set()
+        await other
+        for w in waiters:
+            w.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+        await m.close()
+
+
+async def test_a_scan_with_costly_matches_yields_after_each_one_over_the_slice(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every search costs 3 ms here, as one near MAX_PROGRAM can on a hostile name.
+    m = await _manager(40)
+    steps = 0
+    done = asyncio.Event()
+
+    async def other_client() -> None:
+        nonlocal steps
+        while not done.is_set():
+            steps += 1
+            await asyncio.sleep(0)
+
+    at_step: list[int] = []
+    original = Pattern.search
+
+    def slow(p: Pattern, name: str) -> bool:
+        at_step.append(steps)
+        time.sleep(0.003)
+        return original(p, name)
+
+    monkeypatch.setattr(Pattern, "search", slow)
+    other = asyncio.create_task(other_client())
+    await asyncio.sleep(0)
+    try:
+        assert len(await m.match("^q-")) == 40
+    finally:
+        done.set()
+        await other
+        await m.close()
+    assert len(at_step) == 40 and len(set(at_step)) == 40, f"searches per loop step: {at_step}"
+
+
+async def test_concurrent_scans_take_their_slices_of_matching_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Five requests with costly regexes (3 ms a search here) over the same names: the loop runs
+    # one slice of matching between two rounds of other tasks, not one per request.
+    m = await _manager(10)
+    steps = 0
+    done = asyncio.Event()
+
+    async def other_client() -> None:
+        nonlocal steps
+        while not done.is_set():
+            steps += 1
+            await asyncio.sleep(0)
+
+    at_step: list[int] = []
+    original = Pattern.search
+
+    def slow(p: Pattern, name: str) -> bool:
+        at_step.append(steps)
+        time.sleep(0.003)
+        return original(p, name)
+
+    monkeypatch.setattr(Pattern, "search", slow)
+    other = asyncio.create_task(other_client())
+    await asyncio.sleep(0)
+    try:
+        found = await asyncio.gather(*(m.match(f"^q-|r{i}") for i in range(5)))
+    finally:
+        done.set()
+        await other
+        await m.close()
+    assert [len(f) for f in found] == [10] * 5
+    assert len(at_step) == 50
+    busiest = max(at_step.count(s) for s in set(at_step))
+    assert busiest == 1, f"{busiest} searches ran in one loop step"

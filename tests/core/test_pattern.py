@@ -8,7 +8,7 @@ import time
 import pytest
 
 from pylmq.core import pattern
-from pylmq.core.pattern import CACHE_SIZE, MAX_PATTERN_BYTES, compile_pattern
+from pylmq.core.pattern import CACHE_SIZE, MAX_PATTERN_BYTES, MAX_PROGRAM, compile_pattern
 from pylmq.errors import InvalidRegex
 
 
@@ -40,7 +40,9 @@ def test_unsupported_or_invalid_pattern_is_refused_naming_it(regex: str) -> None
 
 
 def test_pattern_over_the_length_limit_is_refused_naming_the_limit() -> None:
-    compile_pattern("a" * MAX_PATTERN_BYTES)
+    # Anchored: RE2 folds the literal prefix into a few instructions (an unanchored literal of
+    # 4 KiB is a program of 4,100 instructions, over MAX_PROGRAM).
+    compile_pattern("^" + "a" * (MAX_PATTERN_BYTES - 1))
     with pytest.raises(InvalidRegex) as e:
         compile_pattern("a" * (MAX_PATTERN_BYTES + 1))
     assert str(MAX_PATTERN_BYTES) in e.value.detail
@@ -74,3 +76,38 @@ def test_compile_cache_is_bounded_and_reused() -> None:
         compile_pattern(f"^cache-{i}$")
     info = pattern.cache_info()
     assert info.maxsize == CACHE_SIZE and info.currsize <= CACHE_SIZE, info
+
+
+# An alternation of a[ab]{k}c: at every byte of a random name of a and b, every instruction of
+# RE2's program is alive, so a search costs a step per instruction per byte.
+COSTLY = "|".join(f"(?:a[ab]{{{k}}}c)" for k in range(1, 60))
+
+
+def test_a_pattern_whose_program_is_over_the_cost_bound_is_refused_naming_it() -> None:
+    with pytest.raises(InvalidRegex) as e:
+        compile_pattern(COSTLY)
+    assert COSTLY[:40] in e.value.detail and str(MAX_PROGRAM) in e.value.detail, e.value.detail
+    assert len(COSTLY) < MAX_PATTERN_BYTES  # refused for its cost, not its length
+
+
+def test_a_pattern_past_re2s_memory_budget_is_refused_as_too_costly() -> None:
+    # 2.7 KiB compiling to 16,000 instructions (24-60 ms a match): RE2 stops before the end.
+    regex = "|".join(f"(?:a[ab]{{{k}}}c)" for k in range(1, 140))
+    with pytest.raises(InvalidRegex) as e:
+        compile_pattern(regex)
+    assert "too costly" in e.value.detail and str(MAX_PROGRAM) in e.value.detail, e.value.detail
+    assert regex[:40] in e.value.detail
+
+
+@pytest.mark.parametrize(
+    "regex",
+    [
+        "|".join(f"queue-{i:05d}" for i in range(330)),  # 4 KiB of names
+        r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d =(ERROR|CRASH|SUPERVISOR|PROGRESS) REPORT====$",
+        r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+        r"(?i)^[a-z0-9_-]{1,64}$",
+        r"^.{10,40}$",
+    ],
+)
+def test_patterns_people_write_are_within_the_cost_bound(regex: str) -> None:
+    assert compile_pattern(regex).program <= MAX_PROGRAM

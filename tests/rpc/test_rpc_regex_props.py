@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from rpc_helpers import RawClient
 
+from pylmq.core.pattern import MAX_PROGRAM
 from pylmq.core.props import MAX_DEFAULTS
 
 
@@ -56,4 +57,19 @@ async def test_out_of_range_props_are_an_error_and_change_nothing(client: RawCli
 async def test_a_default_list_over_the_size_limit_is_refused(client: RawClient) -> None:
     error = await client.error("set_default_props", [[f"^q{i}$", {"retry": 1}] for i in range(MAX_DEFAULTS + 1)])
     assert error[0] == "invalid_props" and str(MAX_DEFAULTS) in error[1], error
+    assert await client.call("get_default_props") == []
+
+
+COSTLY = "|".join(f"(?:a[ab]{{{k}}}c)" for k in range(1, 60))  # ~1,800 RE2 instructions
+
+
+@pytest.mark.parametrize("method", ["pull_any", "push_all", "set_default_props"])
+async def test_a_pattern_too_costly_to_match_is_an_error_naming_it(client: RawClient, method: str) -> None:
+    params: list[Any] = {
+        "pull_any": [COSTLY, 0],
+        "push_all": [COSTLY, "x"],
+        "set_default_props": [[[COSTLY, {"retry": 1}]]],
+    }[method]
+    error = await client.error(method, *params)
+    assert error[0] == "invalid_regex" and COSTLY[:40] in error[1] and str(MAX_PROGRAM) in error[1], error
     assert await client.call("get_default_props") == []

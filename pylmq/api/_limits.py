@@ -100,6 +100,27 @@ def default_max_buffered() -> int:
     return max(MIN_BUFFERED, min(MAX_DEFAULT_BUFFERED, ram // 8))
 
 
+class _Refusals:
+    """Counts refusals and logs them on ``log`` at most once per :data:`LOG_EVERY` seconds of
+    ``clock``, the line after the first saying how many there were since the one before."""
+
+    def __init__(self, log: logging.Logger, clock: Callable[[], float]) -> None:
+        self.log = log
+        self.clock = clock
+        self.refused = 0  # since the last log line
+        self._logged_at: float | None = None
+
+    def refuse(self, msg: str, *args: object) -> None:
+        """One refusal; ``msg % args`` is the line, should one be written now."""
+        self.refused += 1
+        now = self.clock()
+        if self._logged_at is None or now - self._logged_at >= LOG_EVERY:
+            since = "" if self._logged_at is None else f"; {self.refused} refused since the last such line"
+            self.log.warning(msg + "%s", *args, since)
+            self._logged_at = now
+            self.refused = 0
+
+
 class ConnectionLimit:
     """Admits connections while fewer than ``max_connections`` are open; logs refusals on
     ``log`` at most once per :data:`LOG_EVERY` seconds of ``clock``, with how many there were."""
@@ -107,24 +128,15 @@ class ConnectionLimit:
     def __init__(self, max_connections: int, api: str, log: logging.Logger, clock: Callable[[], float]) -> None:
         self.max_connections = max(1, max_connections)
         self.api = api
-        self.log = log
-        self.clock = clock
-        self.refused = 0  # since the last log line
-        self._logged_at: float | None = None
+        self._refusals = _Refusals(log, clock)
 
     def admit(self, open_now: int) -> bool:
         if open_now < self.max_connections:
             return True
-        self.refused += 1
-        now = self.clock()
-        if self._logged_at is None or now - self._logged_at >= LOG_EVERY:
-            since = "" if self._logged_at is None else f"; {self.refused} refused since the last such line"
-            self.log.warning(
-                "%s: connection limit of %d reached (max_connections): new connections are refused%s",
-                self.api, self.max_connections, since,
-            )  # fmt: skip
-            self._logged_at = now
-            self.refused = 0
+        self._refusals.refuse(
+            "%s: connection limit of %d reached (max_connections): new connections are refused",
+            self.api, self.max_connections,
+        )  # fmt: skip
         return False
 
 
@@ -136,37 +148,25 @@ class BufferBudget:
 
     def __init__(self, max_bytes: int, log: logging.Logger, clock: Callable[[], float]) -> None:
         self.max_bytes = max(1, max_bytes)
-        self.log = log
-        self.clock = clock
         self.used = 0
-        self.refused = 0  # since the last log line
-        self._logged_at: float | None = None
+        self._refusals = _Refusals(log, clock)
 
     def charge(self, held: int, holds: int, api: str) -> bool:
         """A connection that held ``held`` bytes now holds ``holds``: whether that fits. When
         it does not, nothing changes: the caller drops its request and releases ``held``."""
         grows = holds - held
         if grows > 0 and self.used + grows > self.max_bytes:
-            self._refused(api)
+            self._refusals.refuse(
+                "%s: %d bytes of requests partly received, the budget (max_buffered_bytes) is %d:"
+                " a request that would take more is refused",
+                api, self.used, self.max_bytes,
+            )  # fmt: skip
             return False
         self.used += grows
         return True
 
     def release(self, held: int) -> None:
         self.used -= held
-
-    def _refused(self, api: str) -> None:
-        self.refused += 1
-        now = self.clock()
-        if self._logged_at is None or now - self._logged_at >= LOG_EVERY:
-            since = "" if self._logged_at is None else f"; {self.refused} refused since the last such line"
-            self.log.warning(
-                "%s: %d bytes of requests partly received, the budget (max_buffered_bytes) is %d:"
-                " a request that would take more is refused%s",
-                api, self.used, self.max_bytes, since,
-            )  # fmt: skip
-            self._logged_at = now
-            self.refused = 0
 
 
 class Progress:

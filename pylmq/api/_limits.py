@@ -28,7 +28,7 @@ import heapq
 import logging
 import os
 import resource
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sized
 from typing import Generic, Protocol, TypeVar
 
 __all__ = [
@@ -122,13 +122,21 @@ class _Refusals:
 
 
 class ConnectionLimit:
-    """Admits connections while fewer than ``max_connections`` are open; logs refusals on
-    ``log`` at most once per :data:`LOG_EVERY` seconds of ``clock``, with how many there were."""
+    """Admits connections while fewer than ``max_connections`` are open, after asking the
+    server to make room at the limit; logs refusals on ``log`` at most once per
+    :data:`LOG_EVERY` seconds of ``clock``, with how many there were."""
 
     def __init__(self, max_connections: int, api: str, log: logging.Logger, clock: Callable[[], float]) -> None:
         self.max_connections = max(1, max_connections)
         self.api = api
         self._refusals = _Refusals(log, clock)
+
+    def admit_to(self, connections: Sized, make_room: Callable[[], object]) -> bool:
+        """Whether a newcomer may join ``connections``; at the limit ``make_room`` is called
+        first (it may close one of them, see :class:`Evictions`)."""
+        if len(connections) >= self.max_connections:
+            make_room()
+        return self.admit(len(connections))
 
     def admit(self, open_now: int) -> bool:
         if open_now < self.max_connections:

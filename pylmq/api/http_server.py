@@ -166,9 +166,7 @@ class _Connection(asyncio.Protocol):
         # uvloop's transports are not subclasses of asyncio.Transport, but have its methods.
         self.transport = cast(asyncio.Transport, transport)
         server = self.server
-        if len(server.connections) >= server.limit.max_connections:
-            server.make_room()
-        if not server.limit.admit(len(server.connections)):
+        if not server.limit.admit_to(server.connections, server.make_room):
             self._ending = True
             self._closed_by_us = True
             detail = "the server has too many connections; try again later"

@@ -409,9 +409,7 @@ class _Connection(asyncio.Protocol):
         peer = self.transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"{peer[0]}:{peer[1]}"
-        if len(self.server._conns) >= self.server.limit.max_connections:
-            self.server.make_room()
-        if not self.server.limit.admit(len(self.server._conns)):
+        if not self.server.limit.admit_to(self.server._conns, self.server.make_room):
             # No msgid to answer yet, and RPC has no other way to say why: just close.
             self.closed = True
             self.transport.abort()

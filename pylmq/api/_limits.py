@@ -31,6 +31,8 @@ import resource
 from collections.abc import Callable, Iterable, Sized
 from typing import Generic, Protocol, TypeVar
 
+from pylmq.errors import TooMuchBuffered
+
 __all__ = [
     "DEFAULT_BODY_TIMEOUT",
     "DEFAULT_EVICT_AFTER",
@@ -175,6 +177,13 @@ class BufferBudget:
 
     def release(self, held: int) -> None:
         self.used -= held
+
+    def refusal(self) -> TooMuchBuffered:
+        """What a request refused by :meth:`charge` is answered, by either server."""
+        return TooMuchBuffered(
+            f"the server holds as much of requests still being received as it may"
+            f" ({self.max_bytes} bytes, max_buffered_bytes); try again later"
+        )
 
 
 class Progress:

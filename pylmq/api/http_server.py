@@ -196,11 +196,8 @@ class _Connection(asyncio.Protocol):
             return
         self._drop_body()
         self.in_message = self.in_body = False
-        detail = (
-            f"the server holds as much of requests still being received as it may"
-            f" ({budget.max_bytes} bytes, max_buffered_bytes); try again later"
-        )
-        self._reject(error_response(503, "too_much_buffered", detail))
+        refusal = budget.refusal()
+        self._reject(error_response(refusal.http_status, refusal.reason, refusal.detail))
 
     def _drop_body(self) -> None:
         """Forget the body being read and give its bytes back to the budget."""

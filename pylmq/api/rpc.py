@@ -115,7 +115,6 @@ from pylmq.errors import (
     QueueNotFound,
     RequestTimeout,
     ShuttingDown,
-    TooMuchBuffered,
     UnknownMethod,
 )
 
@@ -455,10 +454,7 @@ class _Connection(asyncio.Protocol):
             return
         msgid = self.decoder.pending_msgid
         self._drop_frame()
-        error = TooMuchBuffered(
-            f"the server holds as much of requests still being received as it may"
-            f" ({budget.max_bytes} bytes, max_buffered_bytes); try again later"
-        )
+        error = budget.refusal()
         if msgid is not None:
             self._send(encode_error(msgid, error))
         self.abort(error)

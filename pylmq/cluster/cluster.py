@@ -382,11 +382,8 @@ class Cluster:
         """At start, with a recorded membership: serve alone if the operator chose it, else
         rejoin in the background (the APIs answer 503 meanwhile: never a split)."""
         if m.standalone:
-            self.store.resume_standalone()
-            self.mode_detail = f"chosen by the operator while the cluster of {', '.join(m.nodes)} was unreachable"
-            self.manager.unavailable = None
             self.db_nodes = set(m.nodes)
-            await self._sync_manager()
+            await self._serve_chosen_standalone(m.nodes)
             log.warning("serving standalone, as chosen before the restart; lmq-admin join NODE rejoins")
             return
         self._unavailable(not_connected_yet(m))
@@ -439,13 +436,18 @@ class Cluster:
                 raise ClusterError("not in a cluster: this node serves its own queues already")
             await self._stop_rejoiner()
             nodes = tuple(sorted(self.db_nodes))
-            self.store.resume_standalone()
-            self.mode_detail = f"chosen by the operator while the cluster of {', '.join(nodes)} was unreachable"
-            self.manager.unavailable = None
             if self.membership_file is not None and nodes:
                 membership.save(self.membership_file, Membership(nodes, standalone=True))
-            await self._sync_manager()
+            await self._serve_chosen_standalone(nodes)
             log.warning("serving standalone by the operator's choice; lmq-admin join NODE rejoins the cluster")
+
+    async def _serve_chosen_standalone(self, nodes: tuple[str, ...]) -> None:
+        """Serve the local store alone, as the operator chose (now or before a restart) while the
+        cluster of ``nodes`` was unreachable."""
+        self.store.resume_standalone()
+        self.mode_detail = f"chosen by the operator while the cluster of {', '.join(nodes)} was unreachable"
+        self.manager.unavailable = None
+        await self._sync_manager()
 
     async def close(self) -> None:
         """Stop the tasks (the node is stopping); the cluster keeps the data."""

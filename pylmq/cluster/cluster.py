@@ -638,9 +638,6 @@ class Cluster:
     def _on_nodedown(self, peer: str, reason: str) -> None:
         if peer in self.python_nodes:
             self.python_nodes[peer] = False
-        self._peer_gone(peer, reason)
-
-    def _peer_gone(self, peer: str, reason: str) -> None:
         if peer not in self.running:
             return
         self.running.remove(peer)

@@ -204,10 +204,9 @@ class Cluster:
         """Run step on every serving Erlang node at once; a node that fails is logged, not fatal:
         the change is committed in Mnesia, and that node is most likely going down. A stalled
         node is not waited for: it gets the remote ``event`` (if any) asynchronously."""
-        stalled = self.dist.stalled_nodes()
-        nodes = [n for n in self.running if n not in stalled]
+        nodes = self.peers()
         for n in self.running:
-            if n in stalled:
+            if n not in nodes:  # stalled
                 # What an Erlang node would broadcast; handled once it resumes.
                 if event is not None:
                     self.dist.send((A("lmq_event"), A(n)), (NOTIFY, (REMOTE, event)))

@@ -278,18 +278,14 @@ class Cluster:
         if self.store.mode == CLUSTER:
             raise ClusterError(f"already in the cluster of {self.sub_node}; leave first")
         await self._check_joinable(node)
+        self._forget_members()
         self.sub_node = node
-        self.running = []
-        self.db_nodes.clear()
-        self.python_nodes.clear()
         await self._refresh_members()
         await self._resync()
         problem = self._unservable_seed()
         if problem is not None:
             self._end_subscriber()
-            self.sub_node, self.running, self.cluster_db_nodes = None, [], []
-            self.db_nodes.clear()
-            self.python_nodes.clear()
+            self._forget_members()
             raise ClusterError(f"cannot join {node}: {problem}")
         seeded = await self._seed_cluster()
         await self.store.clear_local()
@@ -306,6 +302,11 @@ class Cluster:
             len(self.store.mirror.queue_props),
             seeded,
         )
+
+    def _forget_members(self) -> None:
+        self.sub_node, self.running, self.cluster_db_nodes = None, [], []
+        self.db_nodes.clear()
+        self.python_nodes.clear()
 
     async def _check_joinable(self, node: str) -> None:
         """NODE must be another node, reachable, and an Erlang node running Mnesia; the error says
@@ -349,10 +350,7 @@ class Cluster:
             await self._stop_refresher()
             self._end_subscriber()
             await self.store.become_local()
-            self.sub_node = None
-            self.running = []
-            self.db_nodes.clear()
-            self.python_nodes.clear()
+            self._forget_members()
             self.manager.unavailable = None
             self.mode_detail = ""
             if self.membership_file is not None:

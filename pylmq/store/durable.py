@@ -76,6 +76,7 @@ from pylmq.store.check import (
     orphaned_current,
     refusal,
     save_aside,
+    segment_paths,
     unterminated_snapshot,
 )
 from pylmq.store.journal import (
@@ -106,7 +107,6 @@ DEFAULT_FSYNC = "interval"
 or being killed (it is in the page cache); a power cut or an OS crash can lose the last
 ``fsync_interval`` of them. ``always`` closes that window at about half the throughput
 (``python -m bench``)."""
-_SEGMENT = SEGMENT_NAME
 _CHUNK = 1 << 20
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 
@@ -614,23 +614,25 @@ class DurableStore(LocalStore):
         d = self.data_dir
         for tmp in d.glob("journal-*.log.tmp"):
             tmp.unlink()
-        seqs = sorted(int(m.group(1)) for p in d.iterdir() if (m := _SEGMENT.match(p.name)))
-        if not seqs:
+        paths = segment_paths(d)  # the list the checker judges (pylmq.store.check)
+        if not paths:
             self._seq = 1
             self._fd = self._create_segment(1)
             self.stats.segment, self.stats.segment_bytes = 1, len(MAGIC)
             return
-        self._seq = seq = seqs[-1]
-        for old in seqs[:-1]:
+        *older, path = paths
+        m = SEGMENT_NAME.match(path.name)
+        assert m is not None, "segment_paths lists segment names only"
+        self._seq = seq = int(m.group(1))
+        for old in older:
             # Superseded (a crash came between installing a compacted segment and deleting the
             # one before): deleted below, but not with damage in it, which says the disk fails.
-            problems = check_segment(d / _segment_name(old), last=False).problems
+            problems = check_segment(old, last=False).problems
             if problems:
                 raise problems[0]
-        orphan = orphaned_current([d / _segment_name(n) for n in seqs])
+        orphan = orphaned_current(paths)
         if orphan is not None:
             raise orphan
-        path = d / _segment_name(seq)
         reader = JournalReader()
         count = 0
         # Replay allocates millions of long-lived objects and frees none in cycles: the cyclic
@@ -657,8 +659,8 @@ class DurableStore(LocalStore):
             self._judge_damage(path, reader, size)
         elif reader.snapshot_at is not None:
             raise JournalCorrupt(str(path), reader.snapshot_at, size, unterminated_snapshot(reader.snapshot_at))
-        for old in seqs[:-1]:
-            (d / _segment_name(old)).unlink()
+        for old in older:
+            old.unlink()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         self.stats.segment, self.stats.segment_bytes = seq, reader.offset
         self.stats.recovered_records = count

@@ -514,8 +514,7 @@ class DurableStore(LocalStore):
             # Left over by a failure: the snapshot is useless without its carry.
             with contextlib.suppress(BaseException):
                 fd, _ = await self._compaction
-                os.close(fd)
-                (self.data_dir / (_segment_name(self._seq + 1) + ".tmp")).unlink(missing_ok=True)
+                self._drop_snapshot(fd)
             self._compaction = None
         try:
             if self._error is None and self._fd >= 0 and self._io is not None:
@@ -951,9 +950,12 @@ class DurableStore(LocalStore):
         self._compaction = None
         self._log.carry = None
         if compaction.exception() is None:
-            fd, _ = compaction.result()
-            os.close(fd)
-            (self.data_dir / (_segment_name(self._seq + 1) + ".tmp")).unlink(missing_ok=True)
+            self._drop_snapshot(compaction.result()[0])
+
+    def _drop_snapshot(self, fd: int) -> None:
+        """A compaction's snapshot that will not be installed: close it and delete its file."""
+        os.close(fd)
+        (self.data_dir / (_segment_name(self._seq + 1) + ".tmp")).unlink(missing_ok=True)
 
     # -- limits -----------------------------------------------------------------------------------
 
@@ -1142,8 +1144,7 @@ class DurableStore(LocalStore):
         # The old segment's file is closed below: no sync of it may still be running.
         await self._wait_synced()
         if self._error is not None:  # a sync failed meanwhile: the repair writes its own
-            os.close(fd)
-            (self.data_dir / (_segment_name(self._seq + 1) + ".tmp")).unlink(missing_ok=True)
+            self._drop_snapshot(fd)
             return
         # Every frame made since the freeze is in the carry, whether written to the old segment
         # or still in the buffer: the new segment is the snapshot plus the carry, so the

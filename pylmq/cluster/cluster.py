@@ -81,7 +81,15 @@ from pylmq.core.manager import QueueManager
 from pylmq.dist import Atom, Node, Process
 from pylmq.dist.terms import Export, Pid, Term
 from pylmq.errors import ClusterError, ClusterUnavailable, DistError, RemoteError
-from pylmq.store.mnesia import CLUSTER, ERLANG_INT_MAX, LOCAL, STANDALONE, MnesiaStore, erlang_props_problem
+from pylmq.store.mnesia import (
+    CLUSTER,
+    ERLANG_INT_MAX,
+    LOCAL,
+    STANDALONE,
+    MnesiaStore,
+    erlang_defaults_problem,
+    erlang_props_problem,
+)
 
 __all__ = ["Cluster", "not_connected_yet", "rejoining_error"]
 
@@ -492,10 +500,8 @@ class Cluster:
         infinity): the join is refused before anything is written, and the operator sets them
         right here first. Props the cluster already has for a queue win and are not checked."""
         local, mirror = self.store.local, self.store.mirror
-        if not mirror.defaults:
-            for regex, props in local.default_props():
-                if (problem := erlang_props_problem(props)) is not None:
-                    return f"this node's default props of {regex!r:.60}: {problem}"
+        if not mirror.defaults and (problem := erlang_defaults_problem(local.default_props())) is not None:
+            return f"this node's {problem}"
         for name in local.queue_names():
             if name not in mirror.queue_props:
                 problem = erlang_props_problem(local.queue_props(name) or {})

@@ -376,9 +376,6 @@ class Cluster:
         if nodes:
             membership.save(self.membership_file, Membership(nodes, standalone))
 
-    def recorded(self) -> Membership | None:
-        return membership.load(self.membership_file) if self.membership_file is not None else None
-
     def _unavailable(self, detail: str) -> None:
         self.mode_detail = detail
         self.manager.unavailable = rejoining_error(detail)

@@ -78,6 +78,7 @@ from pylmq.store.check import (
     save_aside,
     segment_paths,
     unterminated_snapshot,
+    write_all,
 )
 from pylmq.store.journal import (
     MAGIC,
@@ -115,22 +116,12 @@ def _segment_name(seq: int) -> str:
     return f"journal-{seq:08d}.log"
 
 
-def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    n = os.write(fd, data)
-    if n == len(data):
-        return  # a regular file takes it all at once but for a full disk or a signal
-    view = memoryview(data)[n:]
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
 class JournalIO:
     """The system calls through which the store writes its journal and watches its disk: one
     seam where a test puts a full disk or a failing device and nothing else changes."""
 
     def write(self, fd: int, data: bytes | bytearray | memoryview) -> None:
-        _write_all(fd, data)
+        write_all(fd, data)
 
     def fdatasync(self, fd: int) -> None:
         _fdatasync(fd)
@@ -691,7 +682,7 @@ class DurableStore(LocalStore):
         final = self.data_dir / _segment_name(seq)
         tmp = final.with_name(final.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-        _write_all(fd, MAGIC)
+        write_all(fd, MAGIC)
         os.fsync(fd)
         os.rename(tmp, final)
         fsync_dir(self.data_dir)

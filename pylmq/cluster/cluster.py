@@ -368,12 +368,13 @@ class Cluster:
 
     # ------------------------------------------------------------------ membership across restarts
 
-    def _record(self, standalone: bool = False) -> None:
-        if self.membership_file is None:
-            return
+    def _record(self) -> None:
+        """Record the cluster joined: the subscription node first, then every other one known."""
         first = [self.sub_node] if self.sub_node else []
-        nodes = tuple(dict.fromkeys([*first, *sorted(self.db_nodes | set(self.running))]))
-        if nodes:
+        self._save_membership(tuple(dict.fromkeys([*first, *sorted(self.db_nodes | set(self.running))])))
+
+    def _save_membership(self, nodes: tuple[str, ...], standalone: bool = False) -> None:
+        if self.membership_file is not None and nodes:
             membership.save(self.membership_file, Membership(nodes, standalone))
 
     def _unavailable(self, detail: str) -> None:
@@ -438,8 +439,7 @@ class Cluster:
                 raise ClusterError("not in a cluster: this node serves its own queues already")
             await self._stop_rejoiner()
             nodes = tuple(sorted(self.db_nodes))
-            if self.membership_file is not None and nodes:
-                membership.save(self.membership_file, Membership(nodes, standalone=True))
+            self._save_membership(nodes, standalone=True)
             await self._serve_chosen_standalone(nodes)
             log.warning("serving standalone by the operator's choice; lmq-admin join NODE rejoins the cluster")
 

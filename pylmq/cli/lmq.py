@@ -243,7 +243,6 @@ async def cmd_console(rel: Release, _args: argparse.Namespace) -> int:
 
 def _journal(rel: Release, action: str) -> int:
     from pylmq.cli import journal
-    from pylmq.config import load_settings
 
     data_dir = load_settings(None, rel.root / "etc" / "app.config").data_dir
     # Relative to the release, where the node runs.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable
 from pathlib import Path
 
 from pylmq.cli import console
@@ -166,27 +167,15 @@ class Service:
 
     async def _join(self, node: object) -> object:
         assert self.cluster is not None
-        try:
-            await self.cluster.join(node.name if isinstance(node, Atom) else console.text(node))
-        except ClusterError as e:
-            return (Atom("error"), (Atom(e.reason), e.detail.encode()))
-        return Atom("ok")
+        return await _answer(self.cluster.join(node.name if isinstance(node, Atom) else console.text(node)))
 
     async def _leave(self, *_args: object) -> object:
         assert self.cluster is not None
-        try:
-            await self.cluster.leave()
-        except ClusterError as e:
-            return (Atom("error"), (Atom(e.reason), e.detail.encode()))
-        return Atom("ok")
+        return await _answer(self.cluster.leave())
 
     async def _standalone(self, *_args: object) -> object:
         assert self.cluster is not None
-        try:
-            await self.cluster.standalone()
-        except ClusterError as e:
-            return (Atom("error"), (Atom(e.reason), e.detail.encode()))
-        return Atom("ok")
+        return await _answer(self.cluster.standalone())
 
     def _stop_requested(self, *_args: object) -> Atom:
         log.notice("stop requested over distribution")
@@ -221,3 +210,12 @@ class Service:
                 self.pid_file.unlink()
         except OSError:
             pass
+
+
+async def _answer(op: Awaitable[None]) -> object:
+    """A cluster command's reply to the admin tools: ok, or {error, {Reason, Detail}}."""
+    try:
+        await op
+    except ClusterError as e:
+        return (Atom("error"), (Atom(e.reason), e.detail.encode()))
+    return Atom("ok")

@@ -81,7 +81,15 @@ from pylmq.core.manager import QueueManager
 from pylmq.dist import Atom, Node, Process
 from pylmq.dist.terms import Export, Pid, Term
 from pylmq.errors import ClusterError, ClusterUnavailable, DistError, RemoteError
-from pylmq.store.mnesia import CLUSTER, ERLANG_INT_MAX, LOCAL, STANDALONE, MnesiaStore, erlang_props_problem
+from pylmq.store.mnesia import (
+    CLUSTER,
+    ERLANG_INT_MAX,
+    LOCAL,
+    STANDALONE,
+    MnesiaStore,
+    erlang_defaults_problem,
+    erlang_props_problem,
+)
 
 __all__ = ["Cluster", "not_connected_yet", "rejoining_error"]
 
@@ -204,10 +212,9 @@ class Cluster:
         """Run step on every serving Erlang node at once; a node that fails is logged, not fatal:
         the change is committed in Mnesia, and that node is most likely going down. A stalled
         node is not waited for: it gets the remote ``event`` (if any) asynchronously."""
-        stalled = self.dist.stalled_nodes()
-        nodes = [n for n in self.running if n not in stalled]
+        nodes = self.peers()
         for n in self.running:
-            if n in stalled:
+            if n not in nodes:  # stalled
                 # What an Erlang node would broadcast; handled once it resumes.
                 if event is not None:
                     self.dist.send((A("lmq_event"), A(n)), (NOTIFY, (REMOTE, event)))
@@ -279,18 +286,14 @@ class Cluster:
         if self.store.mode == CLUSTER:
             raise ClusterError(f"already in the cluster of {self.sub_node}; leave first")
         await self._check_joinable(node)
+        self._forget_members()
         self.sub_node = node
-        self.running = []
-        self.db_nodes.clear()
-        self.python_nodes.clear()
         await self._refresh_members()
         await self._resync()
         problem = self._unservable_seed()
         if problem is not None:
             self._end_subscriber()
-            self.sub_node, self.running, self.cluster_db_nodes = None, [], []
-            self.db_nodes.clear()
-            self.python_nodes.clear()
+            self._forget_members()
             raise ClusterError(f"cannot join {node}: {problem}")
         seeded = await self._seed_cluster()
         await self.store.clear_local()
@@ -307,6 +310,11 @@ class Cluster:
             len(self.store.mirror.queue_props),
             seeded,
         )
+
+    def _forget_members(self) -> None:
+        self.sub_node, self.running, self.cluster_db_nodes = None, [], []
+        self.db_nodes.clear()
+        self.python_nodes.clear()
 
     async def _check_joinable(self, node: str) -> None:
         """NODE must be another node, reachable, and an Erlang node running Mnesia; the error says
@@ -350,10 +358,7 @@ class Cluster:
             await self._stop_refresher()
             self._end_subscriber()
             await self.store.become_local()
-            self.sub_node = None
-            self.running = []
-            self.db_nodes.clear()
-            self.python_nodes.clear()
+            self._forget_members()
             self.manager.unavailable = None
             self.mode_detail = ""
             if self.membership_file is not None:
@@ -363,16 +368,14 @@ class Cluster:
 
     # ------------------------------------------------------------------ membership across restarts
 
-    def _record(self, standalone: bool = False) -> None:
-        if self.membership_file is None:
-            return
+    def _record(self) -> None:
+        """Record the cluster joined: the subscription node first, then every other one known."""
         first = [self.sub_node] if self.sub_node else []
-        nodes = tuple(dict.fromkeys([*first, *sorted(self.db_nodes | set(self.running))]))
-        if nodes:
-            membership.save(self.membership_file, Membership(nodes, standalone))
+        self._save_membership(tuple(dict.fromkeys([*first, *sorted(self.db_nodes | set(self.running))])))
 
-    def recorded(self) -> Membership | None:
-        return membership.load(self.membership_file) if self.membership_file is not None else None
+    def _save_membership(self, nodes: tuple[str, ...], standalone: bool = False) -> None:
+        if self.membership_file is not None and nodes:
+            membership.save(self.membership_file, Membership(nodes, standalone))
 
     def _unavailable(self, detail: str) -> None:
         self.mode_detail = detail
@@ -382,11 +385,8 @@ class Cluster:
         """At start, with a recorded membership: serve alone if the operator chose it, else
         rejoin in the background (the APIs answer 503 meanwhile: never a split)."""
         if m.standalone:
-            self.store.resume_standalone()
-            self.mode_detail = f"chosen by the operator while the cluster of {', '.join(m.nodes)} was unreachable"
-            self.manager.unavailable = None
             self.db_nodes = set(m.nodes)
-            await self._sync_manager()
+            await self._serve_chosen_standalone(m.nodes)
             log.warning("serving standalone, as chosen before the restart; lmq-admin join NODE rejoins")
             return
         self._unavailable(not_connected_yet(m))
@@ -439,13 +439,17 @@ class Cluster:
                 raise ClusterError("not in a cluster: this node serves its own queues already")
             await self._stop_rejoiner()
             nodes = tuple(sorted(self.db_nodes))
-            self.store.resume_standalone()
-            self.mode_detail = f"chosen by the operator while the cluster of {', '.join(nodes)} was unreachable"
-            self.manager.unavailable = None
-            if self.membership_file is not None and nodes:
-                membership.save(self.membership_file, Membership(nodes, standalone=True))
-            await self._sync_manager()
+            self._save_membership(nodes, standalone=True)
+            await self._serve_chosen_standalone(nodes)
             log.warning("serving standalone by the operator's choice; lmq-admin join NODE rejoins the cluster")
+
+    async def _serve_chosen_standalone(self, nodes: tuple[str, ...]) -> None:
+        """Serve the local store alone, as the operator chose (now or before a restart) while the
+        cluster of ``nodes`` was unreachable."""
+        self.store.resume_standalone()
+        self.mode_detail = f"chosen by the operator while the cluster of {', '.join(nodes)} was unreachable"
+        self.manager.unavailable = None
+        await self._sync_manager()
 
     async def close(self) -> None:
         """Stop the tasks (the node is stopping); the cluster keeps the data."""
@@ -493,10 +497,8 @@ class Cluster:
         infinity): the join is refused before anything is written, and the operator sets them
         right here first. Props the cluster already has for a queue win and are not checked."""
         local, mirror = self.store.local, self.store.mirror
-        if not mirror.defaults:
-            for regex, props in local.default_props():
-                if (problem := erlang_props_problem(props)) is not None:
-                    return f"this node's default props of {regex!r:.60}: {problem}"
+        if not mirror.defaults and (problem := erlang_defaults_problem(local.default_props())) is not None:
+            return f"this node's {problem}"
         for name in local.queue_names():
             if name not in mirror.queue_props:
                 problem = erlang_props_problem(local.queue_props(name) or {})
@@ -636,9 +638,6 @@ class Cluster:
     def _on_nodedown(self, peer: str, reason: str) -> None:
         if peer in self.python_nodes:
             self.python_nodes[peer] = False
-        self._peer_gone(peer, reason)
-
-    def _peer_gone(self, peer: str, reason: str) -> None:
         if peer not in self.running:
             return
         self.running.remove(peer)

@@ -52,6 +52,7 @@ __all__ = [
     "save_aside",
     "segment_paths",
     "unterminated_snapshot",
+    "write_all",
 ]
 
 
@@ -86,10 +87,15 @@ def unterminated_snapshot(begin: int) -> str:
 _CHUNK = 1 << 20
 
 
-def _write(fd: int, data: bytes) -> None:
-    view = memoryview(data)
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """``data`` whole into ``fd``: os.write may take only part of it."""
+    n = os.write(fd, data)
+    if n == len(data):
+        return  # a regular file takes it all at once but for a full disk or a signal
+    view = memoryview(data)[n:]
     while view:
-        view = view[os.write(fd, view) :]
+        n = os.write(fd, view)
+        view = view[n:]
 
 
 def save_aside(path: Path, tag: str, offset: int, data: bytes) -> Path:
@@ -105,7 +111,7 @@ def save_aside(path: Path, tag: str, offset: int, data: bytes) -> Path:
         except FileExistsError:
             continue
         try:
-            _write(fd, data)
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -262,10 +268,10 @@ def _rewrite(report: SegmentReport) -> Repaired:
                 done.saved.append(save_aside(path, "damaged", d.offset, buf[d.offset : d.end]))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            _write(fd, MAGIC)
+            write_all(fd, MAGIC)
             for a, b in keep:
                 for at in range(a, b, _CHUNK):
-                    _write(fd, buf[at : min(b, at + _CHUNK)])
+                    write_all(fd, buf[at : min(b, at + _CHUNK)])
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -76,7 +76,9 @@ from pylmq.store.check import (
     orphaned_current,
     refusal,
     save_aside,
+    segment_paths,
     unterminated_snapshot,
+    write_all,
 )
 from pylmq.store.journal import (
     MAGIC,
@@ -106,7 +108,6 @@ DEFAULT_FSYNC = "interval"
 or being killed (it is in the page cache); a power cut or an OS crash can lose the last
 ``fsync_interval`` of them. ``always`` closes that window at about half the throughput
 (``python -m bench``)."""
-_SEGMENT = SEGMENT_NAME
 _CHUNK = 1 << 20
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 
@@ -115,22 +116,12 @@ def _segment_name(seq: int) -> str:
     return f"journal-{seq:08d}.log"
 
 
-def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    n = os.write(fd, data)
-    if n == len(data):
-        return  # a regular file takes it all at once but for a full disk or a signal
-    view = memoryview(data)[n:]
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
 class JournalIO:
     """The system calls through which the store writes its journal and watches its disk: one
     seam where a test puts a full disk or a failing device and nothing else changes."""
 
     def write(self, fd: int, data: bytes | bytearray | memoryview) -> None:
-        _write_all(fd, data)
+        write_all(fd, data)
 
     def fdatasync(self, fd: int) -> None:
         _fdatasync(fd)
@@ -514,8 +505,7 @@ class DurableStore(LocalStore):
             # Left over by a failure: the snapshot is useless without its carry.
             with contextlib.suppress(BaseException):
                 fd, _ = await self._compaction
-                os.close(fd)
-                (self.data_dir / (_segment_name(self._seq + 1) + ".tmp")).unlink(missing_ok=True)
+                self._drop_snapshot(fd)
             self._compaction = None
         try:
             if self._error is None and self._fd >= 0 and self._io is not None:
@@ -614,23 +604,25 @@ class DurableStore(LocalStore):
         d = self.data_dir
         for tmp in d.glob("journal-*.log.tmp"):
             tmp.unlink()
-        seqs = sorted(int(m.group(1)) for p in d.iterdir() if (m := _SEGMENT.match(p.name)))
-        if not seqs:
+        paths = segment_paths(d)  # the list the checker judges (pylmq.store.check)
+        if not paths:
             self._seq = 1
             self._fd = self._create_segment(1)
             self.stats.segment, self.stats.segment_bytes = 1, len(MAGIC)
             return
-        self._seq = seq = seqs[-1]
-        for old in seqs[:-1]:
+        *older, path = paths
+        m = SEGMENT_NAME.match(path.name)
+        assert m is not None, "segment_paths lists segment names only"
+        self._seq = seq = int(m.group(1))
+        for old in older:
             # Superseded (a crash came between installing a compacted segment and deleting the
             # one before): deleted below, but not with damage in it, which says the disk fails.
-            problems = check_segment(d / _segment_name(old), last=False).problems
+            problems = check_segment(old, last=False).problems
             if problems:
                 raise problems[0]
-        orphan = orphaned_current([d / _segment_name(n) for n in seqs])
+        orphan = orphaned_current(paths)
         if orphan is not None:
             raise orphan
-        path = d / _segment_name(seq)
         reader = JournalReader()
         count = 0
         # Replay allocates millions of long-lived objects and frees none in cycles: the cyclic
@@ -657,8 +649,8 @@ class DurableStore(LocalStore):
             self._judge_damage(path, reader, size)
         elif reader.snapshot_at is not None:
             raise JournalCorrupt(str(path), reader.snapshot_at, size, unterminated_snapshot(reader.snapshot_at))
-        for old in seqs[:-1]:
-            (d / _segment_name(old)).unlink()
+        for old in older:
+            old.unlink()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         self.stats.segment, self.stats.segment_bytes = seq, reader.offset
         self.stats.recovered_records = count
@@ -690,7 +682,7 @@ class DurableStore(LocalStore):
         final = self.data_dir / _segment_name(seq)
         tmp = final.with_name(final.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-        _write_all(fd, MAGIC)
+        write_all(fd, MAGIC)
         os.fsync(fd)
         os.rename(tmp, final)
         fsync_dir(self.data_dir)
@@ -949,9 +941,12 @@ class DurableStore(LocalStore):
         self._compaction = None
         self._log.carry = None
         if compaction.exception() is None:
-            fd, _ = compaction.result()
-            os.close(fd)
-            (self.data_dir / (_segment_name(self._seq + 1) + ".tmp")).unlink(missing_ok=True)
+            self._drop_snapshot(compaction.result()[0])
+
+    def _drop_snapshot(self, fd: int) -> None:
+        """A compaction's snapshot that will not be installed: close it and delete its file."""
+        os.close(fd)
+        (self.data_dir / (_segment_name(self._seq + 1) + ".tmp")).unlink(missing_ok=True)
 
     # -- limits -----------------------------------------------------------------------------------
 
@@ -1140,8 +1135,7 @@ class DurableStore(LocalStore):
         # The old segment's file is closed below: no sync of it may still be running.
         await self._wait_synced()
         if self._error is not None:  # a sync failed meanwhile: the repair writes its own
-            os.close(fd)
-            (self.data_dir / (_segment_name(self._seq + 1) + ".tmp")).unlink(missing_ok=True)
+            self._drop_snapshot(fd)
             return
         # Every frame made since the freeze is in the carry, whether written to the old segment
         # or still in the buffer: the new segment is the snapshot plus the carry, so the

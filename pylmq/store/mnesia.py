@@ -103,6 +103,7 @@ __all__ = [
     "STANDALONE",
     "MnesiaStore",
     "PeerLink",
+    "erlang_defaults_problem",
     "erlang_props_problem",
 ]
 
@@ -146,6 +147,14 @@ def erlang_props_problem(props: RawProps) -> str | None:
         if value > ERLANG_INT_MAX:
             limit = ERLANG_INT_MAX if key != "accum" else ERLANG_INT_MAX / 1000
             return f"{key} {props[key]!r} cannot be served by the Erlang LMQ nodes of this cluster (at most {limit:g})"
+    return None
+
+
+def erlang_defaults_problem(defaults: DefaultList) -> str | None:
+    """:func:`erlang_props_problem` of the first default props that have one, naming them."""
+    for regex, props in defaults:
+        if (problem := erlang_props_problem(props)) is not None:
+            return f"default props of {regex!r:.60}: {problem}"
     return None
 
 
@@ -501,9 +510,8 @@ class MnesiaStore:
     async def set_default_props(self, defaults: DefaultList) -> None:
         if self.mode != CLUSTER:
             return await self.local.set_default_props(defaults)
-        for regex, props in defaults:
-            if (problem := erlang_props_problem(props)) is not None:
-                raise InvalidProps(f"default props of {regex!r:.60}: {problem}")
+        if (problem := erlang_defaults_problem(defaults)) is not None:
+            raise InvalidProps(problem)
         term = default_list_to_term(defaults)
         self._check(
             "set_lmq_info", (await self._call("set_lmq_info", [A("default_props"), term], retry_unknown=True))[0]

@@ -18,6 +18,8 @@ import os
 import secrets
 import signal
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
@@ -105,3 +107,14 @@ def wait_for(probe: Any, until: Any, timeout: float = 10.0) -> Any:
         time.sleep(0.05)
         value = probe()
     return value
+
+
+def http(method: str, url: str, body: bytes | None = None, ctype: str = "text/plain") -> tuple[int, bytes]:
+    """Status and body of one HTTP request to a node (an Erlang LMQ node or pylmq); 4xx/5xx too."""
+    headers = {"content-type": ctype} if body is not None else {}
+    req = urllib.request.Request(url, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()

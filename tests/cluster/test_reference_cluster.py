@@ -12,13 +12,11 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
 from cluster_helpers import PyNode
-from lmq_reference import RefCluster, RefNode, reference_cluster, wait_for
+from lmq_reference import RefCluster, RefNode, http, reference_cluster, wait_for
 
 from pylmq.client import HttpClient, Message
 
@@ -36,16 +34,6 @@ def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefCluster]:
 @pytest.fixture
 def queue() -> str:
     return "rq_" + secrets.token_hex(4)
-
-
-def http(method: str, url: str, body: bytes | None = None, ctype: str = "text/plain") -> tuple[int, bytes]:
-    headers = {"content-type": ctype} if body is not None else {}
-    req = urllib.request.Request(url, data=body, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
 
 
 def client(node: RefNode | PyNode) -> HttpClient:

@@ -15,15 +15,13 @@ import secrets
 import shutil
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from cluster_helpers import ROOT, PyNode
-from lmq_reference import RefNode, kit_or_skip, wait_for
+from lmq_reference import RefNode, http, kit_or_skip, wait_for
 
 sys.path.insert(0, str(ROOT / "tests" / "rel"))
 
@@ -58,15 +56,6 @@ def status(env: Env) -> str:
 def mode_line(text: str) -> str:
     """The line under "Active nodes" that says how the node serves ('' when in the cluster)."""
     return text.splitlines()[2]
-
-
-def http(method: str, url: str, body: bytes | None = None) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, data=body, method=method, headers={"content-type": "text/plain"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
 
 
 def start_erlang(env: Env) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from cluster_helpers import PyNode
-from lmq_reference import RefCluster, RefNode, reference_cluster, wait_for
+from lmq_reference import RefCluster, RefNode, http, reference_cluster, wait_for
 
 from pylmq.client import HttpClient, RpcClient
 from pylmq.dist import Atom, start_node
@@ -46,16 +46,6 @@ def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefCluster]:
 @pytest.fixture
 def queue() -> str:
     return "sq_" + secrets.token_hex(4)
-
-
-def http(method: str, url: str, body: bytes | None = None, ctype: str = "application/json") -> tuple[int, bytes]:
-    headers = {"content-type": ctype} if body is not None else {}
-    req = urllib.request.Request(url, data=body, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
 
 
 def stats(url: str) -> dict[str, Any]:
@@ -126,7 +116,7 @@ def test_pylmq_stats_drop_a_stopped_erlang_node_within_seconds(tmp_path: Path) -
 
 
 def patch(url: str, queue: str, props: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    status, body = http("PATCH", f"{url}/properties/{queue}", json.dumps(props).encode())
+    status, body = http("PATCH", f"{url}/properties/{queue}", json.dumps(props).encode(), "application/json")
     return status, json.loads(body) if body else {}
 
 
@@ -166,7 +156,7 @@ def test_integers_jsonx_cannot_encode_are_refused(
 
 def test_default_props_with_retry_infinity_are_refused_and_the_erlang_pulls_work(ref: RefCluster, queue: str) -> None:
     body = json.dumps([["^sq_", {"retry": "infinity"}]]).encode()
-    status, raw = http("PUT", ref.py[0].url + "/properties", body)
+    status, raw = http("PUT", ref.py[0].url + "/properties", body, "application/json")
     doc = json.loads(raw)
     assert (status, doc.get("error")) == (400, "invalid_props"), (status, doc)
     assert "^sq_" in doc["detail"] and 'retry "infinity"' in doc["detail"], doc

@@ -81,6 +81,7 @@ class Service:
         self.dist: Node | None = None
         self.membership_file = settings.data_dir / membership.FILE_NAME
         self.membership: Membership | None = None
+        self.join_at_start: Membership | None = None  # app.config's {join, Node}, never joined yet
         self.stopped = asyncio.Event()  # set when the node is asked to stop (signal or lmq_console:stop)
 
     @property
@@ -102,9 +103,14 @@ class Service:
         try:
             if self.store is not None:
                 self.membership = membership.load(self.membership_file)
-                if self.membership is not None and not self.membership.standalone:
+                if self.membership is None and s.join and s.node_name is not None:
+                    # app.config's {join, Node} on a node never joined: it is a member to be,
+                    # and serving queues of its own meanwhile would split the cluster.
+                    self.join_at_start = Membership((s.join,))
+                waiting = self.membership or self.join_at_start
+                if waiting is not None and not waiting.standalone:
                     # Before the APIs listen: not one request may see this node's own queues.
-                    self.node.manager.unavailable = rejoining_error(not_connected_yet(self.membership))
+                    self.node.manager.unavailable = rejoining_error(not_connected_yet(waiting))
             await self.node.start()
             if self.gauges is not None:
                 self.gauges.start()
@@ -142,10 +148,14 @@ class Service:
             if self.membership is not None:
                 # The membership kept from before the restart wins over {join, Node}.
                 await self.cluster.restore(self.membership)
-            elif self.settings.join:
-                answer = await self._join(Atom(self.settings.join))
+            elif self.join_at_start is not None:
+                # Joined at once when the node answers; else the node keeps trying, and queue
+                # requests get 503 until it succeeds or the operator chooses standalone.
+                node = self.join_at_start.nodes[0]
+                answer = await self._join(Atom(node))
                 if answer is not Atom("ok"):
-                    log.error("could not join the cluster at start", node=self.settings.join, answer=repr(answer))
+                    log.error("could not join the cluster at start; retrying", node=node, answer=repr(answer))
+                    await self.cluster.restore(self.join_at_start)
         else:
             d.register_function(console.MODULE, "join", console.not_supported)
             d.register_function(console.MODULE, "leave", console.not_supported)

@@ -251,3 +251,37 @@ def test_join_failures_print_the_reason_and_exit_non_zero(env: Env) -> None:
         other.wait(10)
         pylmq.stop()
     joined(env)
+
+
+def test_join_from_app_config_waits_for_an_unreachable_cluster_instead_of_serving_alone(
+    env: Env, queue: str
+) -> None:
+    """A node that was never joined and is told ``{join, Node}`` in app.config is a member to
+    be: while the cluster is down it refuses queue operations (no queues of its own to split
+    from the cluster), and it joins by itself once the cluster answers."""
+    joined(env)
+    assert env.rel.lmq("stop").returncode == 0
+    env.membership.unlink()  # as on a node's first start: nothing recorded
+    stop_erlang(env)
+    app = env.rel.root / "etc" / "app.config"
+    original = app.read_text()
+    asked = original.replace("%% , {join, 'lmq@10.0.0.2'}", f", {{join, '{env.lmq1.name}'}}")
+    assert asked != original, "the release's app.config no longer has the commented join line"
+    app.write_text(asked)
+    try:
+        started = env.rel.lmq("start")
+        assert started.returncode == 0, f"bin/lmq start: {started.stdout}{started.stderr}"
+        code, body = http("POST", f"{env.rel.url}/messages/{queue}", b"would split the cluster")
+        assert code == 503, (code, body)
+        error = json.loads(body)
+        assert error["error"] == "cluster_unavailable" and env.lmq1.name in error["detail"], error
+        text = wait_for(lambda: status(env), lambda t: mode_line(t).startswith("Rejoining: "), TRUTH_WITHIN)
+        assert env.lmq1.name in mode_line(text), text
+        start_erlang(env)
+        text = wait_for(lambda: status(env), lambda t: env.lmq1.name in t.splitlines()[1], 3 * TRUTH_WITHIN)
+        assert mode_line(text) == "", f"expected it in the cluster: {text}"
+        HttpClient(env.rel.url, request_timeout=30).push(queue, b"after the join", "text/plain")
+        visible_on_erlang(env, queue, b"after the join")
+        assert json.loads(env.membership.read_text())["nodes"][0] == env.lmq1.name
+    finally:
+        app.write_text(original)

@@ -146,6 +146,7 @@ class Cluster:
         self._sync_lock = asyncio.Lock()
         self._op_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._pushed: set[str] = set()  # queues pushed to since the last new_message broadcast
         self._refresher: asyncio.Task[None] | None = None
         self._subscriber: Process | None = None
         self._events = dist.spawn("lmq_event", self._on_event)
@@ -189,7 +190,16 @@ class Cluster:
         return await self.dist.rpc(peer, module, function, args, timeout)
 
     def pushed(self, name: str) -> None:
-        self._broadcast((NEW_MESSAGE, name_to_atom(name)))
+        # One new_message per queue and pass of the event loop: the pushes answered together
+        # wake the same waiters, and each notification costs every Erlang node a gen_event call.
+        if not self._pushed:
+            asyncio.get_running_loop().call_soon(self._announce_pushes)
+        self._pushed.add(name)
+
+    def _announce_pushes(self) -> None:
+        names, self._pushed = self._pushed, set()
+        for name in names:
+            self._broadcast((NEW_MESSAGE, name_to_atom(name)))
 
     async def queue_created(self, name: str, props: Term | None) -> None:
         atom = name_to_atom(name)

@@ -155,6 +155,9 @@ class Connection:
         self._tasks: list[asyncio.Task[None]] = []
         self.closed = False
         self.stalled = False  # see the module docstring
+        # Frames sent during one pass of the event loop go out in one write: one system call
+        # instead of one per frame when many requests are in flight (rpcs, casts, replies).
+        self._pending: list[bytes | bytearray] = []
 
     def start(self) -> None:
         self._tasks = [
@@ -165,7 +168,15 @@ class Connection:
     def send(self, frame: bytes | bytearray) -> None:
         if self.closed:
             return
-        self._writer.write(frame)
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._pending.append(frame)
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if self.closed or not pending:
+            return
+        self._writer.write(pending[0] if len(pending) == 1 else b"".join(pending))
         self._last_write = time.monotonic()
 
     def silence(self) -> float:
@@ -174,6 +185,7 @@ class Connection:
 
 
     async def drain(self) -> None:
+        self._flush()
         if not self.closed:
             with contextlib.suppress(ConnectionError):
                 await self._writer.drain()
@@ -182,6 +194,7 @@ class Connection:
         """Drop the connection; the owner hears about it once through _on_connection_lost."""
         if self.closed:
             return
+        self._flush()  # what was sent before the close still goes out, as it would have at once
         self.closed = True
         self._writer.close()
         current = asyncio.current_task()

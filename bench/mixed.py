@@ -8,7 +8,16 @@ on one cluster:
 - ``mixed-erlang``: the connections all go to an Erlang node of the same cluster (the one the
   pylmq node did not join, so neither side is favoured by being the node pylmq calls first);
 - ``mixed-shared-pylmq`` / ``mixed-shared-erlang``: both at once, C connections each, on one
-  queue: the two wrk processes run side by side, and each side's rate and p99 are its own.
+  queue: the two wrk processes run side by side, and each side's rate and p99 are its own;
+- ``mixed-erlang-in-node``: no HTTP and no pylmq request at all: C Erlang processes on the
+  measured Erlang node call its queue process (``lmq_queue:push/pull/done``) directly. It is the
+  rate LMQ's own transactions allow one queue of this cluster on this host, the ceiling of
+  any front end that runs them one at a time per queue.
+
+For the two single-side targets and the in-node one, each cell also records the CPU time every
+process of the cluster spent per cycle (``extra.cpu_ms_per_cycle``: the pylmq node, the Erlang
+node it joined, the measured Erlang node) and how busy the host was (``extra.host_busy_pct``):
+on a host whose cores are all busy, CPU per cycle is what bounds the rate.
 
 Each round runs the three in turn; ``--mixed-rounds`` rounds give medians (other load on the
 host moves single runs a lot). The summary gives the goals: pylmq's cycle rate over the Erlang
@@ -19,6 +28,7 @@ node's (>= 1.5, p99 no worse), and on the shared queue each side's share of the 
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import statistics
 import sys
@@ -141,6 +151,73 @@ def _cell(target: str, param: str, run: WrkRun, usage: tuple[GroupUsage | None, 
     return c
 
 
+def _host_ticks() -> tuple[int, int]:
+    """(idle, total) jiffies of the host since boot."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v[3] + v[4], sum(v)
+
+
+class _Accounting:
+    """CPU seconds of each cluster process and the host's busy share over one cell."""
+
+    def __init__(self, m: MixedCluster) -> None:
+        pid = m.py.popen.pid
+        self.pids = {"pylmq": pid, "erlang_joined": m.erl[0].pid(), "erlang_measured": m.erl[1].pid()}
+        self.cpu0 = self._cpu()
+        self.host0 = _host_ticks()
+
+    def _cpu(self) -> dict[str, float]:
+        return {k: group_usage([p]).cpu_s for k, p in self.pids.items() if p is not None}
+
+    def record(self, cell: Cell, cycles: int) -> None:
+        cpu1, host1 = self._cpu(), _host_ticks()
+        if cycles > 0:
+            cell.extra["cpu_ms_per_cycle"] = {
+                k: round((cpu1[k] - self.cpu0[k]) / cycles * 1000, 3) for k in cpu1 if k in self.cpu0
+            }
+        idle, total = host1[0] - self.host0[0], host1[1] - self.host0[1]
+        if total > 0:
+            cell.extra["host_busy_pct"] = round(100 * (1 - idle / total), 1)
+
+
+# C Erlang processes on the node call its queue process until the deadline; the answer is
+# {Cycles, Microseconds}. Only LMQ's own API, run by lmq-ref eval like any operator's command.
+_IN_NODE = """
+Q = '{queue}', Pid = lmq_queue_mgr:get(Q, [create]), Self = self(),
+T0 = erlang:monotonic_time(microsecond), End = T0 + {micros},
+Work = fun Work(N) ->
+    case erlang:monotonic_time(microsecond) < End of
+        true ->
+            ok = lmq_queue:push(Pid, <<"cycle">>),
+            {{message, {{_, UUID}}, _, _, _, _}} = lmq_queue:pull(Pid),
+            ok = lmq_queue:done(Pid, UUID),
+            Work(N + 1);
+        false -> N
+    end
+end,
+[spawn(fun() -> Self ! {{cycles, Work(0)}} end) || _ <- lists:seq(1, {c})],
+Total = lists:sum([receive {{cycles, N}} -> N end || _ <- lists:seq(1, {c})]),
+lmq_lib:delete(Q),
+{{Total, erlang:monotonic_time(microsecond) - T0}}.
+"""
+
+
+def _in_node_cell(m: MixedCluster, c: int, seconds: float, tag: str) -> Cell:
+    acct = _Accounting(m)
+    out = m.erl[1].eval(_IN_NODE.format(queue=f"mx{tag}-in-node", micros=int(seconds * 1e6), c=c))
+    found = re.search(r"\{(\d+),(\d+)\}", out.replace(" ", "").replace("\n", ""))
+    cell = Cell("mixed-erlang-in-node", "erlang", WORKLOAD, f"c={c}", generator="lmq_queue")
+    if found is None:
+        cell.error = f"unexpected answer: {out[-300:]}"
+        return cell
+    cycles, micros = int(found[1]), int(found[2])
+    cell.msgs, cell.seconds = cycles, round(micros / 1e6, 3)
+    cell.msgs_per_s = round(cycles / (micros / 1e6), 1) if micros else None
+    acct.record(cell, cycles)
+    return cell
+
+
 def _cycles(wrk: str, url: str, queue: str, c: int, seconds: float) -> WrkRun:
     # A quota no connection reaches: the cell is bounded by time, so both sides of the shared
     # queue run for the same span.
@@ -152,9 +229,13 @@ def run_round(wrk: str, m: MixedCluster, c: int, seconds: float, tag: str, log: 
     sides = [("pylmq", m.py_url, m.py.usage), ("erlang", m.erl[1].url, lambda: m.erl_usage(1))]
     for side, url, usage in sides:
         u0 = usage()
+        acct = _Accounting(m)
         run = _cycles(wrk, url, f"mx{tag}-{side}", c, seconds)
         cells.append(_cell(f"mixed-{side}", f"c={c}", run, (u0, usage())))
+        acct.record(cells[-1], cells[-1].msgs)
         log(f"    {cells[-1].target} {c}: {cells[-1].msgs_per_s} cycles/s p99 {cells[-1].p99_ms} ms")
+    cells.append(_in_node_cell(m, c, seconds, tag))
+    log(f"    {cells[-1].target} {c}: {cells[-1].msgs_per_s} cycles/s")
     # Both at once on one queue: one wrk per side, started together.
     q = f"mx{tag}-shared"
     runs: dict[str, WrkRun] = {}
@@ -210,7 +291,17 @@ def summary(cells: list[Cell]) -> dict[str, Any]:
     """Medians over the rounds, and the goals: pylmq/Erlang >= 1.5 with a p99 no worse, and each
     side's share of the shared queue's combined rate >= 1/3 (ratios within a round, then median)."""
     med = {t: {a: _median(cells, t, a) for a in ("msgs_per_s", "p99_ms", "gen_cpu_pct", "server_cpu_pct")}
-           for t in ("mixed-pylmq", "mixed-erlang", "mixed-shared-pylmq", "mixed-shared-erlang")}  # fmt: skip
+           for t in ("mixed-pylmq", "mixed-erlang", "mixed-shared-pylmq", "mixed-shared-erlang",
+                     "mixed-erlang-in-node")}  # fmt: skip
+    cpu: dict[str, dict[str, float]] = {}
+    for t in ("mixed-pylmq", "mixed-erlang", "mixed-erlang-in-node"):
+        per = [c.extra["cpu_ms_per_cycle"] for c in cells if c.target == t and "cpu_ms_per_cycle" in c.extra]
+        busy = [c.extra["host_busy_pct"] for c in cells if c.target == t and "host_busy_pct" in c.extra]
+        if per:
+            cpu[t] = {k: statistics.median(p[k] for p in per if k in p) for k in per[0]}
+            cpu[t]["total"] = sum(cpu[t].values())
+            if busy:
+                cpu[t]["host_busy_pct"] = statistics.median(busy)
     by_round: dict[int, dict[str, Cell]] = {}
     for c in cells:
         by_round.setdefault(int(c.extra.get("round", 0)), {})[c.target] = c
@@ -229,6 +320,7 @@ def summary(cells: list[Cell]) -> dict[str, Any]:
     p99p, p99e = med["mixed-pylmq"]["p99_ms"], med["mixed-erlang"]["p99_ms"]
     return {
         "medians": med,
+        "cpu_ms_per_cycle": cpu,
         "ratio_pylmq_over_erlang": ratio,
         "ratio_ok": ratio is not None and ratio >= 1.5,
         "p99_ok": p99p is not None and p99e is not None and p99p <= p99e,
@@ -249,6 +341,18 @@ def summary_md(cells: list[Cell]) -> str:
         f"| {t} | {f(v['msgs_per_s'])} | {f(v['p99_ms'], 1)} | {f(v['server_cpu_pct'])} | {f(v['gen_cpu_pct'])} |"
         for t, v in med.items()
     )
+    cpu_rows = "\n".join(
+        f"| {t} | {f(v.get('pylmq'), 2)} | {f(v.get('erlang_joined'), 2)} | {f(v.get('erlang_measured'), 2)} "
+        f"| {f(v.get('total'), 2)} | {f(v.get('host_busy_pct'))} |"
+        for t, v in s["cpu_ms_per_cycle"].items()
+    )
+    cpu_table = (
+        "\nCPU ms per cycle, by process (medians):\n\n"
+        "| target | pylmq | Erlang node joined | Erlang node measured | total | host busy % |\n"
+        "|---|---:|---:|---:|---:|---:|\n" + cpu_rows + "\n"
+        if cpu_rows
+        else ""
+    )
     return (
         f"## Mixed cluster (medians of {s['rounds']} rounds, cycles/s = push+pull+ack per connection)\n\n"
         "| target | cycles/s | p99 ms | server CPU % | gen CPU % |\n|---|---:|---:|---:|---:|\n"
@@ -257,7 +361,7 @@ def summary_md(cells: list[Cell]) -> str:
         f"{'met' if s['ratio_ok'] else 'NOT met'}); p99 no worse than the Erlang node's: "
         f"{'met' if s['p99_ok'] else 'NOT met'}.\n"
         f"Shared queue, smaller side's share of the combined rate: {f(s['smaller_share_of_shared'], 2)} "
-        f"(goal >= 0.33: {'met' if s['share_ok'] else 'NOT met'}).\n"
+        f"(goal >= 0.33: {'met' if s['share_ok'] else 'NOT met'}).\n" + cpu_table
     )
 
 

@@ -41,14 +41,27 @@ def test_bench_mixed_measures_each_side_alone_and_both_on_one_queue(tmp_path: Pa
     assert run.returncode == 0, f"bench exited {run.returncode}: {run.stdout[-1500:]} {run.stderr[-1500:]}"
     doc = json.loads((out / "results.json").read_text())
     cells = {c["target"]: c for c in doc["cells"]}
-    assert set(cells) == {"mixed-pylmq", "mixed-erlang", "mixed-shared-pylmq", "mixed-shared-erlang"}, cells
+    assert set(cells) == {
+        "mixed-pylmq", "mixed-erlang", "mixed-shared-pylmq", "mixed-shared-erlang", "mixed-erlang-in-node"
+    }, cells  # fmt: skip
     for target, cell in cells.items():
         assert cell["workload"] == "cycle" and cell["error"] is None, f"{target}: {cell}"
-        assert cell["msgs"] > 0 and cell["gen_cpu_pct"] is not None, f"{target}: expected acked cycles, got {cell}"
+        assert cell["msgs"] > 0, f"{target}: expected acked cycles, got {cell}"
+        if target != "mixed-erlang-in-node":  # no load generator there: Erlang processes only
+            assert cell["gen_cpu_pct"] is not None, f"{target}: {cell}"
+    for target in ("mixed-pylmq", "mixed-erlang", "mixed-erlang-in-node"):
+        per = cells[target]["extra"]["cpu_ms_per_cycle"]
+        assert set(per) == {"pylmq", "erlang_joined", "erlang_measured"} and all(v >= 0 for v in per.values()), per
+        assert 0 <= cells[target]["extra"]["host_busy_pct"] <= 100, cells[target]["extra"]
+    # The measured Erlang node does the work of its own clients: most of its cycle's CPU is there.
+    erl = cells["mixed-erlang"]["extra"]["cpu_ms_per_cycle"]
+    assert erl["erlang_measured"] > erl["erlang_joined"], erl
     assert cells["mixed-shared-pylmq"]["param"] == "c=2+2"
     s = doc["meta"]["targets"]["mixed"]["summary"]
     assert s["ratio_pylmq_over_erlang"] > 0 and 0 < s["smaller_share_of_shared"] <= 0.5, s
+    assert set(s["cpu_ms_per_cycle"]) == {"mixed-pylmq", "mixed-erlang", "mixed-erlang-in-node"}, s
     assert "## Mixed cluster" in (out / "results.md").read_text()
+    assert "CPU ms per cycle, by process" in (out / "results.md").read_text()
 
 
 def test_the_summary_takes_ratios_within_a_round_and_medians_over_rounds() -> None:

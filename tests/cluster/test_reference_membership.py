@@ -89,6 +89,17 @@ def visible_on_erlang(env: Env, queue: str, body: bytes) -> None:
     assert got is not None and got.body == body, f"expected {body!r} pushed on pylmq to be pulled on lmq1; got {got}"
 
 
+def start_refusing_pushes(env: Env, queue: str) -> None:
+    """``bin/lmq start`` while the cluster is down: it starts, and a push answers 503
+    cluster_unavailable naming the cluster's node."""
+    started = env.rel.lmq("start")
+    assert started.returncode == 0, f"bin/lmq start: {started.stdout}{started.stderr}"
+    code, body = http("POST", f"{env.rel.url}/messages/{queue}", b"would split the cluster")
+    assert code == 503, (code, body)
+    error = json.loads(body)
+    assert error["error"] == "cluster_unavailable" and env.lmq1.name in error["detail"], error
+
+
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     kit_or_skip()
@@ -137,13 +148,7 @@ def test_restarted_while_the_cluster_is_down_refuses_queue_operations_then_rejoi
     joined(env)
     assert env.rel.lmq("stop").returncode == 0
     stop_erlang(env)
-    started = env.rel.lmq("start")
-    assert started.returncode == 0, f"bin/lmq start: {started.stdout}{started.stderr}"
-
-    code, body = http("POST", f"{env.rel.url}/messages/{queue}", b"would split the cluster")
-    assert code == 503, (code, body)
-    error = json.loads(body)
-    assert error["error"] == "cluster_unavailable" and env.lmq1.name in error["detail"], error
+    start_refusing_pushes(env, queue)
     for request in (("GET", f"/messages/{queue}?t=0"), ("GET", "/stats"), ("POST", f"/messages/{queue}/x?reply=ack")):
         assert http(*[request[0], env.rel.url + request[1]])[0] == 503, request
     with RpcClient("127.0.0.1", env.rel.rpc_port, request_timeout=30) as rpc, pytest.raises(LMQError) as refused:
@@ -269,12 +274,7 @@ def test_join_from_app_config_waits_for_an_unreachable_cluster_instead_of_servin
     assert asked != original, "the release's app.config no longer has the commented join line"
     app.write_text(asked)
     try:
-        started = env.rel.lmq("start")
-        assert started.returncode == 0, f"bin/lmq start: {started.stdout}{started.stderr}"
-        code, body = http("POST", f"{env.rel.url}/messages/{queue}", b"would split the cluster")
-        assert code == 503, (code, body)
-        error = json.loads(body)
-        assert error["error"] == "cluster_unavailable" and env.lmq1.name in error["detail"], error
+        start_refusing_pushes(env, queue)
         text = wait_for(lambda: status(env), lambda t: mode_line(t).startswith("Rejoining: "), TRUTH_WITHIN)
         assert env.lmq1.name in mode_line(text), text
         start_erlang(env)

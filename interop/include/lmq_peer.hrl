@@ -1,4 +1,4 @@
-%% Records of LMQ's Mnesia tables (LMQ-FACTS.md section 5). Field names and
+%% Records of LMQ's Mnesia tables (docs/lmq-contract.md#tables). Field names and
 %% order are the wire contract: a pylmq node reads and writes these tuples by rpc.
 
 %% One row of a queue table (ordered_set keyed by id).

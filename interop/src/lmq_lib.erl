@@ -1,7 +1,7 @@
 %% Queue operations over LMQ's Mnesia tables, for the interop test peer.
 %%
 %% This module answers to the same name, arities and return shapes as the
-%% lmq_lib of an Erlang LMQ node (LMQ-FACTS.md section 5), so a pylmq node can
+%% lmq_lib of an Erlang LMQ node (docs/lmq-contract.md#lmq_lib-calls), so a pylmq node can
 %% drive it by rpc exactly as it would drive real LMQ. Every queue operation is
 %% one Mnesia transaction on the calling node. Queue names are atoms; uuids are
 %% 16-byte binaries; props are proplists with accum in ms and timeout in s.

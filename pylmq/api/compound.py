@@ -1,7 +1,8 @@
 """The two wire encodings of a compound (accumulated) message, as pure functions over bytes.
 
-LMQ-FACTS section 3: ``cf=multipart`` (the default) sends the items as ``multipart/mixed`` with
-the message id as boundary; ``cf=msgpack`` sends an ``application/x-msgpack`` array of
+docs/lmq-contract.md#compound-messages-on-the-wire: ``cf=multipart`` (the default) sends the
+items as ``multipart/mixed`` with the message id as boundary; ``cf=msgpack`` sends an
+``application/x-msgpack`` array of
 ``[{headers}, body]`` pairs. In both, every item's headers carry a content-type, defaulted to
 ``application/octet-stream`` when the item was pushed without one. Decoders are here too so the
 client and the tests read exactly what the server writes.

@@ -1,4 +1,4 @@
-"""The HTTP API of LMQ (LMQ-FACTS section 3): parse, call the queue manager, answer.
+"""The HTTP API of LMQ (docs/lmq-contract.md#http-api): parse, call the queue manager, answer.
 
 Every handler parses the request, makes one call on the :class:`QueueManager` and encodes the
 answer; queue semantics live in ``pylmq.core``. :class:`HttpApi` routes a request by its path

@@ -1,4 +1,4 @@
-"""The MessagePack-RPC API (LMQ-FACTS section 4) on asyncio: parse, call the manager, encode.
+"""The MessagePack-RPC API (docs/lmq-contract.md#messagepack-rpc-api) on asyncio: parse, call the manager, encode.
 
 One :class:`asyncio.Protocol` per connection feeds a :class:`~pylmq.api.msgpack_rpc.Decoder`;
 every request runs as its own task, so requests pipelined on one connection are served

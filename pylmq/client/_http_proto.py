@@ -1,6 +1,6 @@
 """The HTTP API as data: requests to send and decoders for what comes back, without I/O.
 
-Each operation of LMQ-FACTS section 3 is a function returning an :class:`HttpRequest`: the
+Each operation of docs/lmq-contract.md#http-api is a function returning an :class:`HttpRequest`: the
 method, the target (path and query, already percent-encoded), body and headers, how long the
 server may legitimately take, and the decoder that turns an :class:`HttpResponse` into the
 operation's result or raises. The asyncio (aiohttp) and blocking (http.client) transports only

@@ -1,7 +1,7 @@
 """The MessagePack-RPC API as data: calls to make and decoders for their results, without I/O.
 
 Framing (requests, responses, the streaming decoder) is :mod:`pylmq.api.msgpack_rpc`, shared
-with the server. This module knows LMQ's methods (LMQ-FACTS section 4): their parameters, what
+with the server. This module knows LMQ's methods (docs/lmq-contract.md#messagepack-rpc-api): their parameters, what
 their results look like and how long the server may hold each one.
 """
 

@@ -2,7 +2,7 @@
 
 A :class:`Cluster` owns, on the node's hidden Erlang distribution node:
 
-- the ``lmq_event`` process, which takes part in LMQ's event protocol (LMQ-FACTS.md section 5):
+- the ``lmq_event`` process, which takes part in LMQ's event protocol (docs/lmq-contract.md#the-lmq_event-protocol):
   it accepts ``{notify, {remote, Event}}``; ``{join_node, N}`` adds N to this node's broadcast
   list, a remote ``new_message`` wakes this node's pullers, remote ``queue_created`` /
   ``queue_deleted`` update the queue manager (checked against the mirror, which is the

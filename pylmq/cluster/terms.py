@@ -1,4 +1,4 @@
-"""LMQ's Mnesia records and props as Erlang terms, and back (LMQ-FACTS.md section 5).
+"""LMQ's Mnesia records and props as Erlang terms, and back (docs/lmq-contract.md#tables).
 
 Pure functions, no I/O. The shapes are LMQ's: a queue table row is
 ``{message, {Ts, Uuid16}, State, Type, Retry, Content}`` (a simple Mnesia table event carries the

@@ -1,4 +1,4 @@
-"""The message record of LMQ-FACTS section 1, and its ids.
+"""The message record of docs/lmq-contract.md#the-message-record, and its ids.
 
 A record is ``(id, state, type, retry, content)`` where ``id = (ts, uuid)``: ``ts`` is a float of
 Unix seconds (the time the record becomes deliverable) and ``uuid`` 16 random bytes (v4). The

@@ -1,4 +1,4 @@
-"""Queue properties: ``accum``, ``retry``, ``timeout`` (LMQ-FACTS section 2).
+"""Queue properties: ``accum``, ``retry``, ``timeout`` (docs/lmq-contract.md#queue-properties).
 
 Effective properties of queue Q = Q's own properties, over the FIRST entry of the default list
 whose regex matches Q's name, over the system defaults. Raw (partial) properties are plain dicts

@@ -1,7 +1,8 @@
 """One queue's table: an ordered set of message records keyed by id, with a uuid index.
 
-This is LMQ's ``lmq_lib`` (LMQ-FACTS section 1) for a table held in this process: enqueue with
-accumulation, dequeue with redelivery by deadline and retry discard, done/retain/release/put_back.
+This is LMQ's ``lmq_lib`` (docs/lmq-contract.md#message-states-and-redelivery) for a table held in
+this process: enqueue with accumulation, dequeue with redelivery by deadline and retry discard,
+done/retain/release/put_back.
 It is the single implementation of those rules for every local store; the durable store only
 adds a :class:`Journal` that records each mutation.
 

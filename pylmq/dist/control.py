@@ -1,4 +1,4 @@
-"""Distribution control message operations (ERLANG-DIST.md section 5) and frame building.
+"""Distribution control message operations (docs/erlang-distribution.md#control-messages) and frame building.
 
 A pass-through frame is ``112``, the control tuple as a full external term, and for the ops
 marked "with payload" a second term (the message or exit reason).

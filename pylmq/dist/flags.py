@@ -1,4 +1,4 @@
-"""Distribution capability flags (ERLANG-DIST.md section 3) and their negotiation."""
+"""Distribution capability flags (docs/erlang-distribution.md#flags) and their negotiation."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class Flag(enum.IntFlag):
     FRAGMENTS = 0x800000
     HANDSHAKE_23 = 0x1000000
     UNLINK_ID = 0x2000000
-    # The protocol document says 1 bsl 36; every OTP code base uses bit 26 (ERLANG-DIST.md 0.7).
+    # The protocol document says 1 bsl 36; every OTP code base uses bit 26 (docs/erlang-distribution.md#flags).
     MANDATORY_25_DIGEST = 0x4000000
     SPAWN = 1 << 32
     NAME_ME = 1 << 33

@@ -1,4 +1,4 @@
-"""The distribution handshake as two sans-IO state machines (ERLANG-DIST.md section 2).
+"""The distribution handshake as two sans-IO state machines (docs/erlang-distribution.md#handshake).
 
 Both machines take handshake packets (the bytes after the 2-byte length prefix) and return the
 packets to send. :class:`Initiator` dials, :class:`Acceptor` answers. Version 6 (``'N'``) is

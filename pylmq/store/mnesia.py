@@ -1,6 +1,6 @@
 """The `mnesia` store: the queues are the Erlang cluster's Mnesia tables.
 
-In a mixed cluster the queue tables are LMQ's own (LMQ-FACTS.md section 5: one ``ordered_set``
+In a mixed cluster the queue tables are LMQ's own (docs/lmq-contract.md#tables: one ``ordered_set``
 per queue named by the queue atom, ``'__lmq_queue_info__'``, ``'__lmq_info__'``). A Python node
 cannot run Mnesia (it is a hidden node), so every mutation is one rpc to ``lmq_lib`` on a live
 Erlang peer, which runs it as one Mnesia transaction: locking and ordering are Mnesia's, exactly

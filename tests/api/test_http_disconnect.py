@@ -1,4 +1,4 @@
-"""A client that goes away does not take a message with it (LMQ-FACTS section 1, put_back)."""
+"""A client that goes away does not take a message with it (docs/lmq-contract.md#message-states-and-redelivery)."""
 
 from __future__ import annotations
 

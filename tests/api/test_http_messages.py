@@ -1,4 +1,4 @@
-"""Messages over HTTP (LMQ-FACTS sections 1 and 3): push, pull, ack/nack/ext, redelivery, retry,
+"""Messages over HTTP (docs/lmq-contract.md#http-api): push, pull, ack/nack/ext, redelivery, retry,
 accumulation, fan-out and pull-any, through a real node and real sockets."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Queue and default properties over HTTP (LMQ-FACTS sections 2 and 3), and the old path aliases."""
+"""Queue and default properties over HTTP (docs/lmq-contract.md#queue-properties), and the old path aliases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LMQ-FACTS section 1 on one queue table, with an injected clock (no sleeping)."""
+"""docs/lmq-contract.md#message-states-and-redelivery on one queue table, with an injected clock (no sleeping)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every MessagePack-RPC method against a real node over a real socket (LMQ-FACTS sections 1, 2, 4)."""
+"""Every MessagePack-RPC method against a real node over a real socket (docs/lmq-contract.md)."""
 
 from __future__ import annotations
 

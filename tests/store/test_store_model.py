@@ -1,5 +1,5 @@
 """Random operation sequences against the memory and the durable store, checked against a
-plain reference model of LMQ's queue semantics (LMQ-FACTS section 1), written independently of
+plain reference model of LMQ's queue semantics (docs/lmq-contract.md#queues-and-messages), written independently of
 ``pylmq.core.table``: a list of records scanned for the smallest ``ts``.
 
 Time is a ManualClock stepped 1 ms per operation; timeouts and accum windows end at distinct

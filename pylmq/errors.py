@@ -71,6 +71,14 @@ class UnknownMethod(BadRequest):
     reason = "unknown_method"
 
 
+class NotSupported(LMQError):
+    """The operation exists but this node cannot do it in its present setup (a pylmq extension
+    while the node serves an Erlang LMQ cluster's tables)."""
+
+    reason = "not_supported"
+    http_status = 501
+
+
 class RequestTimeout(LMQError):
     """A request being received came too slowly (see :mod:`pylmq.api._limits`)."""
 

@@ -17,6 +17,7 @@ from pylmq.client._http import AsyncHttpClient
 from pylmq.client._http_sync import HttpClient
 from pylmq.client._message import (
     DEFAULT_CONTENT_TYPE,
+    ClaimResult,
     Message,
     MessageType,
     Part,
@@ -32,6 +33,7 @@ __all__ = [
     "DEFAULT_CONTENT_TYPE",
     "AsyncHttpClient",
     "AsyncRpcClient",
+    "ClaimResult",
     "HttpClient",
     "Message",
     "MessageType",

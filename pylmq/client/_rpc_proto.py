@@ -12,11 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from pylmq.client._message import MessageType, ReplyMany, ReplyResult, RpcMessage
+from pylmq.client._message import ClaimResult, MessageType, ReplyMany, ReplyResult, RpcMessage
 from pylmq.errors import BadRequest, ProtocolError
 
 __all__ = [
     "RpcCall",
+    "claim",
     "delete",
     "done",
     "get_default_props",
@@ -143,6 +144,19 @@ def _reply_result(result: Any) -> ReplyResult:
 def reply_many(queue: str, reply: ReplyMany, ids: Sequence[str]) -> RpcCall[ReplyResult]:
     """``reply_many`` (a pylmq extension): ``reply`` for every id in one call."""
     return RpcCall("reply_many", [queue, reply, list(ids)], _reply_result)
+
+
+def _claim_result(result: Any) -> ClaimResult[RpcMessage]:
+    messages = result.get("messages", result.get(b"messages")) if isinstance(result, Mapping) else None
+    if not isinstance(messages, list | tuple):
+        raise ProtocolError(f"expected {{'messages': [...], 'not_found': [...]}}, got {result!r:.200}")
+    got = [_message(m) for m in messages]
+    return ClaimResult(tuple(m for m in got if m is not None), _ids(result, "not_found"))
+
+
+def claim(queue: str, ids: Sequence[str]) -> RpcCall[ClaimResult[RpcMessage]]:
+    """``claim`` (a pylmq extension): take messages back by id."""
+    return RpcCall("claim", [queue, list(ids)], _claim_result)
 
 
 def delete(queue: str) -> RpcCall[None]:

@@ -38,7 +38,15 @@ if TYPE_CHECKING:
     # Only for types: pylmq.store imports pylmq.core, so a runtime import here is circular.
     from pylmq.store.base import Store
 
-__all__ = ["MAX_REPLY_IDS", "REPLIES", "RESERVED_NAMES", "QueueManager", "ReplyOutcome", "validate_name"]
+__all__ = [
+    "MAX_REPLY_IDS",
+    "REPLIES",
+    "RESERVED_NAMES",
+    "ClaimOutcome",
+    "QueueManager",
+    "ReplyOutcome",
+    "validate_name",
+]
 
 log = logging.getLogger("pylmq.manager")
 
@@ -86,6 +94,15 @@ class ReplyOutcome:
     """What :meth:`QueueManager.reply_many` did: the ids answered and those not found."""
 
     ok: list[str | bytes]
+    not_found: list[str | bytes]
+
+
+@dataclass(slots=True)
+class ClaimOutcome:
+    """What :meth:`QueueManager.claim` did: the messages taken back, in the order asked, and
+    the ids that named none."""
+
+    delivered: list[Delivery]
     not_found: list[str | bytes]
 
 
@@ -486,6 +503,26 @@ class QueueManager:
         answers = iter(found)
         for id_, u in zip(ids, parsed, strict=True):
             (outcome.ok if u is not None and next(answers) else outcome.not_found).append(id_)
+        return outcome
+
+    async def claim(self, name: str, ids: Sequence[str | bytes]) -> ClaimOutcome:
+        """Take messages back by the id of their last delivery (a pylmq extension), for a
+        client that lost track of what it held (a restarted stream reader): each message in
+        processing under that id, or available again under it (nacked, or its deadline passed
+        and nobody pulled it since), is delivered again to the caller with the same id and
+        retry and a new deadline. Ids that name no such message go to ``not_found``."""
+        if len(ids) > MAX_REPLY_IDS:
+            raise BadRequest(f"at most {MAX_REPLY_IDS} ids in one claim, got {len(ids)}")
+        q = self._require(name)
+        parsed = [parse_uuid(i) for i in ids]
+        got = iter(await q.claim([u for u in parsed if u is not None]))
+        outcome = ClaimOutcome([], [])
+        for id_, u in zip(ids, parsed, strict=True):
+            msg = next(got) if u is not None else None
+            if msg is None:
+                outcome.not_found.append(id_)
+            else:
+                outcome.delivered.append(Delivery(name, msg))
         return outcome
 
     # -- properties ------------------------------------------------------------------------------

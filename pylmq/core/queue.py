@@ -206,6 +206,14 @@ class Queue:
             await store.barrier()
         return done
 
+    async def claim(self, uuids: Sequence[bytes]) -> list[Message | None]:
+        """Take messages back by the uuid of their delivery (see :meth:`Store.claim`), each
+        with a deadline of the queue's timeout; one barrier for the batch."""
+        got = await self.store.claim(self.name, uuids, self.props.timeout)
+        if any(m is not None for m in got):
+            await self.store.barrier()
+        return got
+
     async def _settle(self, ok: bool) -> None:
         if not ok:
             raise MessageNotFound("no message in processing with that id (unknown, expired or redelivered)")

@@ -1,4 +1,4 @@
-"""reply_many on the four clients, against a real node: a typed result, errors as the tree."""
+"""reply_many and claim on the four clients, against a real node: typed results, errors as the tree."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from pylmq.client import AsyncHttpClient, AsyncRpcClient, HttpClient, ReplyResult, RpcClient
+from pylmq.client import AsyncHttpClient, AsyncRpcClient, ClaimResult, HttpClient, ReplyResult, RpcClient
 from pylmq.errors import BadRequest, QueueNotFound
 
 
@@ -49,3 +49,33 @@ def test_sync_rpc_reply_many(sync_rpc: RpcClient) -> None:
     assert sync_rpc.reply_many("q", "ext", [msg.id]) == ReplyResult((msg.id,), ())
     with pytest.raises(QueueNotFound):
         sync_rpc.reply_many("nope", "ack", [msg.id])
+
+
+async def test_async_http_claim_returns_messages_as_a_pull_does(http: AsyncHttpClient) -> None:
+    await http.push("q", b"x", "text/x")
+    msg = await http.pull("q", 0)
+    assert msg is not None
+    await http.nack("q", msg.id)
+    unknown = str(uuid.uuid4())
+    got = await http.claim("q", [msg.id, unknown])
+    assert got == ClaimResult((msg,), (unknown,))
+    await http.ack("q", msg.id)
+
+
+async def test_async_rpc_claim_returns_values(rpc: AsyncRpcClient) -> None:
+    await rpc.push("q", {"k": 1})
+    msg = await rpc.pull("q", 0)
+    assert msg is not None
+    assert await rpc.claim("q", [msg.id]) == ClaimResult((msg,), ())
+
+
+def test_sync_clients_claim(sync_http: HttpClient, sync_rpc: RpcClient) -> None:
+    sync_http.update_props("q", {"accum": 0.01})
+    sync_http.push("q", b"a")
+    sync_http.push("q", b"b")
+    msg = sync_http.pull("q", 2, cf="msgpack")
+    assert msg is not None and msg.type == "compound"
+    got = sync_http.claim("q", [msg.id]).messages[0]
+    assert (got.id, got.parts, got.body) == (msg.id, msg.parts, msg.body)
+    (again,) = sync_rpc.claim("q", [msg.id]).messages
+    assert (again.type, again.content) == ("compound", ["a", "b"])  # HTTP bodies come as raw strings

@@ -1,4 +1,4 @@
-"""reply_many (a pylmq extension) over a real MessagePack-RPC socket."""
+"""reply_many and claim (pylmq extensions) over a real MessagePack-RPC socket."""
 
 from __future__ import annotations
 
@@ -55,3 +55,30 @@ async def test_bad_params_answer_an_error_and_answer_nothing(
     error, result = await client.response(client.request("reply_many", *params))
     assert result is None and error[0] == reason and detail in error[1], error
     assert await client.call("done", "q", ids[0]) == "ok"
+
+
+async def test_claim_answers_pull_maps_and_not_found(client: RawClient) -> None:
+    (mid,) = await pulled(client, "q", 1)
+    assert await client.call("release", "q", mid) == "ok"
+    unknown = str(uuid.uuid4())
+    got = await client.call("claim", "q", [mid, unknown])
+    assert got == {
+        "messages": [{"queue": "q", "id": mid, "type": "normal", "retry": 2, "content": 0}],
+        "not_found": [unknown],
+    }
+    assert await client.call("pull", "q", 0) == "empty"
+    assert await client.call("done", "q", mid) == "ok"
+
+
+@pytest.mark.parametrize(
+    "params, reason",
+    [
+        (["q"], "bad_request"),
+        (["q", "abc"], "bad_request"),
+        (["q", [None]], "bad_request"),
+        (["nope", []], "queue_not_found"),
+    ],
+)
+async def test_bad_claim_params_answer_an_error(client: RawClient, params: list[Any], reason: str) -> None:
+    await client.call("push", "q", 1)
+    assert (await client.error("claim", *params))[0] == reason

@@ -1,4 +1,4 @@
-"""QueueManager.reply_many: ack, nack or ext of many ids with one group commit."""
+"""QueueManager.reply_many and claim: many ids in one call, one group commit."""
 
 from __future__ import annotations
 
@@ -111,3 +111,68 @@ async def test_bad_reply_too_many_ids_and_missing_queue_are_refused(manager: Que
         await manager.reply_many("q", "ack", ["x"] * (MAX_REPLY_IDS + 1))
     with pytest.raises(QueueNotFound):
         await manager.reply_many("nope", "ack", [])
+
+
+# -- claim: taking messages back by the id of their delivery ---------------------------------------
+
+
+async def test_claim_takes_back_processing_expired_and_nacked_messages_with_their_ids(
+    manager: QueueManager, clock: ManualClock, store: CountingStore
+) -> None:
+    await manager.update_props("q", {"timeout": 10})
+    live, expired, nacked = await pulled_ids(manager, "q", 3)
+    await manager.nack("q", nacked)
+    clock.advance(5)
+    await manager.ext("q", live)  # live until +15, expired's deadline (+10) passes below
+    clock.advance(6)
+    store.barriers = 0
+    out = await manager.claim("q", [live, expired, nacked])
+    assert out.not_found == [] and store.barriers == 1
+    assert [uuid_text(d.message.uuid) for d in out.delivered] == [live, expired, nacked]
+    assert sorted(d.message.content[1] for d in out.delivered) == [b"0", b"1", b"2"]
+    # Same delivery continued: retry as the pull left it (2 of 3), a new deadline.
+    assert {d.message.retry for d in out.delivered} == {2}
+    assert {d.message.id[0] for d in out.delivered} == {clock.now() + 10}
+    assert await manager.pull("q", 0) is None  # nothing left to deliver to anyone else
+    assert (await manager.reply_many("q", "ack", [live, expired, nacked])).ok == [live, expired, nacked]
+
+
+async def test_claim_finds_nothing_once_a_message_was_redelivered_or_acked(
+    manager: QueueManager, clock: ManualClock
+) -> None:
+    await manager.update_props("q", {"timeout": 10})
+    redelivered, acked = await pulled_ids(manager, "q", 2)
+    await manager.ack("q", acked)
+    clock.advance(11)
+    again = await manager.pull("q", 0)
+    assert again is not None and uuid_text(again.message.uuid) != redelivered
+    unknown = str(uuid.uuid4())
+    out = await manager.claim("q", [redelivered, acked, unknown, "junk"])
+    assert (out.delivered, out.not_found) == ([], [redelivered, acked, unknown, "junk"])
+
+
+async def test_claim_answers_a_repeated_id_once(manager: QueueManager) -> None:
+    (a,) = await pulled_ids(manager, "q", 1)
+    out = await manager.claim("q", [a, a])
+    assert len(out.delivered) == 1 and out.not_found == [a]
+    assert len((await manager.claim("q", [a])).delivered) == 1  # claiming again is harmless
+
+
+async def test_claim_takes_back_a_compound_message(manager: QueueManager, clock: ManualClock) -> None:
+    await manager.update_props("c", {"accum": 1})
+    await manager.push("c", make_item(b"x"))
+    await manager.push("c", make_item(b"y"))
+    clock.advance(2)
+    d = await manager.pull("c", 0)
+    assert d is not None
+    await manager.nack("c", d.message.uuid)
+    out = await manager.claim("c", [uuid_text(d.message.uuid)])
+    assert [i[1] for i in out.delivered[0].message.items()] == [b"x", b"y"]
+
+
+async def test_claim_refuses_too_many_ids_and_a_missing_queue(manager: QueueManager) -> None:
+    await manager.ensure("q")
+    with pytest.raises(BadRequest, match="at most"):
+        await manager.claim("q", ["x"] * (MAX_REPLY_IDS + 1))
+    with pytest.raises(QueueNotFound):
+        await manager.claim("nope", [])

@@ -9,21 +9,23 @@ connection over MessagePack-RPC).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
 from pylmq.client._http import AsyncHttpClient
-from pylmq.client._message import Message, RpcMessage
+from pylmq.client._message import ClaimResult, Message, ReplyResult, RpcMessage
 from pylmq.client._rpc import AsyncRpcClient
 from pylmq.client._urls import parse_rpc_addresses
-from pylmq.errors import MessageNotFound, NotFound
+from pylmq.errors import MessageNotFound, NotFound, QueueNotFound
 from pylmq.spark._options import LmqOptions
 from pylmq.spark._rows import Push, Row, message_row
 
-__all__ = ["Node", "Reply", "reply_all", "run_window"]
+__all__ = ["REPLY_CHUNK", "Node", "Reply", "reply_all", "run_window"]
 
 T = TypeVar("T")
+REPLY_CHUNK = 5000
+"""Ids per reply_many or claim request: half the node's limit, a body of about 200 kB."""
 Reply = str
 """``ack``, ``nack`` or ``ext``."""
 
@@ -80,6 +82,40 @@ class Node:
         client: Any = self._http if self._http is not None else self._rpc
         method: Callable[[str, str], Awaitable[None]] = getattr(client, reply)
         await method(queue, msg_id)
+
+    async def reply_many(self, reply: Reply, queue: str, ids: Sequence[str]) -> tuple[list[str], list[str]]:
+        """``reply`` for every id of ``queue``, :data:`REPLY_CHUNK` ids per request (pylmq's
+        batch extension); ``(answered, not_found)``. A queue that is gone has none of them."""
+        ok: list[str] = []
+        missing: list[str] = []
+        client: Any = self._http if self._http is not None else self._rpc
+        for i in range(0, len(ids), REPLY_CHUNK):
+            chunk = ids[i : i + REPLY_CHUNK]
+            try:
+                result: ReplyResult = await client.reply_many(queue, reply, chunk)
+            except QueueNotFound:
+                missing += chunk
+                continue
+            ok += result.ok
+            missing += result.not_found
+        return ok, missing
+
+    async def claim(self, queue: str, ids: Sequence[str]) -> tuple[list[Row], list[str]]:
+        """Take messages of ``queue`` back by id (pylmq's ``claim``), as rows; ``(rows,
+        not_found)``."""
+        rows: list[Row] = []
+        missing: list[str] = []
+        client: Any = self._http if self._http is not None else self._rpc
+        for i in range(0, len(ids), REPLY_CHUNK):
+            chunk = ids[i : i + REPLY_CHUNK]
+            try:
+                result: ClaimResult[Any] = await client.claim(queue, chunk)
+            except QueueNotFound:
+                missing += chunk
+                continue
+            rows += [message_row(m) for m in result.messages]
+            missing += result.not_found
+        return rows, missing
 
     async def push(self, push: Push) -> None:
         fan_out = self.opts.qre is not None

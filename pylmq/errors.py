@@ -115,6 +115,14 @@ class MessageNotFound(NotFound):
     reason = "not_found"
 
 
+class MessagesExpired(LMQError):
+    """A client held messages past their deadline and they were delivered again meanwhile (a
+    Spark read task longer than its queue's timeout, with the extensions failing)."""
+
+    reason = "expired"
+    http_status = 409
+
+
 class StoreError(LMQError):
     """The store cannot carry out an operation (I/O failure, corrupt data, peer gone)."""
 

@@ -9,6 +9,7 @@ connection over MessagePack-RPC).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -17,11 +18,13 @@ from pylmq.client._http import AsyncHttpClient
 from pylmq.client._message import ClaimResult, Message, ReplyResult, RpcMessage
 from pylmq.client._rpc import AsyncRpcClient
 from pylmq.client._urls import parse_rpc_addresses
-from pylmq.errors import MessageNotFound, NotFound, QueueNotFound
+from pylmq.errors import LMQError, MessageNotFound, NotFound, NotSupported, QueueNotFound, UnknownMethod
 from pylmq.spark._options import LmqOptions
 from pylmq.spark._rows import Push, Row, message_row
 
 __all__ = ["REPLY_CHUNK", "Node", "Reply", "reply_all", "run_window"]
+
+log = logging.getLogger("pylmq.spark")
 
 T = TypeVar("T")
 REPLY_CHUNK = 5000
@@ -35,6 +38,8 @@ class Node:
 
     def __init__(self, opts: LmqOptions) -> None:
         self.opts = opts
+        self.batch_api = True
+        """Whether the node serves pylmq's reply_many and claim (until it says it does not)."""
         self._http: AsyncHttpClient | None = None
         self._rpc: AsyncRpcClient | None = None
         if opts.api == "http":
@@ -85,32 +90,72 @@ class Node:
 
     async def reply_many(self, reply: Reply, queue: str, ids: Sequence[str]) -> tuple[list[str], list[str]]:
         """``reply`` for every id of ``queue``, :data:`REPLY_CHUNK` ids per request (pylmq's
-        batch extension); ``(answered, not_found)``. A queue that is gone has none of them."""
+        batch extension; one request per id on a node without it, such as Erlang LMQ);
+        ``(answered, not_found)``. A queue that is gone has none of them."""
         ok: list[str] = []
         missing: list[str] = []
         client: Any = self._http if self._http is not None else self._rpc
         for i in range(0, len(ids), REPLY_CHUNK):
             chunk = ids[i : i + REPLY_CHUNK]
-            try:
-                result: ReplyResult = await client.reply_many(queue, reply, chunk)
-            except QueueNotFound:
-                missing += chunk
-                continue
-            ok += result.ok
-            missing += result.not_found
+            if self.batch_api:
+                try:
+                    result: ReplyResult = await client.reply_many(queue, reply, chunk)
+                except QueueNotFound:
+                    missing += chunk
+                    continue
+                except (UnknownMethod, NotFound) as e:
+                    if isinstance(e, MessageNotFound):
+                        raise
+                    self._no_batch_api(e)
+                else:
+                    ok += result.ok
+                    missing += result.not_found
+                    continue
+            await self._reply_each(reply, queue, chunk, ok, missing)
         return ok, missing
+
+    async def _reply_each(
+        self, reply: Reply, queue: str, ids: Sequence[str], ok: list[str], missing: list[str]
+    ) -> None:
+        async def one(msg_id: str) -> None:
+            try:
+                await self.reply(reply, queue, msg_id)
+            except (MessageNotFound, NotFound):
+                missing.append(msg_id)
+            else:
+                ok.append(msg_id)
+
+        await run_window(ids, one, self.opts.pipeline)
+
+    def _no_batch_api(self, e: LMQError) -> None:
+        self.batch_api = False
+        log.warning("lmq: the node serves no reply_many or claim (%s): one request per id from now on", e)
 
     async def claim(self, queue: str, ids: Sequence[str]) -> tuple[list[Row], list[str]]:
         """Take messages of ``queue`` back by id (pylmq's ``claim``), as rows; ``(rows,
-        not_found)``."""
+        not_found)``. A node that cannot (Erlang LMQ, or pylmq serving an Erlang cluster's
+        tables) gives none back: they return by their timeout instead."""
         rows: list[Row] = []
         missing: list[str] = []
         client: Any = self._http if self._http is not None else self._rpc
         for i in range(0, len(ids), REPLY_CHUNK):
             chunk = ids[i : i + REPLY_CHUNK]
+            if not self.batch_api:
+                missing += chunk
+                continue
             try:
                 result: ClaimResult[Any] = await client.claim(queue, chunk)
             except QueueNotFound:
+                missing += chunk
+                continue
+            except NotSupported as e:
+                log.warning("lmq: the node cannot take messages back by id (%s)", e)
+                missing += chunk
+                continue
+            except (UnknownMethod, NotFound) as e:
+                if isinstance(e, MessageNotFound):
+                    raise
+                self._no_batch_api(e)
                 missing += chunk
                 continue
             rows += [message_row(m) for m in result.messages]

@@ -144,3 +144,19 @@ def test_a_node_without_the_batch_api_is_answered_one_id_at_a_time(
         http.push("q", "x")
     replied, claimed, batch_api = asyncio.run(go())
     assert replied[1] == [] and len(replied[0]) == 1 and claimed[0] == [] and batch_api is False
+
+
+def test_a_batch_with_no_range_has_no_rows_even_when_replayed(node: NodeThread) -> None:
+    with HttpClient(node.http_url) as http:
+        for i in range(3):
+            http.push("q", f"m{i}")
+    first = reader(node, "q")
+    start = first.initialOffset()
+    end = first.latestOffset(start, None)
+    assert len(rows_of(first.partitions(start, end))) == 3
+    assert first.partitions(end, end) == [], "a no-data batch (the watermark moved) ends where the last began"
+    first.stop()
+    second = reader(node, "q")
+    assert second.partitions(end, end) == [], "replaying it takes nothing back"
+    assert held(node, "q") == 3
+    second.stop()

@@ -55,6 +55,11 @@ is processed twice, or comes back after newer ones, only when it left the query'
 (c) the node could not be reached to extend them for a whole ``timeout`` and another consumer
     pulled them (the reader takes back what nobody pulled; it logs the rest as duplicates).
 
+So per crash or outage at most one batch's worth is affected: in (a) and (b) at most
+``maxMessagesPerTrigger`` messages, in (c) at most the messages held, one batch with
+``ackOn=trigger``, two with ``ackOn=commit``. None of these is lost: each is processed by the
+query later or by the consumer that pulled it.
+
 Duplicates within the query's own output come only from a sink that is not idempotent per
 batch id: a replayed batch is the same batch again (Spark's ``foreachBatch`` gets the same
 ``batch_id``). Replays and takebacks cost no retry; each redelivery in (a)-(c) spends one: give

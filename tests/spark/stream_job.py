@@ -1,11 +1,13 @@
-"""A streaming query in a process of its own, for the tests that kill its driver with SIGKILL.
+"""A streaming query in a process of its own, for the tests that kill its driver with SIGKILL
+(and the same query on the tests' own session, to restart it there).
 
     python stream_job.py CONFIG_JSON
 
 CONFIG: url, queue, checkpoint, out (a directory), job (``windows``: a watermarked one-minute
-window count of the events ``"<epoch seconds>,<n>"``, output mode update; ``bodies``: the
-bodies as they come), ackOn, maxMessagesPerTrigger, stall_from (the first batch with output whose
-id is at least this one stalls for ever after writing ``stalled-<id>``, to be killed; -1: none),
+window count, by the window's start in epoch seconds, of the events ``"<epoch seconds>,<n>"``,
+output mode update; ``bodies``: the bodies as they come), ackOn, maxMessagesPerTrigger,
+stall_from (the first batch with output whose id is at least this one stalls for ever after
+writing ``stalled-<id>``, to be killed; -1: none),
 hold (once caught up, write ``idle`` and wait for ever, to be killed).
 
 Each batch's output goes to ``out/batch-<id>.json`` (written whole, then renamed: a re-run batch
@@ -20,7 +22,11 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 
 def write_json(path: Path, doc: Any) -> None:
@@ -29,28 +35,12 @@ def write_json(path: Path, doc: Any) -> None:
     os.replace(tmp, path)
 
 
-def main(config: dict[str, Any]) -> None:
-    from pyspark.sql import DataFrame, SparkSession
+def start_query(spark: SparkSession, config: dict[str, Any]) -> StreamingQuery:
+    """The query of ``config`` on ``spark``, started."""
     from pyspark.sql import functions as F
-
-    from pylmq.spark import register
 
     out = Path(config["out"])
     out.mkdir(parents=True, exist_ok=True)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("pylmq-stream-job")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.memory", "512m")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.streaming.stateStore.maintenanceInterval", "600s")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
     df = (
         spark.readStream.format("lmq")
         .option("url", config["url"])
@@ -64,7 +54,7 @@ def main(config: dict[str, Any]) -> None:
         fields = F.split(F.col("body").cast("string"), ",")
         events = df.select(F.timestamp_seconds(fields.getItem(0).cast("double")).alias("ts"))
         result = events.withWatermark("ts", "30 seconds").groupBy(F.window("ts", "1 minute")).count()
-        rows = result.select(F.date_format("window.start", "HH:mm").alias("w"), "count")
+        rows = result.select(F.unix_timestamp("window.start").alias("w"), "count")
         mode = "update"
     else:
         rows = df.select(F.col("body").cast("string").alias("b"))
@@ -78,9 +68,30 @@ def main(config: dict[str, Any]) -> None:
             threading.Event().wait()  # until SIGKILL
         write_json(out / f"batch-{batch_id}.json", got)
 
-    query = (
-        rows.writeStream.outputMode(mode).foreachBatch(sink).option("checkpointLocation", config["checkpoint"]).start()
+    writer = rows.writeStream.outputMode(mode).foreachBatch(sink)
+    return writer.option("checkpointLocation", config["checkpoint"]).start()
+
+
+def main(config: dict[str, Any]) -> None:
+    from pyspark.sql import SparkSession
+
+    from pylmq.spark import register
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("pylmq-stream-job")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", "512m")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.stateStore.maintenanceInterval", "600s")
+        .getOrCreate()
     )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    out = Path(config["out"])
+    query = start_query(spark, config)
     query.processAllAvailable()
     if config.get("hold"):
         (out / "idle").touch()

@@ -26,8 +26,10 @@ def node() -> Iterator[NodeThread]:
         yield n
 
 
-def reader(node: NodeThread, queue: str, **extra: str) -> LmqStreamReader:
-    return LmqStreamReader(read_options({"url": node.http_url, "queue": queue, "timeout": "0", **extra}, stream=True))
+def reader(node: NodeThread, queue: str, api: str = "http", **extra: str) -> LmqStreamReader:
+    host, port = node.rpc_address
+    url = node.http_url if api == "http" else f"rpc://{host}:{port}"
+    return LmqStreamReader(read_options({"url": url, "queue": queue, "timeout": "0", **extra}, stream=True))
 
 
 def rows_of(parts: Any) -> list[Any]:
@@ -48,11 +50,12 @@ def test_ids_pack_into_base64_and_back() -> None:
     assert decode_ids("%%%") == [] and decode_ids(None) == []
 
 
-def test_a_new_run_replays_an_uncommitted_batch_by_id_before_pulling(node: NodeThread) -> None:
+@pytest.mark.parametrize("api", ["http", "rpc"])
+def test_a_new_run_replays_an_uncommitted_batch_by_id_before_pulling(node: NodeThread, api: str) -> None:
     with HttpClient(node.http_url) as http:
         for i in range(10):
             http.push("q", f"m{i}")
-    first = reader(node, "q", maxMessagesPerTrigger="4")
+    first = reader(node, "q", api, maxMessagesPerTrigger="4")
     start = first.initialOffset()
     end = first.latestOffset(start, None)
     assert sorted(offset_ids(end)["q"]) == sorted(r[1] for r in rows_of(first.partitions(start, end)))
@@ -60,7 +63,7 @@ def test_a_new_run_replays_an_uncommitted_batch_by_id_before_pulling(node: NodeT
     first.stop()  # as a crash would: the batch's messages stay in processing
     assert held(node, "q") == 4
 
-    second = reader(node, "q", maxMessagesPerTrigger="4")
+    second = reader(node, "q", api, maxMessagesPerTrigger="4")
     replayed = rows_of(second.partitions(start, end))
     assert sorted(r[5] for r in replayed) == batch and {r[1] for r in replayed} == set(offset_ids(end)["q"])
     following = second.latestOffset(end, None)  # batch 1 is committed now: acked, then 4 new

@@ -219,20 +219,15 @@ async def run_window(items: Iterable[T], op: Callable[[T], Awaitable[None]], win
 
 
 async def reply_all(node: Node, reply: Reply, targets: Iterable[tuple[str, str]]) -> tuple[int, int]:
-    """Send ``reply`` for every ``(queue, id)``; ``(done, not_found)``. A message that is not
-    found was redelivered (its deadline passed) or answered already: not an error for
-    at-least-once, the caller counts it. Any other failure is raised."""
-    done = 0
-    missing = 0
-
-    async def one(target: tuple[str, str]) -> None:
-        nonlocal done, missing
-        try:
-            await node.reply(reply, *target)
-        except (MessageNotFound, NotFound):
-            missing += 1
-        else:
-            done += 1
-
-    await run_window(targets, one, node.opts.pipeline)
+    """Send ``reply`` for every ``(queue, id)``, many ids a request; ``(done, not_found)``. A
+    message that is not found was redelivered (its deadline passed) or answered already: not an
+    error for at-least-once, the caller counts it. Any other failure is raised."""
+    by_queue: dict[str, list[str]] = {}
+    for queue, msg_id in targets:
+        by_queue.setdefault(queue, []).append(msg_id)
+    done = missing = 0
+    for queue, ids in by_queue.items():
+        ok, gone = await node.reply_many(reply, queue, ids)
+        done += len(ok)
+        missing += len(gone)
     return done, missing

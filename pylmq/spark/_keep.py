@@ -86,8 +86,19 @@ class Keeper:
     async def _run(self) -> None:
         if self.node.opts.queue is not None:
             await self._learn({self.node.opts.queue})
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        seen = 0
         while True:
-            await asyncio.sleep(self._interval())
+            # Short ticks: a queue first met in the rows (a qre read) may have a timeout shorter
+            # than the interval slept so far.
+            await asyncio.sleep(MIN_KEEP_INTERVAL)
+            if len(self.rows) > seen:
+                await self._learn({row[0] for row in self.rows[seen:]})
+                seen = len(self.rows)
+            if loop.time() - last < self._interval():
+                continue
+            last = loop.time()
             try:
                 await self.extend()
             except Exception as e:  # the final extension, or the timeout, tells

@@ -16,6 +16,7 @@ from pylmq.client import HttpClient
 from pylmq.client.testing import NodeThread
 from pylmq.errors import UnknownMethod
 from pylmq.spark import _node, read_options
+from pylmq.spark._keep import Keeper
 from pylmq.spark._node import Node
 from pylmq.spark._stream import LmqStreamReader, decode_ids, encode_ids, offset_ids
 
@@ -163,3 +164,25 @@ def test_a_batch_with_no_range_has_no_rows_even_when_replayed(node: NodeThread) 
     assert second.partitions(end, end) == [], "replaying it takes nothing back"
     assert held(node, "q") == 3
     second.stop()
+
+
+def test_a_qre_read_task_keeps_its_messages_on_their_queue_timeout(node: NodeThread) -> None:
+    with HttpClient(node.http_url) as http:
+        http.update_props("k.a", {"timeout": 1})
+        for i in range(5):
+            http.push("k.a", str(i))
+
+    async def go() -> tuple[list[Any], Any, set[str], tuple[list[str], list[str]]]:
+        async with Node(read_options({"url": node.http_url, "qre": "^k\\."})) as n:
+            rows: list[Any] = []
+            async with Keeper(n, rows, None) as keeper:
+                for _ in range(5):  # 2.5 s of pulling: the first message's deadline is at 1 s
+                    rows.append(await n.pull(0))
+                    await asyncio.sleep(0.5)
+                again = await n.pull(0)  # an expired message would be delivered again here
+            return rows, again, keeper.lost, await n.reply_many("ack", "k.a", [r[1] for r in rows])
+
+    rows, again, lost, (acked, missing) = asyncio.run(go())
+    assert sorted(r[5] for r in rows) == [b"0", b"1", b"2", b"3", b"4"]
+    assert again is None, "none expired while the task held it"
+    assert lost == set() and len(acked) == 5 and missing == []

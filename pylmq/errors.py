@@ -71,6 +71,14 @@ class UnknownMethod(BadRequest):
     reason = "unknown_method"
 
 
+class NotSupported(LMQError):
+    """The operation exists but this node cannot do it in its present setup (a pylmq extension
+    while the node serves an Erlang LMQ cluster's tables)."""
+
+    reason = "not_supported"
+    http_status = 501
+
+
 class RequestTimeout(LMQError):
     """A request being received came too slowly (see :mod:`pylmq.api._limits`)."""
 
@@ -105,6 +113,14 @@ class MessageNotFound(NotFound):
     """Unknown, expired or already redelivered message id."""
 
     reason = "not_found"
+
+
+class MessagesExpired(LMQError):
+    """A client held messages past their deadline and they were delivered again meanwhile (a
+    Spark read task longer than its queue's timeout, with the extensions failing)."""
+
+    reason = "expired"
+    http_status = 409
 
 
 class StoreError(LMQError):

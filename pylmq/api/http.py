@@ -11,6 +11,8 @@ Routes (also under LMQ's older prefixes ``/msgs`` and ``/props``)::
     GET    /messages/:name?t=&cf=     pull            POST /messages/:name       push
     GET    /messages?qre=&t=&cf=      pull-any        POST /messages?qre=        fan-out push
     POST   /messages/:name/:id?reply=ack|nack|ext
+    POST   /replies/:name             ack, nack or ext of many ids (pylmq extension)
+    POST   /claims/:name              take messages back by id (pylmq extension)
     DELETE /queues/:name
     GET|PUT|DELETE   /properties      default list    GET|PATCH|DELETE /properties/:name
     GET    /stats
@@ -37,6 +39,8 @@ from functools import partial
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, unquote_to_bytes, urlsplit
 
+import msgpack
+
 from pylmq.api.compound import (
     MSGPACK_CONTENT_TYPE,
     encode_msgpack,
@@ -48,11 +52,12 @@ from pylmq.core.manager import QueueManager
 from pylmq.core.message import Item, MessageType, Metadata, make_item, uuid_text
 from pylmq.core.props import export_props, parse_default_list, parse_props
 from pylmq.core.queue import Delivery
-from pylmq.errors import BadRequest, InvalidQueueName, InvalidRegex, LMQError, shown_detail
+from pylmq.errors import BadRequest, InvalidQueueName, InvalidRegex, LMQError, MessageTooLarge, shown_detail
 from pylmq.metrics import HistogramStats, MeterRates, QueueStats
 
 __all__ = [
     "DEFAULT_MAX_BODY",
+    "MAX_REPLY_BODY",
     "HttpApi",
     "Request",
     "Response",
@@ -66,6 +71,10 @@ __all__ = [
 
 log = logging.getLogger("pylmq.http")
 access_log = logging.getLogger("pylmq.access")
+
+MAX_REPLY_BODY = 1024 * 1024
+"""Largest body of ``POST /replies/:name`` and ``POST /claims/:name``: room for
+:data:`pylmq.core.manager.MAX_REPLY_IDS` ids of LMQ's form (36 characters) several times over."""
 
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 """Largest request body accepted: well above LMQ's 8-10 MB messages, small enough for memory."""
@@ -257,6 +266,21 @@ def _json_body(request: Request) -> Any:
         raise BadRequest("JSON body nested too deep") from None
 
 
+def _ids_body(request: Request, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The JSON object body of a request on many ids: exactly ``keys``, ``ids`` an array of
+    strings (their number is bounded by the manager)."""
+    if len(request.body) > MAX_REPLY_BODY:
+        raise MessageTooLarge(f"the body holds at most {MAX_REPLY_BODY} bytes, got {len(request.body)}")
+    doc = _json_body(request)
+    if not isinstance(doc, dict) or set(doc) != set(keys):
+        shape = ", ".join(f'"{k}": ...' for k in keys)
+        raise BadRequest(f"the body must be a JSON object {{{shape}}}, with exactly those keys")
+    ids = doc["ids"]
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise BadRequest("ids must be an array of message id strings")
+    return doc
+
+
 # -- responses for deliveries ------------------------------------------------------------------
 
 # Headers that would change the framing of our response if a stored message carried them.
@@ -319,6 +343,25 @@ def delivery_response(d: Delivery, cf: str = "multipart") -> Response:
         + b"\r\nx-lmq-message-type: " + msg.type.value.encode() + b"\r\nx-lmq-retry-remaining: " + retry + b"\r\n"
     )  # fmt: skip
     return Response(200, head, body, d)
+
+
+_MSGPACK_HEAD = b"Content-Type: " + MSGPACK_CONTENT_TYPE.encode() + b"\r\n"
+
+
+def _claimed(d: Delivery) -> dict[str, Any]:
+    """A message taken back by ``POST /claims/:name``: what a pull's headers say, and its items
+    as ``[[{header: value}, body], ...]`` (the ``cf=msgpack`` form of a compound body)."""
+    msg = d.message
+    items = [
+        [{k.decode("latin-1"): v.decode("latin-1") for k, v in item_headers(md)}, body] for md, body in msg.items()
+    ]
+    return {
+        "queue": d.queue,
+        "id": uuid_text(msg.uuid),
+        "type": msg.type.value,
+        "retry": "infinity" if msg.retry is None else msg.retry,
+        "items": items,
+    }
 
 
 def _delivered(d: Delivery | None, cf: str) -> Response:
@@ -464,6 +507,20 @@ class HttpApi:
             raise BadRequest(f"reply must be ack, nack or ext, got {op!r}")
         return _NO_CONTENT
 
+    async def reply_many(self, request: Request, name: str) -> Response:
+        doc = _ids_body(request, ("reply", "ids"))
+        reply = doc["reply"]
+        if not isinstance(reply, str):
+            raise BadRequest(f"reply must be ack, nack or ext, got {reply!r}")
+        outcome = await self.manager.reply_many(_queue_name(name), reply, doc["ids"])
+        return _json({"ok": outcome.ok, "not_found": outcome.not_found})
+
+    async def claim(self, request: Request, name: str) -> Response:
+        ids = _ids_body(request, ("ids",))["ids"]
+        outcome = await self.manager.claim(_queue_name(name), ids)
+        doc = {"messages": [_claimed(d) for d in outcome.delivered], "not_found": outcome.not_found}
+        return Response(200, _MSGPACK_HEAD, msgpack.packb(doc, use_bin_type=True))
+
     async def delete_queue(self, request: Request, name: str) -> Response:
         await self.manager.delete(_queue_name(name))
         return _NO_CONTENT
@@ -559,6 +616,8 @@ _PREFIXES = (("/messages", "/properties"), ("/msgs", "/props"))
 _OTHER_ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("DELETE", "/queues/{name}", HttpApi.delete_queue),
     ("GET", "/stats", HttpApi.stats),
+    ("POST", "/replies/{name}", HttpApi.reply_many),
+    ("POST", "/claims/{name}", HttpApi.claim),
 )
 
 

@@ -16,6 +16,13 @@ Methods, as LMQ's ``lmq_api`` (all names and ids are strings; timeouts are secon
   items); ``retry`` is an integer or ``"infinity"``.
 - ``push_all(regexp, content)``: to every existing matching queue, stored as ``push`` does; ``"ok"``.
 - ``done``/``retain``/``release(name, id)``: ``"ok"``.
+- ``reply_many(name, reply, [id, ...])`` (a pylmq extension): ``reply`` is ``"ack"``, ``"nack"``
+  or ``"ext"`` for every id, with one group commit; a map ``{"ok": [ids answered], "not_found":
+  [ids that name no message in processing]}``, ids as given. At most 10,000 ids.
+- ``claim(name, [id, ...])`` (a pylmq extension): take messages back by the id of their last
+  delivery (in processing, or available again under that id: nacked, or past its deadline and
+  not pulled since); each is delivered again with the same id and retry and a new deadline. A
+  map ``{"messages": [pull maps], "not_found": [ids]}``. At most 10,000 ids.
 - ``delete(name)``: ``"ok"``, also for a queue that does not exist (as LMQ).
 - ``update_props(name, props)`` merges into the queue's own properties, ``update_props(name)``
   resets them; ``set_default_props([[regexp, props], ...])``; ``get_default_props()``. Props keys
@@ -315,6 +322,32 @@ async def _release(m: QueueManager, p: Sequence[Any]) -> Reply:
     return _OK
 
 
+async def _reply_many(m: QueueManager, p: Sequence[Any]) -> Reply:
+    name, reply, ids = _name(p[0]), p[1], p[2]
+    if type(reply) is bytes:
+        reply = reply.decode("utf-8", "replace")
+    if type(reply) is not str:
+        raise BadRequest(f"reply must be ack, nack or ext, got {type(reply).__name__}")
+    if not isinstance(ids, list | tuple):
+        raise BadRequest(f"ids must be an array of message ids, got {type(ids).__name__}")
+    outcome = await m.reply_many(name, reply, [_id(i) for i in ids])
+    return pack({"ok": outcome.ok, "not_found": outcome.not_found})
+
+
+_K_MESSAGES, _K_NOT_FOUND = pack("messages"), pack("not_found")
+
+
+async def _claim(m: QueueManager, p: Sequence[Any]) -> Reply:
+    name, ids = _name(p[0]), p[1]
+    if not isinstance(ids, list | tuple):
+        raise BadRequest(f"ids must be an array of message ids, got {type(ids).__name__}")
+    outcome = await m.claim(name, [_id(i) for i in ids])
+    messages = [encode_delivery(d) for d in outcome.delivered]
+    return b"".join(
+        [b"\x82", _K_MESSAGES, _array_header(len(messages)), *messages, _K_NOT_FOUND, pack(outcome.not_found)]
+    )
+
+
 async def _delete(m: QueueManager, p: Sequence[Any]) -> Reply:
     # LMQ answers "ok" whether or not the queue existed.
     with contextlib.suppress(QueueNotFound):
@@ -359,6 +392,8 @@ _METHODS: Final[dict[str, tuple[Handler, int, int, bool]]] = {
     "done": (_done, 2, 2, False),
     "retain": (_retain, 2, 2, False),
     "release": (_release, 2, 2, False),
+    "reply_many": (_reply_many, 3, 3, False),
+    "claim": (_claim, 2, 2, False),
     "delete": (_delete, 1, 1, False),
     "update_props": (_update_props, 1, 2, False),
     "set_default_props": (_set_default_props, 1, 1, False),

@@ -11,7 +11,7 @@ import aiohttp
 from yarl import URL
 
 from pylmq.client import _http_proto as proto
-from pylmq.client._message import Message, PullFormat
+from pylmq.client._message import ClaimResult, Message, PullFormat, ReplyMany, ReplyResult
 from pylmq.client._urls import DEFAULT_HTTP_URL, HttpBase, parse_http_urls
 from pylmq.errors import Unreachable
 
@@ -158,6 +158,19 @@ class AsyncHttpClient:
     async def ext(self, queue: str, msg_id: str) -> None:
         """Retain: extend the deadline by the queue's timeout."""
         await self._send(proto.ext(queue, msg_id))
+
+    async def claim(self, queue: str, ids: Sequence[str]) -> ClaimResult[Message]:
+        """Take messages back by the id of their last delivery (a pylmq extension), e.g. after
+        a restart lost track of them: each still in processing under that id, or available
+        again under it (nacked, or past its deadline and not pulled since), comes back with the
+        same id and retry and a new deadline. Safe to repeat. At most 10,000 ids."""
+        return await self._send(proto.claim(queue, ids))
+
+    async def reply_many(self, queue: str, reply: ReplyMany, ids: Sequence[str]) -> ReplyResult:
+        """``reply`` (``ack``, ``nack`` or ``ext``) for every id in one request and one group
+        commit on the node (a pylmq extension: Erlang LMQ answers 404). Ids that name no message
+        in processing come back in ``not_found``; at most 10,000 ids."""
+        return await self._send(proto.reply_many(queue, reply, ids))
 
     async def delete_queue(self, queue: str) -> None:
         await self._send(proto.delete_queue(queue))

@@ -15,10 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote, urlencode
 
+import msgpack
+
 from pylmq import errors
 from pylmq.api import compound
 from pylmq.client._errors import error_from_http
-from pylmq.client._message import DEFAULT_CONTENT_TYPE, Message, MessageType, Part, PullFormat
+from pylmq.client._message import (
+    DEFAULT_CONTENT_TYPE,
+    ClaimResult,
+    Message,
+    MessageType,
+    Part,
+    PullFormat,
+    ReplyMany,
+    ReplyResult,
+)
 from pylmq.core.message import Item
 from pylmq.errors import LMQError, ProtocolError
 
@@ -26,6 +37,7 @@ __all__ = [
     "HttpRequest",
     "HttpResponse",
     "ack",
+    "claim",
     "decode_msgpack_parts",
     "decode_multipart",
     "delete_default_props",
@@ -38,6 +50,7 @@ __all__ = [
     "pull_any",
     "push",
     "push_all",
+    "reply_many",
     "reset_props",
     "set_default_props",
     "stats",
@@ -253,6 +266,60 @@ def nack(queue: str, msg_id: str) -> HttpRequest[None]:
 
 def ext(queue: str, msg_id: str) -> HttpRequest[None]:
     return _reply(queue, msg_id, "ext")
+
+
+def _ids(doc: Any, key: str) -> tuple[str, ...]:
+    ids = doc.get(key) if isinstance(doc, dict) else None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ProtocolError(f"expected {{'ok': [ids], 'not_found': [ids]}}, got {doc!r:.200}")
+    return tuple(ids)
+
+
+def reply_many(queue: str, reply: ReplyMany, ids: Sequence[str]) -> HttpRequest[ReplyResult]:
+    """``POST /replies/:name`` (a pylmq extension): ``reply`` for every id in one request."""
+
+    def decode(resp: HttpResponse) -> ReplyResult:
+        doc = _json_result(resp)
+        return ReplyResult(_ids(doc, "ok"), _ids(doc, "not_found"))
+
+    body = json.dumps({"reply": reply, "ids": list(ids)}).encode()
+    return HttpRequest("POST", f"/replies/{_q(queue)}", decode, body, dict(_JSON))
+
+
+def _claimed(doc: Any) -> Message:
+    try:
+        queue, msg_id, kind, retry, items = (doc[k] for k in ("queue", "id", "type", "retry", "items"))
+        pairs = [(dict(h), bytes(b)) for h, b in items]
+    except (KeyError, TypeError, ValueError) as e:
+        raise ProtocolError(f"bad claimed message {doc!r:.200}") from e
+    if kind not in ("normal", "compound") or not pairs or not isinstance(queue, str) or not isinstance(msg_id, str):
+        raise ProtocolError(f"bad claimed message {doc!r:.200}")
+    if retry != "infinity" and not isinstance(retry, int):
+        raise ProtocolError(f"bad retry in claimed message {doc!r:.200}")
+    left = None if retry == "infinity" else retry
+    if kind == "normal":
+        headers, body = pairs[0]
+        return Message(queue, msg_id, "normal", left, headers.get("content-type", DEFAULT_CONTENT_TYPE), body)
+    parts = tuple(Part(h, b) for h, b in pairs)
+    raw = msgpack.packb([[h, b] for h, b in pairs], use_bin_type=True)
+    return Message(queue, msg_id, "compound", left, compound.MSGPACK_CONTENT_TYPE, raw, parts)
+
+
+def claim(queue: str, ids: Sequence[str]) -> HttpRequest[ClaimResult[Message]]:
+    """``POST /claims/:name`` (a pylmq extension): take messages back by id."""
+
+    def decode(resp: HttpResponse) -> ClaimResult[Message]:
+        _check(resp)
+        try:
+            doc = msgpack.unpackb(resp.body, raw=False)
+        except Exception as e:
+            raise ProtocolError(f"claim answer is not msgpack: {resp.body[:200]!r}") from e
+        if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
+            raise ProtocolError(f"expected {{'messages': [...], 'not_found': [...]}}, got {doc!r:.200}")
+        return ClaimResult(tuple(_claimed(m) for m in doc["messages"]), _ids(doc, "not_found"))
+
+    body = json.dumps({"ids": list(ids)}).encode()
+    return HttpRequest("POST", f"/claims/{_q(queue)}", decode, body, dict(_JSON))
 
 
 def delete_queue(queue: str) -> HttpRequest[None]:

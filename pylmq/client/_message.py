@@ -10,13 +10,25 @@ can be handed to another process or thread and answered from anywhere.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
-__all__ = ["DEFAULT_CONTENT_TYPE", "Message", "MessageType", "Part", "PullFormat", "RpcMessage"]
+__all__ = [
+    "DEFAULT_CONTENT_TYPE",
+    "ClaimResult",
+    "Message",
+    "MessageType",
+    "Part",
+    "PullFormat",
+    "ReplyMany",
+    "ReplyResult",
+    "RpcMessage",
+]
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 
 MessageType = Literal["normal", "compound"]
+ReplyMany = Literal["ack", "nack", "ext"]
+"""The reply :meth:`reply_many` gives every id."""
 PullFormat = Literal["multipart", "msgpack"]
 """How the HTTP API encodes a compound message (``cf`` query parameter)."""
 
@@ -67,3 +79,25 @@ class RpcMessage:
     type: MessageType
     retry: int | None
     content: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyResult:
+    """What ``reply_many`` did (a pylmq extension): the ids answered, and those that name no
+    message in processing (unknown, expired and redelivered, or answered before), as sent."""
+
+    ok: tuple[str, ...]
+    not_found: tuple[str, ...]
+
+
+M = TypeVar("M", Message, RpcMessage)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimResult(Generic[M]):
+    """What ``claim`` took back (a pylmq extension): the messages, in the order asked, each
+    with the id it was claimed by (same id, same retry, a new deadline), and the ids that name
+    no message in processing or available under that id (acked, redelivered, unknown)."""
+
+    messages: tuple[M, ...]
+    not_found: tuple[str, ...]

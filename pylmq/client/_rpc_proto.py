@@ -12,11 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from pylmq.client._message import MessageType, RpcMessage
+from pylmq.client._message import ClaimResult, MessageType, ReplyMany, ReplyResult, RpcMessage
 from pylmq.errors import BadRequest, ProtocolError
 
 __all__ = [
     "RpcCall",
+    "claim",
     "delete",
     "done",
     "get_default_props",
@@ -25,6 +26,7 @@ __all__ = [
     "push",
     "push_all",
     "release",
+    "reply_many",
     "retain",
     "set_default_props",
     "update_props",
@@ -124,6 +126,37 @@ def retain(queue: str, msg_id: str) -> RpcCall[None]:
 
 def release(queue: str, msg_id: str) -> RpcCall[None]:
     return RpcCall("release", [queue, msg_id], _ok)
+
+
+def _ids(result: Any, key: str) -> tuple[str, ...]:
+    ids = None
+    if isinstance(result, Mapping):
+        ids = result.get(key, result.get(key.encode()))
+    if not isinstance(ids, list | tuple):
+        raise ProtocolError(f"expected {{'ok': [ids], 'not_found': [ids]}}, got {result!r:.200}")
+    return tuple(_message_id(i) for i in ids)
+
+
+def _reply_result(result: Any) -> ReplyResult:
+    return ReplyResult(_ids(result, "ok"), _ids(result, "not_found"))
+
+
+def reply_many(queue: str, reply: ReplyMany, ids: Sequence[str]) -> RpcCall[ReplyResult]:
+    """``reply_many`` (a pylmq extension): ``reply`` for every id in one call."""
+    return RpcCall("reply_many", [queue, reply, list(ids)], _reply_result)
+
+
+def _claim_result(result: Any) -> ClaimResult[RpcMessage]:
+    messages = result.get("messages", result.get(b"messages")) if isinstance(result, Mapping) else None
+    if not isinstance(messages, list | tuple):
+        raise ProtocolError(f"expected {{'messages': [...], 'not_found': [...]}}, got {result!r:.200}")
+    got = [_message(m) for m in messages]
+    return ClaimResult(tuple(m for m in got if m is not None), _ids(result, "not_found"))
+
+
+def claim(queue: str, ids: Sequence[str]) -> RpcCall[ClaimResult[RpcMessage]]:
+    """``claim`` (a pylmq extension): take messages back by id."""
+    return RpcCall("claim", [queue, list(ids)], _claim_result)
 
 
 def delete(queue: str) -> RpcCall[None]:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import heapq
 import struct
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 from pylmq.core.message import (
@@ -773,6 +773,45 @@ class QueueTable:
             return False
         self._move(uuid, e, now, _S_AVAILABLE, 0)
         return True
+
+    def claim(self, uuids: Sequence[bytes], timeout: float, now: float) -> list[Message | None]:
+        """Take messages back by the id of their last delivery (a pylmq extension): each record
+        with one of these uuids that is in processing (deadline passed or not) or available
+        again under that uuid (nacked, put back, or never pulled since its deadline passed)
+        becomes processing with deadline ``now + timeout``, keeping its uuid and retry: the
+        same delivery, continued by a new holder. ``None`` for a uuid no such record has (acked,
+        redelivered under a new uuid, accumulating, unknown) or that came earlier in ``uuids``.
+
+        Available records are not indexed by uuid: when some uuid is not found in processing,
+        one pass over them (O(queue depth), once per call) looks for the rest."""
+        found: dict[bytes, Entry] = {}
+        for u in uuids:
+            e = self._find(u)
+            if e is not None:
+                found[u] = e
+        rest = set(uuids) - found.keys()
+        if rest and self._navail:
+            for rec in self._available_records():
+                if rec[8:24] in rest:
+                    found[rec[8:24]] = rec
+        out: list[Message | None] = []
+        for u in uuids:
+            e = found.pop(u, None)
+            if e is None or not self._claimable(e):
+                out.append(None)
+                continue
+            self._move(u, e, now + timeout, _S_PROCESSING, 0)
+            got = self._find(u)
+            assert got is not None
+            out.append(_decode(got, self._md.mds) if type(got) is bytes else got)  # type: ignore[arg-type]
+        return out
+
+    @staticmethod
+    def _claimable(e: Entry) -> bool:
+        if type(e) is bytes:
+            return True  # compact records are available or processing
+        assert isinstance(e, Message)
+        return e.state is _S_AVAILABLE or e.state is _S_PROCESSING
 
     def put_back(self, uuid: bytes, now: float) -> bool:
         """The receiver is gone: available again and the lost delivery costs no retry."""

@@ -7,8 +7,9 @@ Two lines::
 
 Batch reads leave the messages in processing: process a cached copy, then :func:`ack` it
 (or :func:`nack` it, or let the queue's timeout bring the messages back). Streaming reads are
-at-least-once and ack a micro-batch's messages once Spark committed it; see
-:mod:`pylmq.spark._stream` for what the checkpoint and the queue each hold. Writes push each row
+at-least-once, ack a micro-batch's messages once Spark committed it, and after a restart replay
+the uncommitted batch's own messages, by id, before anything newer; see
+:mod:`pylmq.spark._stream` for what the checkpoint and the queue each hold, and the guarantee. Writes push each row
 (``body``, optional ``content_type`` and ``queue``) and may push a row twice when Spark retries a
 task: LMQ has no idempotent push.
 

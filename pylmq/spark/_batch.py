@@ -25,6 +25,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from pylmq.spark._keep import Keeper
 from pylmq.spark._node import Node, reply_all, run_window
 from pylmq.spark._options import LmqOptions
 from pylmq.spark._rows import Push, PushColumns, Row, row_push
@@ -96,7 +97,10 @@ async def pull_rows(opts: LmqOptions, quota: int) -> list[Row]:
     rows: list[Row] = []
     async with Node(opts) as node:
         try:
-            await pull_many(node, quota, opts.timeout, rows)
+            # Extended while the task pulls, so a read longer than the queue's timeout keeps
+            # what it took (or fails, saying so).
+            async with Keeper(node, rows, opts.extend_interval):
+                await pull_many(node, quota, opts.timeout, rows)
         except BaseException:
             await give_back(node, rows)
             raise

@@ -9,21 +9,26 @@ connection over MessagePack-RPC).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
 from pylmq.client._http import AsyncHttpClient
-from pylmq.client._message import Message, RpcMessage
+from pylmq.client._message import ClaimResult, Message, ReplyResult, RpcMessage
 from pylmq.client._rpc import AsyncRpcClient
 from pylmq.client._urls import parse_rpc_addresses
-from pylmq.errors import MessageNotFound, NotFound
+from pylmq.errors import LMQError, MessageNotFound, NotFound, NotSupported, QueueNotFound, UnknownMethod
 from pylmq.spark._options import LmqOptions
 from pylmq.spark._rows import Push, Row, message_row
 
-__all__ = ["Node", "Reply", "reply_all", "run_window"]
+__all__ = ["REPLY_CHUNK", "Node", "Reply", "reply_all", "run_window"]
+
+log = logging.getLogger("pylmq.spark")
 
 T = TypeVar("T")
+REPLY_CHUNK = 5000
+"""Ids per reply_many or claim request: half the node's limit, a body of about 200 kB."""
 Reply = str
 """``ack``, ``nack`` or ``ext``."""
 
@@ -33,6 +38,8 @@ class Node:
 
     def __init__(self, opts: LmqOptions) -> None:
         self.opts = opts
+        self.batch_api = True
+        """Whether the node serves pylmq's reply_many and claim (until it says it does not)."""
         self._http: AsyncHttpClient | None = None
         self._rpc: AsyncRpcClient | None = None
         if opts.api == "http":
@@ -80,6 +87,80 @@ class Node:
         client: Any = self._http if self._http is not None else self._rpc
         method: Callable[[str, str], Awaitable[None]] = getattr(client, reply)
         await method(queue, msg_id)
+
+    async def reply_many(self, reply: Reply, queue: str, ids: Sequence[str]) -> tuple[list[str], list[str]]:
+        """``reply`` for every id of ``queue``, :data:`REPLY_CHUNK` ids per request (pylmq's
+        batch extension; one request per id on a node without it, such as Erlang LMQ);
+        ``(answered, not_found)``. A queue that is gone has none of them."""
+        ok: list[str] = []
+        missing: list[str] = []
+        client: Any = self._http if self._http is not None else self._rpc
+        for i in range(0, len(ids), REPLY_CHUNK):
+            chunk = ids[i : i + REPLY_CHUNK]
+            if self.batch_api:
+                try:
+                    result: ReplyResult = await client.reply_many(queue, reply, chunk)
+                except QueueNotFound:
+                    missing += chunk
+                    continue
+                except (UnknownMethod, NotFound) as e:
+                    if isinstance(e, MessageNotFound):
+                        raise
+                    self._no_batch_api(e)
+                else:
+                    ok += result.ok
+                    missing += result.not_found
+                    continue
+            await self._reply_each(reply, queue, chunk, ok, missing)
+        return ok, missing
+
+    async def _reply_each(
+        self, reply: Reply, queue: str, ids: Sequence[str], ok: list[str], missing: list[str]
+    ) -> None:
+        async def one(msg_id: str) -> None:
+            try:
+                await self.reply(reply, queue, msg_id)
+            except (MessageNotFound, NotFound):
+                missing.append(msg_id)
+            else:
+                ok.append(msg_id)
+
+        await run_window(ids, one, self.opts.pipeline)
+
+    def _no_batch_api(self, e: LMQError) -> None:
+        self.batch_api = False
+        log.warning("lmq: the node serves no reply_many or claim (%s): one request per id from now on", e)
+
+    async def claim(self, queue: str, ids: Sequence[str]) -> tuple[list[Row], list[str]]:
+        """Take messages of ``queue`` back by id (pylmq's ``claim``), as rows; ``(rows,
+        not_found)``. A node that cannot (Erlang LMQ, or pylmq serving an Erlang cluster's
+        tables) gives none back: they return by their timeout instead."""
+        rows: list[Row] = []
+        missing: list[str] = []
+        client: Any = self._http if self._http is not None else self._rpc
+        for i in range(0, len(ids), REPLY_CHUNK):
+            chunk = ids[i : i + REPLY_CHUNK]
+            if not self.batch_api:
+                missing += chunk
+                continue
+            try:
+                result: ClaimResult[Any] = await client.claim(queue, chunk)
+            except QueueNotFound:
+                missing += chunk
+                continue
+            except NotSupported as e:
+                log.warning("lmq: the node cannot take messages back by id (%s)", e)
+                missing += chunk
+                continue
+            except (UnknownMethod, NotFound) as e:
+                if isinstance(e, MessageNotFound):
+                    raise
+                self._no_batch_api(e)
+                missing += chunk
+                continue
+            rows += [message_row(m) for m in result.messages]
+            missing += result.not_found
+        return rows, missing
 
     async def push(self, push: Push) -> None:
         fan_out = self.opts.qre is not None
@@ -138,20 +219,15 @@ async def run_window(items: Iterable[T], op: Callable[[T], Awaitable[None]], win
 
 
 async def reply_all(node: Node, reply: Reply, targets: Iterable[tuple[str, str]]) -> tuple[int, int]:
-    """Send ``reply`` for every ``(queue, id)``; ``(done, not_found)``. A message that is not
-    found was redelivered (its deadline passed) or answered already: not an error for
-    at-least-once, the caller counts it. Any other failure is raised."""
-    done = 0
-    missing = 0
-
-    async def one(target: tuple[str, str]) -> None:
-        nonlocal done, missing
-        try:
-            await node.reply(reply, *target)
-        except (MessageNotFound, NotFound):
-            missing += 1
-        else:
-            done += 1
-
-    await run_window(targets, one, node.opts.pipeline)
+    """Send ``reply`` for every ``(queue, id)``, many ids a request; ``(done, not_found)``. A
+    message that is not found was redelivered (its deadline passed) or answered already: not an
+    error for at-least-once, the caller counts it. Any other failure is raised."""
+    by_queue: dict[str, list[str]] = {}
+    for queue, msg_id in targets:
+        by_queue.setdefault(queue, []).append(msg_id)
+    done = missing = 0
+    for queue, ids in by_queue.items():
+        ok, gone = await node.reply_many(reply, queue, ids)
+        done += len(ok)
+        missing += len(gone)
     return done, missing

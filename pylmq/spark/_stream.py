@@ -1,64 +1,97 @@
-"""Streaming read: at-least-once over LMQ's pull / ack, with the messages in flight on the driver.
+"""Streaming read: every batch's messages recorded by id in Spark's checkpoint, replayed by id.
 
 Who holds what
 --------------
-* **Spark's checkpoint** holds, per micro-batch, an offset ``{"run": R, "seq": N}``: ``R`` names
-  one reader instance (a fresh random id each time the query starts), ``N`` counts the messages
-  that instance pulled. It holds no message and no LMQ id: LMQ gives a message a new id on every
-  delivery, so an id could never be read again anyway.
-* **The queue** holds every message until it is acked. A message pulled for a micro-batch is in
-  ``processing`` on the node; while it is in flight the reader extends it (``ext``) every third
-  of the queue's ``timeout``, so it is not redelivered under a running batch.
-* **The reader** (one object in Spark's driver-side Python worker, for the life of the query)
-  holds the in-flight messages: pulled in :meth:`latestOffset`, numbered, handed to Spark's tasks
-  inside the partitions of :meth:`partitions`.
+* **The queue** (the node's store, journal-backed on a durable node) holds every message until
+  it is acked: it is the only copy. A message pulled for the query is in ``processing``; while
+  the reader holds it, it extends it (``ext``, many ids per request) every third of the queue's
+  ``timeout``, so it is not redelivered under a running batch.
+* **Spark's checkpoint** holds, per micro-batch, the end offset ``{"run": R, "seq": N, "ids":
+  {queue: ids}}``: ``R`` names one reader instance (a fresh random id each time the query
+  starts), ``N`` counts the messages it pulled, and ``ids`` lists the LMQ ids of the messages
+  the batch delivers (packed: base64 of the 16-byte uuids, in pull order; about 21 kB of JSON
+  per 1,000 messages). Spark writes ``offsets/N`` durably *before* it runs the batch. A message
+  keeps its id while in processing, after its deadline passed until someone pulls it, and after
+  a nack, so the id is enough to find it on the node again.
+* **The reader** (in Spark's driver-side Python worker) holds the messages pulled in
+  :meth:`latestOffset` until they are acked, and hands them to Spark's tasks inside the
+  partitions of :meth:`partitions`.
 
 When a message is acked
 -----------------------
-Only after Spark recorded the micro-batch that carried it in the checkpoint's commit log, i.e.
-after the sink committed it. Spark says so in two ways, and ``ackOn`` picks one:
+Only after the batch that carried it is in the checkpoint's commit log. ``ackOn`` picks how
+Spark says so: ``trigger`` (default) acks in :meth:`latestOffset`, which Spark calls only once
+the previous batch is committed (not with ``asyncProgressTrackingEnabled``: use ``commit``
+there); ``commit`` acks in :meth:`commit`, which Spark calls one batch late, when it plans the
+next batch. Acks and extensions go as ``reply_many`` requests, one per queue and 5,000 ids, and
+never run at the same time: the extender never extends a message acked meanwhile.
 
-* ``trigger`` (default): Spark runs one micro-batch at a time and asks for the next offset
-  (:meth:`latestOffset`) only after the previous batch is in the commit log, so every message
-  handed out before that call is acked then. The last batch is thus acked on the next trigger,
-  even when no new message comes. Not for queries with ``asyncProgressTrackingEnabled``, which
-  asks for offsets before the commit log is written: use ``commit`` there.
-* ``commit``: only in :meth:`commit`, Spark's own callback, which comes one batch late (when the
-  *next* batch is planned): the last batch's messages stay in flight (extended) until then.
+What a restart sees
+-------------------
+When the query restarts on its checkpoint (after a failure, ``stop()``, or a ``kill -9`` of the
+driver), the new reader acts on the offsets of the earlier run before it pulls anything new:
 
-What is replayed after a failure or restart
--------------------------------------------
-A batch that was planned but not committed is re-run by Spark with the same offsets. A new reader
-instance has a new ``run`` id, so it returns *no rows* for a batch of an earlier run: those
-messages were never acked, and the queue delivers them again, to this run, with new ids (at once
-when the failed reader could nack them on :meth:`stop`, else after the queue's ``timeout``).
-Every message is therefore processed at least once; duplicates come from (a) a batch that
-failed after its sink wrote part of it, (b) a query stopped or crashed after its last batch was
-committed but before that batch was acked, (c) a message whose ``timeout`` passed while in flight
-(the node unreachable for ext). Each redelivery spends one ``retry``: give the queue a high count
-(``retry: "infinity"`` only where no Erlang LMQ node serves the queue), or LMQ drops a message that
-runs out.
+* **The batch that was planned but not committed** is run again by Spark with the same offsets.
+  The reader takes exactly its messages back from the node by id (``claim``: each keeps its id
+  and retry and gets a new deadline) and returns them as that batch's rows, in the order they
+  were first pulled. So an event-time query sees them again first, before any newer message,
+  and its watermark cannot pass them.
+* **The last committed batch** (whose acks the crash may have cut short) is acked: its messages
+  still on the node are claimed and acked, not processed again.
+
+The guarantee
+-------------
+Every message is processed at least once, and a query that restarts on its checkpoint reprocesses
+exactly the messages of its uncommitted batch, as that batch, before anything newer. A message
+is processed twice, or comes back after newer ones, only when it left the query's reach:
+
+(a) it belongs to a replayed batch but another consumer pulled it after its deadline passed
+    while the query was down (the reader logs how many of a replayed batch were gone: those
+    are processed by whoever pulled them, not lost, and not by this batch);
+(b) the driver died between pulling a batch's messages in :meth:`latestOffset` and Spark
+    writing that batch's offset (a window of milliseconds a trigger): at most one trigger's
+    messages (``maxMessagesPerTrigger``) are in no offset; they come back after the queue's
+    ``timeout`` as new messages, possibly behind newer ones (late for a watermark);
+(c) the node could not be reached to extend them for a whole ``timeout`` and another consumer
+    pulled them (the reader takes back what nobody pulled; it logs the rest as duplicates).
+
+So per crash or outage at most one batch's worth is affected: in (a) and (b) at most
+``maxMessagesPerTrigger`` messages, in (c) at most the messages held, one batch with
+``ackOn=trigger``, two with ``ackOn=commit``. None of these is lost: each is processed by the
+query later or by the consumer that pulled it.
+
+Duplicates within the query's own output come only from a sink that is not idempotent per
+batch id: a replayed batch is the same batch again (Spark's ``foreachBatch`` gets the same
+``batch_id``). Replays and takebacks cost no retry; each redelivery in (a)-(c) spends one: give
+the queue a high count (``retry: "infinity"`` only where no Erlang LMQ node serves it). Offsets
+written by a reader without ids (an earlier pylmq) replay empty; their messages come back by
+the queue's timeout.
+
+Timeout: one extension round (a request per 5,000 messages held) must fit well within a third
+of the queue's ``timeout``. A durable node on a loaded 2-core machine extends about 100,000 ids
+a second this way (one ``ext`` per id: 2,700), so give the queue ``timeout >= 1 + 3 x held /
+100,000`` seconds, and at least 3 s.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import threading
 import uuid
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from pylmq.errors import MessageNotFound, NotFound
 from pylmq.spark._batch import give_back, pull_many
-from pylmq.spark._node import Node, run_window
+from pylmq.spark._node import Node
 from pylmq.spark._options import LmqOptions
 from pylmq.spark._rows import Row
 
-__all__ = ["LmqStreamReader"]
+__all__ = ["LmqStreamReader", "decode_ids", "encode_ids"]
 
 log = logging.getLogger("pylmq.spark")
 
@@ -70,6 +103,42 @@ third of LMQ's default timeout of 30 s."""
 MIN_EXTEND_INTERVAL = 0.2
 STOP_GRACE = 10.0
 
+BatchKey = tuple[str, int]
+"""A batch by its end offset: ``(run, seq)``."""
+
+
+def encode_ids(ids: Sequence[str]) -> str | list[str]:
+    """Message ids for an offset: base64 of their 16-byte uuids (LMQ hands out UUID text), or
+    the texts themselves when one is not a UUID."""
+    try:
+        return base64.b64encode(b"".join(uuid.UUID(i).bytes for i in ids)).decode("ascii")
+    except ValueError:
+        return list(ids)
+
+
+def decode_ids(value: Any) -> list[str]:
+    """Inverse of :func:`encode_ids`; an offset that is not ours gives no ids."""
+    if isinstance(value, list):
+        return [i for i in value if isinstance(i, str)]
+    if not isinstance(value, str):
+        return []
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except ValueError:
+        return []
+    return [str(uuid.UUID(bytes=raw[i : i + 16])) for i in range(0, len(raw) - 15, 16)]
+
+
+def offset_ids(offset: dict[str, Any]) -> dict[str, list[str]]:
+    ids = offset.get("ids")
+    if not isinstance(ids, dict):
+        return {}
+    return {q: decode_ids(v) for q, v in ids.items() if isinstance(q, str)}
+
+
+def _key(offset: dict[str, Any]) -> BatchKey:
+    return str(offset.get("run")), int(offset.get("seq", 0))
+
 
 @dataclass(slots=True)
 class InFlight:
@@ -78,21 +147,35 @@ class InFlight:
     row: Row
 
 
+def _by_queue(msgs: Iterable[InFlight]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for m in msgs:
+        out.setdefault(m.queue, []).append(m.id)
+    return out
+
+
 class LmqStreamReader(DataSourceStreamReader):
     def __init__(self, opts: LmqOptions) -> None:
         self.opts = opts
         self.run = uuid.uuid4().hex
         self._seq = 0
-        self._handed = 0
-        """Highest seq given to Spark in a partition (ack never goes past it)."""
         self._latest: dict[str, Any] | None = None
-        self._inflight: dict[int, InFlight] = {}
-        """seq -> message; touched only on the loop thread, so it needs no lock."""
+        # Touched only on the loop thread, so no lock guards them; the asyncio lock below keeps
+        # acks and extensions apart.
+        self._held: dict[str, InFlight] = {}
+        """Every message the reader holds, by id: pulled, handed to a batch or taken back."""
+        self._pulled: dict[int, str] = {}
+        """This run's messages in no batch yet: seq -> id."""
+        self._batches: dict[BatchKey, list[str]] = {}
+        """Ids of the messages of each batch handed out (or taken back for one), until acked."""
+        self._settled: set[BatchKey] = set()
+        """Batches of earlier runs whose messages this run acked."""
         self._timeouts: dict[str, float | None] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._node: Node | None = None
         self._extender: asyncio.Task[None] | None = None
+        self._replying: asyncio.Lock | None = None
 
     # -- the reader's own event loop (one thread, owned by this reader) --------------------------
 
@@ -109,41 +192,48 @@ class LmqStreamReader(DataSourceStreamReader):
             self._node = Node(self.opts)
         return self._node
 
+    def _lock(self) -> asyncio.Lock:
+        if self._replying is None:
+            self._replying = asyncio.Lock()
+        return self._replying
+
     # -- Spark's calls ---------------------------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
-        return {"run": self.run, "seq": 0}
+        return {"run": self.run, "seq": 0, "ids": {}}
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
-        """Pull what the queue has (up to ``maxMessagesPerTrigger``) and number it.
+        """Pull what the queue has (up to ``maxMessagesPerTrigger``), number it, and record
+        its ids in the offset.
 
         Also called by Spark 4.0/4.1 without arguments; with ``start`` (4.2+) an idle poll
-        returns ``start`` unchanged, so no empty batch is planned."""
+        returns ``start`` unchanged, so no empty batch is planned. Spark calls this only once
+        ``start``'s batch is committed: a batch of an earlier run is acked here, before any
+        pull, so none of its messages can be pulled again as new."""
         if self._latest is None:
             self._latest = start if start is not None else self.initialOffset()
+        if start is not None and start.get("run") != self.run:
+            self._call(self._settle(start) if self.opts.ack_on == "trigger" else self._hold(start))
         if self.opts.ack_on == "trigger":
-            self._call(self._ack_through(self._handed))
+            self._call(self._ack_batches(list(self._batches)))
         cap = self.opts.max_messages_per_trigger
         max_rows = getattr(limit, "max_rows", None)
         if isinstance(max_rows, int) and max_rows > 0:
             cap = min(cap, max_rows)
         if self._call(self._pull(cap)):
-            self._latest = {"run": self.run, "seq": self._seq}
+            self._latest = self._offset()
         return self._latest
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        if end.get("run") != self.run:
-            if start != end:
-                log.info(
-                    "lmq stream: batch %s..%s was pulled by an earlier run; it replays empty and "
-                    "the queue redelivers its unacked messages",
-                    start,
-                    end,
-                )
+        if _key(start) == _key(end):
+            # A batch with no range (Spark runs one when only the watermark moved): no rows,
+            # whatever the end offset's ids say (they belong to the batch that ended there).
             return []
-        low = int(start.get("seq", 0)) if start.get("run") == self.run else 0
-        high = int(end["seq"])
-        rows = self._call(self._hand_out(low, high))
+        if end.get("run") != self.run:
+            rows = self._call(self._replay(start, end))
+        else:
+            low = int(start.get("seq", 0)) if start.get("run") == self.run else 0
+            rows = self._call(self._hand_out(low, _key(end)))
         n = max(1, min(self.opts.num_partitions, len(rows)))
         return [InputPartition(rows[i::n]) for i in range(n) if rows[i::n]]
 
@@ -154,7 +244,11 @@ class LmqStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict[str, Any]) -> None:
         if end.get("run") == self.run:
-            self._call(self._ack_through(int(end["seq"])))
+            seq = int(end.get("seq", 0))
+            done = [k for k in self._batches if k[0] != self.run or k[1] <= seq]
+            self._call(self._ack_batches(done))
+        else:
+            self._call(self._settle(end))
 
     def stop(self) -> None:
         if self._loop is None:
@@ -172,6 +266,12 @@ class LmqStreamReader(DataSourceStreamReader):
 
     # -- on the loop thread ----------------------------------------------------------------------
 
+    def _offset(self) -> dict[str, Any]:
+        """This run's latest offset: the ids of every message pulled and in no batch yet (the
+        batch Spark plans next carries exactly those)."""
+        msgs = [self._held[i] for i in self._pulled.values() if i in self._held]
+        return {"run": self.run, "seq": self._seq, "ids": {q: encode_ids(ids) for q, ids in _by_queue(msgs).items()}}
+
     async def _pull(self, cap: int) -> int:
         node = self._get_node()
         rows: list[Row] = []
@@ -185,9 +285,76 @@ class LmqStreamReader(DataSourceStreamReader):
             raise
         for row in rows:
             self._seq += 1
-            self._inflight[self._seq] = InFlight(row[0], row[1], row)
+            self._held[row[1]] = InFlight(row[0], row[1], row)
+            self._pulled[self._seq] = row[1]
         await self._learn_timeouts({row[0] for row in rows})
         return len(rows)
+
+    async def _hand_out(self, low: int, key: BatchKey) -> list[Row]:
+        ids = self._batches.get(key)
+        if ids is None:
+            seqs = [s for s in self._pulled if low < s <= key[1]]
+            ids = self._batches[key] = [self._pulled.pop(s) for s in seqs]
+        return [self._held[i].row for i in ids if i in self._held]
+
+    async def _replay(self, start: dict[str, Any], end: dict[str, Any]) -> list[Row]:
+        """The rows of a batch an earlier run planned: its messages, taken back by id."""
+        key = _key(end)
+        if key not in self._batches:
+            if start.get("run") not in (None, self.run) and _key(start) != key:
+                # Spark re-runs a batch only once the one before it is committed.
+                await self._settle(start)
+            ids = offset_ids(end)
+            if not ids and start != end and "ids" not in end:
+                log.warning(
+                    "lmq stream: batch %s..%s has no message ids (an offset of an earlier pylmq): it "
+                    "replays empty and the queue redelivers its messages after their timeout",
+                    start,
+                    end,
+                )
+            self._batches[key] = await self._take_back(ids, f"replaying batch {key[1]} of run {key[0][:8]}")
+        return [self._held[i].row for i in self._batches[key] if i in self._held]
+
+    async def _hold(self, offset: dict[str, Any]) -> None:
+        """Take an earlier run's batch back (held and extended), so that no pull takes its
+        messages as new, until it is known to be committed (``ackOn=commit``)."""
+        key = _key(offset)
+        if key not in self._settled and key not in self._batches:
+            self._batches[key] = await self._take_back(offset_ids(offset), "holding a batch until its commit")
+
+    async def _settle(self, offset: dict[str, Any]) -> None:
+        """Ack the messages of an earlier run's committed batch that are still on the node
+        (the crash or stop may have come between its commit and its acks)."""
+        key = _key(offset)
+        if key in self._settled:
+            return
+        await self._hold(offset)
+        self._settled.add(key)
+        await self._ack_batches([key])
+
+    async def _take_back(self, ids: dict[str, list[str]], why: str) -> list[str]:
+        """Claim these messages into the reader's hold; the ids of those the node gave back."""
+        node = self._get_node()
+        taken: list[str] = []
+        gone = 0
+        async with self._lock():
+            for queue, qids in ids.items():
+                rows, missing = await node.claim(queue, qids)
+                gone += len(missing)
+                for row in rows:
+                    self._held[row[1]] = InFlight(row[0], row[1], row)
+                    taken.append(row[1])
+        if ids:
+            await self._learn_timeouts(set(ids))
+            log.info("lmq stream: %s: %d messages taken back by id, %d gone", why, len(taken), gone)
+            if gone and why.startswith("replaying"):
+                log.warning(
+                    "lmq stream: %s: %d of its messages are no longer on the node under their ids (acked, "
+                    "or pulled by another consumer after their timeout): they are not in this batch",
+                    why,
+                    gone,
+                )
+        return taken
 
     async def _learn_timeouts(self, queues: set[str]) -> None:
         node = self._get_node()
@@ -210,53 +377,63 @@ class LmqStreamReader(DataSourceStreamReader):
         return max(MIN_EXTEND_INTERVAL, min(known) / 3)
 
     async def _extend_forever(self) -> None:
-        node = self._get_node()
         while True:
             await asyncio.sleep(self._extend_interval())
-            targets = list(self._inflight.items())
-
-            async def one(item: tuple[int, InFlight]) -> None:
-                seq, msg = item
-                try:
-                    await node.reply("ext", msg.queue, msg.id)
-                except (MessageNotFound, NotFound):
-                    # Already redelivered (its deadline passed): this copy is a duplicate-to-be.
-                    log.warning("lmq stream: message %s of %r expired in flight; it is redelivered", msg.id, msg.queue)
-                    self._inflight.pop(seq, None)
-
             try:
-                await run_window(targets, one, self.opts.pipeline)
+                await self._extend()
             except Exception as e:
-                log.warning("lmq stream: extending %d messages in flight failed: %s", len(targets), e)
+                log.warning("lmq stream: extending %d messages in flight failed: %s", len(self._held), e)
 
-    async def _hand_out(self, low: int, high: int) -> list[Row]:
-        self._handed = max(self._handed, high)
-        return [m.row for seq, m in self._inflight.items() if low < seq <= high]
+    async def _extend(self) -> None:
+        # Under the lock: no ack runs meanwhile, so every id sent is still held when its answer
+        # comes, and a not found is a real expiry.
+        async with self._lock():
+            node = self._get_node()
+            for queue, ids in _by_queue(list(self._held.values())).items():
+                _, missing = await node.reply_many("ext", queue, ids)
+                if missing:
+                    await self._recover(queue, missing)
 
-    async def _ack_through(self, seq: int) -> None:
-        limit = min(seq, self._handed)
-        targets = [(s, m) for s, m in self._inflight.items() if s <= limit]
-        if not targets:
+    async def _recover(self, queue: str, ids: list[str]) -> None:
+        """Messages whose deadline passed while held: take back those nobody pulled since (same
+        id, nothing lost); the others were redelivered and will be processed twice."""
+        rows, gone = await self._get_node().claim(queue, ids)
+        for row in rows:
+            self._held[row[1]] = InFlight(row[0], row[1], row)
+        for i in gone:
+            self._held.pop(i, None)
+        if gone:
+            log.warning(
+                "lmq stream: %d messages of %r expired in flight and were redelivered (duplicates); "
+                "raise the queue's timeout",
+                len(gone),
+                queue,
+            )
+
+    async def _ack_batches(self, keys: list[BatchKey]) -> None:
+        msgs = [self._held[i] for k in keys for i in self._batches.get(k, ()) if i in self._held]
+        if not msgs:
+            for k in keys:
+                self._batches.pop(k, None)
             return
         node = self._get_node()
-        missing = 0
-
-        async def one(item: tuple[int, InFlight]) -> None:
-            nonlocal missing
-            s, msg = item
-            try:
-                await node.reply("ack", msg.queue, msg.id)
-            except (MessageNotFound, NotFound):
-                missing += 1
-            self._inflight.pop(s, None)
-
         try:
-            await run_window(targets, one, self.opts.pipeline)
+            async with self._lock():
+                for queue, ids in _by_queue(msgs).items():
+                    _, missing = await node.reply_many("ack", queue, ids)
+                    if missing:
+                        await self._recover(queue, missing)
+                        again = [i for i in missing if i in self._held]
+                        if again:
+                            await node.reply_many("ack", queue, again)
+                    for i in ids:
+                        self._held.pop(i, None)
         except Exception as e:
-            # Kept in flight: the next trigger or commit acks them again.
-            log.warning("lmq stream: acking %d messages failed: %s (retried on the next call)", len(targets), e)
-        if missing:
-            log.warning("lmq stream: %d acked messages had expired and are redelivered (duplicates)", missing)
+            # Kept: the next trigger or commit acks them again.
+            log.warning("lmq stream: acking %d messages failed: %s (retried on the next call)", len(msgs), e)
+            return
+        for k in keys:
+            self._batches.pop(k, None)
 
     async def _shutdown(self) -> None:
         if self._extender is not None:
@@ -267,11 +444,12 @@ class LmqStreamReader(DataSourceStreamReader):
         if node is None:
             return
         try:
-            if self._inflight:
-                # Whether the last batch was committed is unknown here: redeliver now rather than
-                # after the timeout (at-least-once either way; a nack spends no extra retry).
-                rows = [m.row for m in self._inflight.values()]
-                self._inflight.clear()
+            # Messages in no batch go back now. Those of batches stay in processing: a restart
+            # takes them back by id (and before their timeout, nobody else can take them).
+            rows = [self._held[i].row for i in self._pulled.values() if i in self._held]
+            self._pulled.clear()
+            self._held.clear()
+            if rows:
                 async with asyncio.timeout(STOP_GRACE):
                     await give_back(node, rows)
         finally:

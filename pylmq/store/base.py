@@ -13,6 +13,7 @@ client, so concurrent requests share one group commit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from pylmq.core.message import Item, Message, Retry
@@ -86,6 +87,12 @@ class Store(Protocol):
     async def release(self, name: str, uuid: bytes) -> bool: ...
 
     async def put_back(self, name: str, uuid: bytes) -> bool: ...
+
+    async def claim(self, name: str, uuids: Sequence[bytes], timeout: float) -> list[Message | None]:
+        """Take messages back by the uuid of their delivery (see :meth:`QueueTable.claim
+        <pylmq.core.table.QueueTable.claim>`): each becomes processing with deadline now +
+        ``timeout``, same uuid and retry; ``None`` for each uuid no claimable record has."""
+        ...
 
     # -- synchronous reads ----------------------------------------------------------------------
 

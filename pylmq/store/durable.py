@@ -58,7 +58,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -588,6 +588,11 @@ class DurableStore(LocalStore):
         if self._refusing:
             self._check_change(False)
         return await super().release(name, uuid)
+
+    async def claim(self, name: str, uuids: Sequence[bytes], timeout: float) -> list[Message | None]:
+        if self._refusing:
+            self._check_change(False)
+        return await super().claim(name, uuids, timeout)
 
     # -- metadata hooks --------------------------------------------------------------------------
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.message import Item, Message, Retry
 from pylmq.core.props import DefaultList, RawProps
@@ -125,6 +127,10 @@ class LocalStore:
     async def put_back(self, name: str, uuid: bytes) -> bool:
         table = self.tables.get(name)
         return table is not None and table.put_back(uuid, self.clock.now())
+
+    async def claim(self, name: str, uuids: Sequence[bytes], timeout: float) -> list[Message | None]:
+        table = self.tables.get(name)
+        return [None] * len(uuids) if table is None else table.claim(uuids, timeout, self.clock.now())
 
     # -- reads --------------------------------------------------------------------------------------
 

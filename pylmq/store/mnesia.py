@@ -73,7 +73,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Protocol
 
@@ -91,7 +91,7 @@ from pylmq.core.message import Item, Message, Retry
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult
 from pylmq.dist.terms import Atom, Export, Term
-from pylmq.errors import ClusterError, InvalidProps, NodeDown, PeerStalled, RemoteError
+from pylmq.errors import ClusterError, InvalidProps, NodeDown, NotSupported, PeerStalled, RemoteError
 from pylmq.store.gate import QueueGate
 from pylmq.store.local import LocalStore
 
@@ -584,6 +584,13 @@ class MnesiaStore:
         if ok:
             self._link().pushed(name)  # available again: waiting pullers anywhere may take it
         return ok
+
+    async def claim(self, name: str, uuids: Sequence[bytes], timeout: float) -> list[Message | None]:
+        if self.mode != CLUSTER:
+            return await self.local.claim(name, uuids, timeout)
+        # lmq_lib has no operation that takes a record back by uuid whatever its state, and a
+        # read-then-write from here would race the Erlang nodes' own deliveries.
+        raise NotSupported("claiming messages by id is not available while the node serves an Erlang LMQ cluster")
 
     async def put_back(self, name: str, uuid: bytes) -> bool:
         if self.mode != CLUSTER:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from typing import Any
 
 import msgpack
 import pytest
@@ -174,3 +176,62 @@ def test_read_over_msgpack_rpc_gives_pushed_values_as_bodies(
 def test_read_without_queue_fails_clearly(spark: SparkSession, url: str) -> None:
     with pytest.raises(Exception, match="needs option 'queue'"):
         spark.read.format("lmq").option("url", url).load().collect()
+
+
+def slow_pulls(monkeypatch: pytest.MonkeyPatch, lmq_node: NodeThread, queue: str, delay: float) -> None:
+    """Every pull of ``queue`` answers ``delay`` seconds late (a slow network, a busy node)."""
+    manager = lmq_node.node.manager
+    pull = manager.pull
+
+    async def slow(name: str, timeout: float | None) -> Any:
+        if name == queue:
+            await asyncio.sleep(delay)
+        return await pull(name, timeout)
+
+    monkeypatch.setattr(manager, "pull", slow)
+
+
+def test_a_read_longer_than_the_queue_timeout_keeps_its_messages(
+    spark: SparkSession,
+    url: str,
+    queue: str,
+    http: HttpClient,
+    lmq_node: NodeThread,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    http.update_props(queue, {"timeout": 2, "retry": 5})
+    for i in range(300):
+        http.push(queue, str(i))
+    slow_pulls(monkeypatch, lmq_node, queue, 0.012)  # 300 pulls one at a time: 3.6 s, 1.8 timeouts
+    df = read(spark, url, queue, maxMessages="300", numPartitions="1", pipeline="1").cache()
+    rows = df.collect()
+    assert sorted(int(r.body) for r in rows) == list(range(300)), "each message once"
+    assert {r.retry_remaining for r in rows} == {5}, "none was delivered twice"
+    # Straight from the node (a Spark job would take longer than the timeout on a busy machine):
+    # the task ended with every message still in processing under the id the DataFrame holds.
+    extended = lmq_node.call(lmq_node.node.manager.reply_many(queue, "ext", [r.id for r in rows]))
+    assert extended.not_found == []
+    count = ack(df)
+    assert (count.done, count.not_found) == (300, 0)
+    assert queue_size(lmq_node, queue) == 0
+
+
+def test_a_read_whose_messages_were_redelivered_meanwhile_fails_loudly_and_loses_nothing(
+    spark: SparkSession,
+    url: str,
+    queue: str,
+    http: HttpClient,
+    lmq_node: NodeThread,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    http.update_props(queue, {"timeout": 1, "retry": 5})
+    for i in range(100):
+        http.push(queue, str(i))
+    slow_pulls(monkeypatch, lmq_node, queue, 0.03)
+    # extendInterval=0: no extension while pulling, so the task pulls its own expired messages again.
+    df = read(spark, url, queue, maxMessages="150", numPartitions="1", pipeline="1", extendInterval="0")
+    with pytest.raises(Exception, match="delivered again before the task ended; raise the queue's timeout"):
+        df.collect()
+    monkeypatch.undo()
+    back = drain(url, queue, timeout=1.5)  # the failed task nacked what it held
+    assert sorted(int(m.body) for m in back) == list(range(100)), "every message still there, once"

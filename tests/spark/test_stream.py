@@ -17,6 +17,7 @@ from spark_helpers import drain, queue_size, wait_until
 
 from pylmq.client import HttpClient
 from pylmq.client.testing import NodeThread
+from pylmq.errors import MessageNotFound
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -91,9 +92,11 @@ def test_failed_query_restarted_from_its_checkpoint_processes_every_message_and_
     missing = expected - sink.seen()
     assert not missing, f"{len(missing)} messages were never processed"
     assert queue_size(lmq_node, queue) == 0, "every processed message must be acked"
-    # The batch that failed is re-run from the checkpoint with no rows: its messages were
-    # redelivered by the queue instead, and counted in later batches.
-    assert sink.rows_per_batch[2] == 0
+    # The batch that failed is re-run from the checkpoint with the same 50 messages, taken back
+    # by id: none of them came in a later batch.
+    assert sink.rows_per_batch[2] == 50
+    repeated = Counter(sink.bodies) - Counter(expected)
+    assert repeated == Counter(sink.bodies[100:125]), "only what the failed batch wrote repeats"
 
 
 def test_last_batch_is_acked_on_the_next_trigger_without_new_data(
@@ -162,3 +165,66 @@ def test_streaming_write_moves_every_message_from_one_queue_to_another(
     moved: list[Any] = drain(url, target)
     assert Counter(m.body for m in moved) == Counter(expected)
     assert {m.content_type for m in moved} == {"text/plain; charset=utf-8"}
+
+
+class ExtWatch:
+    """Counts, on the node, the ext replies that found no message in processing (an expiry the
+    reader saw, real or spurious) and the ext requests, whichever form the reader uses."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, lmq_node: NodeThread, queue: str) -> None:
+        self.not_found = 0
+        self.requests = 0
+        manager = lmq_node.node.manager
+        ext, reply_many = manager.ext, manager.reply_many
+
+        async def watched_ext(name: str, id_: Any) -> None:
+            if name == queue:
+                self.requests += 1
+            try:
+                await ext(name, id_)
+            except MessageNotFound:
+                if name == queue:
+                    self.not_found += 1
+                raise
+
+        async def watched_reply_many(name: str, reply: str, ids: Any) -> Any:
+            outcome = await reply_many(name, reply, ids)
+            if name == queue and reply == "ext":
+                self.requests += 1
+                self.not_found += len(outcome.not_found)
+            return outcome
+
+        monkeypatch.setattr(manager, "ext", watched_ext)
+        monkeypatch.setattr(manager, "reply_many", watched_reply_many)
+
+
+def test_thousands_in_flight_on_a_short_timeout_see_no_expiry_and_no_redelivery(
+    spark: SparkSession,
+    url: str,
+    queue: str,
+    http: HttpClient,
+    lmq_node: NodeThread,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    http.update_props(queue, {"timeout": 2, "retry": 5})
+    n = 6000
+    expected = push_many(http, queue, n)
+    watch = ExtWatch(monkeypatch, lmq_node, queue)
+    seen: list[tuple[bytes, int]] = []
+
+    def sink(batch: DataFrame, batch_id: int) -> None:
+        seen.extend((r.body, r.retry_remaining) for r in batch.select("body", "retry_remaining").collect())
+        threading.Event().wait(1.0)  # acks and extensions overlap: each batch holds 3,000 for a second
+
+    writer = stream(spark, url, queue, timeout="0.2", maxMessagesPerTrigger="3000").writeStream.foreachBatch(sink)
+    query = writer.option("checkpointLocation", str(tmp_path / "ck")).start()
+    try:
+        wait_until("every message acked", lambda: len(seen) >= n and queue_size(lmq_node, queue) == 0, deadline=120)
+    finally:
+        query.stop()
+    bodies = Counter(b for b, _ in seen)
+    assert bodies == Counter(expected), f"duplicates: {sum(bodies.values()) - n}"
+    assert {r for _, r in seen} == {5}, "every message came on its first delivery (retry 5 of 6 left)"
+    assert watch.requests > 0, "the messages were extended"
+    assert watch.not_found == 0, f"{watch.not_found} extensions found their message acked or expired"

@@ -11,6 +11,7 @@ Routes (also under LMQ's older prefixes ``/msgs`` and ``/props``)::
     GET    /messages/:name?t=&cf=     pull            POST /messages/:name       push
     GET    /messages?qre=&t=&cf=      pull-any        POST /messages?qre=        fan-out push
     POST   /messages/:name/:id?reply=ack|nack|ext
+    POST   /replies/:name             ack, nack or ext of many ids (pylmq extension)
     DELETE /queues/:name
     GET|PUT|DELETE   /properties      default list    GET|PATCH|DELETE /properties/:name
     GET    /stats
@@ -53,11 +54,12 @@ from pylmq.core.manager import MAX_BATCH, QueueManager
 from pylmq.core.message import Item, MessageType, Metadata, make_item, uuid_text
 from pylmq.core.props import export_props, parse_default_list, parse_props
 from pylmq.core.queue import Delivery
-from pylmq.errors import BadRequest, InvalidQueueName, InvalidRegex, LMQError, shown_detail
+from pylmq.errors import BadRequest, InvalidQueueName, InvalidRegex, LMQError, MessageTooLarge, shown_detail
 from pylmq.metrics import HistogramStats, MeterRates, QueueStats
 
 __all__ = [
     "DEFAULT_MAX_BODY",
+    "MAX_REPLY_BODY",
     "HttpApi",
     "Request",
     "Response",
@@ -71,6 +73,11 @@ __all__ = [
 
 log = logging.getLogger("pylmq.http")
 access_log = logging.getLogger("pylmq.access")
+
+MAX_REPLY_BODY = 1024 * 1024
+"""Largest body of ``POST /replies/:name``: room for :data:`pylmq.core.manager.MAX_REPLY_IDS`
+ids of LMQ's form
+(36 characters) several times over."""
 
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 """Largest request body accepted: well above LMQ's 8-10 MB messages, small enough for memory."""
@@ -496,6 +503,20 @@ class HttpApi:
         taken = await self.manager.pull_many(_queue_name(name), count, timeout)
         return Response(200, _MSGPACK_HEAD, encode_deliveries(taken), tuple(taken) or None)
 
+    async def reply_many(self, request: Request, name: str) -> Response:
+        if len(request.body) > MAX_REPLY_BODY:
+            raise MessageTooLarge(f"a reply body holds at most {MAX_REPLY_BODY} bytes, got {len(request.body)}")
+        doc = _json_body(request)
+        if not isinstance(doc, dict) or set(doc) != {"reply", "ids"}:
+            raise BadRequest('the body must be a JSON object {"reply": "ack"|"nack"|"ext", "ids": [message ids]}')
+        reply, ids = doc["reply"], doc["ids"]
+        if not isinstance(reply, str):
+            raise BadRequest(f"reply must be ack, nack or ext, got {reply!r}")
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise BadRequest("ids must be an array of message id strings")
+        outcome = await self.manager.reply_many(_queue_name(name), reply, ids)
+        return _json({"ok": outcome.ok, "not_found": outcome.not_found})
+
     async def delete_queue(self, request: Request, name: str) -> Response:
         await self.manager.delete(_queue_name(name))
         return _NO_CONTENT
@@ -593,6 +614,7 @@ _OTHER_ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/stats", HttpApi.stats),
     ("POST", "/batch/{name}", HttpApi.push_many),
     ("GET", "/batch/{name}", HttpApi.pull_many),
+    ("POST", "/replies/{name}", HttpApi.reply_many),
 )
 
 

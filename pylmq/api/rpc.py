@@ -16,6 +16,9 @@ Methods, as LMQ's ``lmq_api`` (all names and ids are strings; timeouts are secon
   items); ``retry`` is an integer or ``"infinity"``.
 - ``push_all(regexp, content)``: to every existing matching queue, stored as ``push`` does; ``"ok"``.
 - ``done``/``retain``/``release(name, id)``: ``"ok"``.
+- ``reply_many(name, reply, [id, ...])`` (a pylmq extension): ``reply`` is ``"ack"``, ``"nack"``
+  or ``"ext"`` for every id, with one group commit; a map ``{"ok": [ids answered], "not_found":
+  [ids that name no message in processing]}``, ids as given. At most 10,000 ids.
 - ``delete(name)``: ``"ok"``, also for a queue that does not exist (as LMQ).
 - pylmq's extensions (LMQ has none): ``push_many(name, [content, ...])`` pushes each content as
   ``push`` does, with one store commit for all, and replies the count; ``pull_many(name, count[,
@@ -357,6 +360,18 @@ async def _release(m: QueueManager, p: Sequence[Any]) -> Reply:
     return _OK
 
 
+async def _reply_many(m: QueueManager, p: Sequence[Any]) -> Reply:
+    name, reply, ids = _name(p[0]), p[1], p[2]
+    if type(reply) is bytes:
+        reply = reply.decode("utf-8", "replace")
+    if type(reply) is not str:
+        raise BadRequest(f"reply must be ack, nack or ext, got {type(reply).__name__}")
+    if not isinstance(ids, list | tuple):
+        raise BadRequest(f"ids must be an array of message ids, got {type(ids).__name__}")
+    outcome = await m.reply_many(name, reply, [_id(i) for i in ids])
+    return pack({"ok": outcome.ok, "not_found": outcome.not_found})
+
+
 async def _delete(m: QueueManager, p: Sequence[Any]) -> Reply:
     # LMQ answers "ok" whether or not the queue existed.
     with contextlib.suppress(QueueNotFound):
@@ -401,6 +416,7 @@ _METHODS: Final[dict[str, tuple[Handler, int, int, bool]]] = {
     "done": (_done, 2, 2, False),
     "retain": (_retain, 2, 2, False),
     "release": (_release, 2, 2, False),
+    "reply_many": (_reply_many, 3, 3, False),
     "delete": (_delete, 1, 1, False),
     "update_props": (_update_props, 1, 2, False),
     "set_default_props": (_set_default_props, 1, 1, False),

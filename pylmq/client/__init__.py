@@ -15,7 +15,16 @@ Test nodes for all of this are in :mod:`pylmq.client.testing`.
 
 from pylmq.client._http import AsyncHttpClient
 from pylmq.client._http_sync import HttpClient
-from pylmq.client._message import DEFAULT_CONTENT_TYPE, Message, MessageType, Part, PullFormat, RpcMessage
+from pylmq.client._message import (
+    DEFAULT_CONTENT_TYPE,
+    Message,
+    MessageType,
+    Part,
+    PullFormat,
+    ReplyMany,
+    ReplyResult,
+    RpcMessage,
+)
 from pylmq.client._rpc import AsyncRpcClient
 from pylmq.client._rpc_sync import RpcClient
 
@@ -28,6 +37,8 @@ __all__ = [
     "MessageType",
     "Part",
     "PullFormat",
+    "ReplyMany",
+    "ReplyResult",
     "RpcClient",
     "RpcMessage",
 ]

@@ -11,7 +11,7 @@ import aiohttp
 from yarl import URL
 
 from pylmq.client import _http_proto as proto
-from pylmq.client._message import Message, PullFormat
+from pylmq.client._message import Message, PullFormat, ReplyMany, ReplyResult
 from pylmq.client._urls import DEFAULT_HTTP_URL, HttpBase, parse_http_urls
 from pylmq.errors import Unreachable
 
@@ -168,6 +168,12 @@ class AsyncHttpClient:
     async def ext(self, queue: str, msg_id: str) -> None:
         """Retain: extend the deadline by the queue's timeout."""
         await self._send(proto.ext(queue, msg_id))
+
+    async def reply_many(self, queue: str, reply: ReplyMany, ids: Sequence[str]) -> ReplyResult:
+        """``reply`` (``ack``, ``nack`` or ``ext``) for every id in one request and one group
+        commit on the node (a pylmq extension: Erlang LMQ answers 404). Ids that name no message
+        in processing come back in ``not_found``; at most 10,000 ids."""
+        return await self._send(proto.reply_many(queue, reply, ids))
 
     async def delete_queue(self, queue: str) -> None:
         await self._send(proto.delete_queue(queue))

@@ -18,7 +18,15 @@ from urllib.parse import quote, urlencode
 from pylmq import errors
 from pylmq.api import batch, compound
 from pylmq.client._errors import error_from_http
-from pylmq.client._message import DEFAULT_CONTENT_TYPE, Message, MessageType, Part, PullFormat
+from pylmq.client._message import (
+    DEFAULT_CONTENT_TYPE,
+    Message,
+    MessageType,
+    Part,
+    PullFormat,
+    ReplyMany,
+    ReplyResult,
+)
 from pylmq.core.message import Item
 from pylmq.errors import LMQError, ProtocolError
 
@@ -40,6 +48,7 @@ __all__ = [
     "push",
     "push_all",
     "push_many",
+    "reply_many",
     "reset_props",
     "set_default_props",
     "stats",
@@ -308,6 +317,24 @@ def nack(queue: str, msg_id: str) -> HttpRequest[None]:
 
 def ext(queue: str, msg_id: str) -> HttpRequest[None]:
     return _reply(queue, msg_id, "ext")
+
+
+def _ids(doc: Any, key: str) -> tuple[str, ...]:
+    ids = doc.get(key) if isinstance(doc, dict) else None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ProtocolError(f"expected {{'ok': [ids], 'not_found': [ids]}}, got {doc!r:.200}")
+    return tuple(ids)
+
+
+def reply_many(queue: str, reply: ReplyMany, ids: Sequence[str]) -> HttpRequest[ReplyResult]:
+    """``POST /replies/:name`` (a pylmq extension): ``reply`` for every id in one request."""
+
+    def decode(resp: HttpResponse) -> ReplyResult:
+        doc = _json_result(resp)
+        return ReplyResult(_ids(doc, "ok"), _ids(doc, "not_found"))
+
+    body = json.dumps({"reply": reply, "ids": list(ids)}).encode()
+    return HttpRequest("POST", f"/replies/{_q(queue)}", decode, body, dict(_JSON))
 
 
 def delete_queue(queue: str) -> HttpRequest[None]:

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from pylmq.client import _http_proto as proto
 from pylmq.client._http import KEEPALIVE, read_timeout
-from pylmq.client._message import Message, PullFormat
+from pylmq.client._message import Message, PullFormat, ReplyMany, ReplyResult
 from pylmq.client._urls import DEFAULT_HTTP_URL, HttpBase, parse_http_urls
 from pylmq.errors import Unreachable
 
@@ -175,6 +175,10 @@ class HttpClient:
 
     def ext(self, queue: str, msg_id: str) -> None:
         self._send(proto.ext(queue, msg_id))
+
+    def reply_many(self, queue: str, reply: ReplyMany, ids: Sequence[str]) -> ReplyResult:
+        """See :meth:`AsyncHttpClient.reply_many <pylmq.client.AsyncHttpClient.reply_many>`."""
+        return self._send(proto.reply_many(queue, reply, ids))
 
     def delete_queue(self, queue: str) -> None:
         self._send(proto.delete_queue(queue))

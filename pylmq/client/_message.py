@@ -12,11 +12,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-__all__ = ["DEFAULT_CONTENT_TYPE", "Message", "MessageType", "Part", "PullFormat", "RpcMessage"]
+__all__ = [
+    "DEFAULT_CONTENT_TYPE",
+    "Message",
+    "MessageType",
+    "Part",
+    "PullFormat",
+    "ReplyMany",
+    "ReplyResult",
+    "RpcMessage",
+]
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 
 MessageType = Literal["normal", "compound"]
+ReplyMany = Literal["ack", "nack", "ext"]
+"""The reply :meth:`reply_many` gives every id."""
 PullFormat = Literal["multipart", "msgpack"]
 """How the HTTP API encodes a compound message (``cf`` query parameter)."""
 
@@ -67,3 +78,12 @@ class RpcMessage:
     type: MessageType
     retry: int | None
     content: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyResult:
+    """What ``reply_many`` did (a pylmq extension): the ids answered, and those that name no
+    message in processing (unknown, expired and redelivered, or answered before), as sent."""
+
+    ok: tuple[str, ...]
+    not_found: tuple[str, ...]

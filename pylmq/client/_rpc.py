@@ -13,7 +13,7 @@ from pylmq.api import msgpack_rpc as wire
 from pylmq.client import _rpc_proto as proto
 from pylmq.client._errors import error_from_rpc
 from pylmq.client._http import read_timeout
-from pylmq.client._message import RpcMessage
+from pylmq.client._message import ReplyMany, ReplyResult, RpcMessage
 from pylmq.client._urls import DEFAULT_RPC_PORT, parse_rpc_addresses
 from pylmq.errors import LMQError, ProtocolError, Unreachable
 
@@ -236,6 +236,12 @@ class AsyncRpcClient:
     ack = done
     ext = retain
     nack = release
+
+    async def reply_many(self, queue: str, reply: ReplyMany, ids: Sequence[str]) -> ReplyResult:
+        """``reply`` (``ack``, ``nack`` or ``ext``) for every id in one call and one group commit
+        on the node (a pylmq extension: Erlang LMQ answers unknown_method). Ids that name no
+        message in processing come back in ``not_found``; at most 10,000 ids."""
+        return await self._call(proto.reply_many(queue, reply, ids))
 
     async def delete(self, queue: str) -> None:
         await self._call(proto.delete(queue))

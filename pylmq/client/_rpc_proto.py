@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from pylmq.client._message import MessageType, RpcMessage
+from pylmq.client._message import MessageType, ReplyMany, ReplyResult, RpcMessage
 from pylmq.errors import BadRequest, ProtocolError
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "push_all",
     "push_many",
     "release",
+    "reply_many",
     "retain",
     "set_default_props",
     "update_props",
@@ -154,6 +155,24 @@ def retain(queue: str, msg_id: str) -> RpcCall[None]:
 
 def release(queue: str, msg_id: str) -> RpcCall[None]:
     return RpcCall("release", [queue, msg_id], _ok)
+
+
+def _ids(result: Any, key: str) -> tuple[str, ...]:
+    ids = None
+    if isinstance(result, Mapping):
+        ids = result.get(key, result.get(key.encode()))
+    if not isinstance(ids, list | tuple):
+        raise ProtocolError(f"expected {{'ok': [ids], 'not_found': [ids]}}, got {result!r:.200}")
+    return tuple(_message_id(i) for i in ids)
+
+
+def _reply_result(result: Any) -> ReplyResult:
+    return ReplyResult(_ids(result, "ok"), _ids(result, "not_found"))
+
+
+def reply_many(queue: str, reply: ReplyMany, ids: Sequence[str]) -> RpcCall[ReplyResult]:
+    """``reply_many`` (a pylmq extension): ``reply`` for every id in one call."""
+    return RpcCall("reply_many", [queue, reply, list(ids)], _reply_result)
 
 
 def delete(queue: str) -> RpcCall[None]:

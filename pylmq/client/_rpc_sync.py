@@ -18,7 +18,7 @@ from pylmq.api import msgpack_rpc as wire
 from pylmq.client import _rpc_proto as proto
 from pylmq.client._errors import error_from_rpc
 from pylmq.client._http import read_timeout
-from pylmq.client._message import RpcMessage
+from pylmq.client._message import ReplyMany, ReplyResult, RpcMessage
 from pylmq.client._urls import DEFAULT_RPC_PORT, parse_rpc_addresses
 from pylmq.errors import ProtocolError, Unreachable
 
@@ -158,6 +158,10 @@ class RpcClient:
     ack = done
     ext = retain
     nack = release
+
+    def reply_many(self, queue: str, reply: ReplyMany, ids: Sequence[str]) -> ReplyResult:
+        """See :meth:`AsyncRpcClient.reply_many <pylmq.client.AsyncRpcClient.reply_many>`."""
+        return self._call(proto.reply_many(queue, reply, ids))
 
     def delete(self, queue: str) -> None:
         self._call(proto.delete(queue))

@@ -15,6 +15,7 @@ import logging
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,16 @@ if TYPE_CHECKING:
     # Only for types: pylmq.store imports pylmq.core, so a runtime import here is circular.
     from pylmq.store.base import Store
 
-__all__ = ["MAX_BATCH", "MAX_BATCH_BYTES", "RESERVED_NAMES", "QueueManager", "validate_name"]
+__all__ = [
+    "MAX_BATCH",
+    "MAX_BATCH_BYTES",
+    "MAX_REPLY_IDS",
+    "REPLIES",
+    "RESERVED_NAMES",
+    "QueueManager",
+    "ReplyOutcome",
+    "validate_name",
+]
 
 log = logging.getLogger("pylmq.manager")
 
@@ -76,6 +86,22 @@ def validate_name(name: Any) -> str:
     if "\x00" in name:
         raise InvalidQueueName("queue name contains NUL")
     return name
+
+
+MAX_REPLY_IDS = 10_000
+"""Most ids :meth:`QueueManager.reply_many` takes at once: a batch holds the queue's loop for
+its whole length (about 10 ms per 1,000 ids in memory)."""
+
+REPLIES = ("ack", "nack", "ext")
+"""The replies a client gives a delivered message."""
+
+
+@dataclass(slots=True)
+class ReplyOutcome:
+    """What :meth:`QueueManager.reply_many` did: the ids answered and those not found."""
+
+    ok: list[str | bytes]
+    not_found: list[str | bytes]
 
 
 def _uuid(id_: str | bytes) -> bytes:
@@ -505,6 +531,24 @@ class QueueManager:
 
     async def ext(self, name: str, id_: str | bytes) -> None:
         await self._require(name).ext(_uuid(id_))
+
+    async def reply_many(self, name: str, reply: str, ids: Sequence[str | bytes]) -> ReplyOutcome:
+        """``ack``, ``nack`` or ``ext`` for every id (a pylmq extension): one request and one
+        group commit for a batch. An id that is not a message id, or names no message in
+        processing (unknown, expired, answered before, or earlier in the same batch), goes to
+        ``not_found``; the others were answered. The ids come back as given, in order."""
+        if reply not in REPLIES:
+            raise BadRequest(f"reply must be ack, nack or ext, got {reply!r}")
+        if len(ids) > MAX_REPLY_IDS:
+            raise BadRequest(f"at most {MAX_REPLY_IDS} ids in one reply, got {len(ids)}")
+        q = self._require(name)
+        parsed = [parse_uuid(i) for i in ids]
+        found = await q.reply_many(reply, [u for u in parsed if u is not None])
+        outcome = ReplyOutcome([], [])
+        answers = iter(found)
+        for id_, u in zip(ids, parsed, strict=True):
+            (outcome.ok if u is not None and next(answers) else outcome.not_found).append(id_)
+        return outcome
 
     # -- properties ------------------------------------------------------------------------------
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from pylmq.core.message import Item, Message
@@ -29,6 +30,7 @@ __all__ = ["Delivery", "PropsSource", "Queue", "QueueObserver", "Waiter"]
 
 log = logging.getLogger("pylmq.queue")
 
+REPLY_CHUNK = 500  # replies of a batch done before other tasks get a turn
 RETRY_AFTER_ERROR = 0.5  # seconds before waiters are served again after the store failed
 
 
@@ -80,6 +82,10 @@ class Waiter:
         for q in self.queues:
             q._waiters.pop(self, None)
         self.queues.clear()
+
+
+async def _retain(store: Store, timeout: float, queue: str, uuid: bytes) -> bool:
+    return await store.retain(queue, uuid, timeout)
 
 
 class Queue:
@@ -191,6 +197,31 @@ class Queue:
         self.notify()
         await self.store.barrier()
         return ok
+
+    async def reply_many(self, reply: str, uuids: Sequence[bytes]) -> list[bool]:
+        """``ack``, ``nack`` or ``ext`` for each uuid, in order; whether each was in processing.
+        One barrier for the whole batch: every change is applied first, then one group commit
+        makes them all durable (a loop of single replies would wait for one commit each)."""
+        store, name = self.store, self.name
+        op: Callable[[str, bytes], Awaitable[bool]]
+        if reply == "ack":
+            op = store.done
+        elif reply == "nack":
+            op = store.release
+        elif reply == "ext":
+            op = partial(_retain, store, self.props.timeout)  # read once: one batch, one deadline
+        else:
+            raise ValueError(f"reply must be ack, nack or ext, got {reply!r}")
+        done: list[bool] = []
+        for i, u in enumerate(uuids):
+            if i and not i % REPLY_CHUNK:
+                await asyncio.sleep(0)  # a long batch lets other requests in between
+            done.append(await op(name, u))
+        if reply != "ack":
+            self.notify()
+        if any(done):
+            await store.barrier()
+        return done
 
     async def _settle(self, ok: bool) -> None:
         if not ok:

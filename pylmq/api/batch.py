@@ -12,6 +12,8 @@ are MessagePack, so binary bodies travel as they are:
   order: ``queue``, ``id``, ``type`` (``normal`` or ``compound``), ``retry`` (an integer or
   ``"infinity"``), then for a normal message ``content_type`` and ``body``, for a compound one
   ``parts``: ``[[content_type, body], ...]`` in push order. An empty array when none came.
+  The header ``x-lmq-queue-size`` tells how many messages the queue holds after the pull
+  (waiting or in processing, as ``/stats`` counts ``size``).
 
 Only the content-type of a message travels: it is the only header LMQ's HTTP push stores.
 """

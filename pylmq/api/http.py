@@ -500,8 +500,11 @@ class HttpApi:
     async def pull_many(self, request: Request, name: str) -> Response:
         query = request.query
         count, timeout = _count(query.get("n")), parse_timeout(query.get("t"))
-        taken = await self.manager.pull_many(_queue_name(name), count, timeout)
-        return Response(200, _MSGPACK_HEAD, encode_deliveries(taken), tuple(taken) or None)
+        name = _queue_name(name)
+        taken = await self.manager.pull_many(name, count, timeout)
+        # What the queue still holds (waiting or in processing): a consumer's backlog, for free.
+        head = _MSGPACK_HEAD + b"x-lmq-queue-size: %d\r\n" % self.manager.store.size(name)
+        return Response(200, head, encode_deliveries(taken), tuple(taken) or None)
 
     async def reply_many(self, request: Request, name: str) -> Response:
         if len(request.body) > MAX_REPLY_BODY:

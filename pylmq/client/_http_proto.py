@@ -33,6 +33,7 @@ from pylmq.errors import LMQError, ProtocolError
 __all__ = [
     "HttpRequest",
     "HttpResponse",
+    "PulledMessages",
     "ack",
     "decode_msgpack_parts",
     "decode_multipart",
@@ -284,6 +285,13 @@ def _pulled(doc: Mapping[str, Any]) -> Message:
         raise ProtocolError(f"bad message map in a pull-many answer: {e!r:.200}") from None
 
 
+class PulledMessages(list[Message]):
+    """The messages of a pull-many, and ``queue_size``: how many the queue held after it
+    (waiting or in processing; ``None`` when the node did not say)."""
+
+    queue_size: int | None = None
+
+
 def pull_many(queue: str, count: int, timeout: float | None = None) -> HttpRequest[list[Message]]:
     """pylmq's batch pull: up to ``count`` messages (waiting up to ``timeout`` for the first);
     a compound message has its ``parts`` and an empty ``body`` and ``content_type``."""
@@ -297,7 +305,10 @@ def pull_many(queue: str, count: int, timeout: float | None = None) -> HttpReque
             docs = batch.decode_pulled(resp.body)
         except Exception as e:
             raise ProtocolError(f"bad pull-many answer: {e}") from None
-        return [_pulled(d) for d in docs]
+        out = PulledMessages(_pulled(d) for d in docs)
+        size = resp.headers.get("x-lmq-queue-size", "")
+        out.queue_size = int(size) if size.isdigit() else None
+        return out
 
     return HttpRequest("GET", f"/batch/{_q(queue)}?{urlencode(query)}", decode, server_wait=timeout)
 

@@ -51,6 +51,12 @@ async def test_pull_many_takes_up_to_n_in_order_and_leaves_the_rest(api) -> None
     assert [m["body"] for m in rest] == [f"m{i}".encode() for i in range(4, 10)]
 
 
+async def test_pull_many_says_how_many_messages_the_queue_holds(api) -> None:
+    await push_many(api, "s", [b"a", b"b", b"c"])
+    r = await api.request("GET", "/batch/s", {"n": 1, "t": 0})
+    assert r.headers["x-lmq-queue-size"] == "3", "waiting and in-processing messages count"
+
+
 async def test_pulled_messages_are_in_processing_and_acked_by_their_ids(api, node: LMQNode) -> None:
     await push_many(api, "b", [b"x", b"y"])
     got = await pull_many(api, "b", n=10, t=0)

@@ -186,6 +186,7 @@ def test_rpc_pull_waits_for_a_push_from_another_thread(node_thread: NodeThread, 
 def test_http_and_rpc_push_many_and_pull_many(sync_http: HttpClient, sync_rpc: RpcClient) -> None:
     assert sync_http.push_many("bq", [b"a", "b", ("application/json", b"{}")]) == 3
     got = sync_http.pull_many("bq", 10, timeout=0)
+    assert getattr(got, "queue_size", None) == 3
     assert [(m.body, m.content_type) for m in got] == [
         (b"a", "application/octet-stream"),
         (b"b", "text/plain; charset=utf-8"),

@@ -16,15 +16,17 @@ Needs the ``spark`` extra (``pip install 'pylmq[spark]'``).
 """
 
 from pylmq.spark._options import LmqOptions, read_options, write_options
-from pylmq.spark._source import LmqDataSource, ReplyCount, ack, message_schema, nack, register
+from pylmq.spark._source import LmqDataSource, ReplyCount, ack, consume, message_schema, nack, process, register
 
 __all__ = [
     "LmqDataSource",
     "LmqOptions",
     "ReplyCount",
     "ack",
+    "consume",
     "message_schema",
     "nack",
+    "process",
     "read_options",
     "register",
     "write_options",

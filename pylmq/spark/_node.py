@@ -9,7 +9,8 @@ connection over MessagePack-RPC).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -17,11 +18,17 @@ from pylmq.client._http import AsyncHttpClient
 from pylmq.client._message import Message, RpcMessage
 from pylmq.client._rpc import AsyncRpcClient
 from pylmq.client._urls import parse_rpc_addresses
-from pylmq.errors import MessageNotFound, NotFound
+from pylmq.errors import LMQError, MessageNotFound, NotFound, QueueNotFound, UnknownMethod
 from pylmq.spark._options import LmqOptions
 from pylmq.spark._rows import Push, Row, message_row
 
 __all__ = ["Node", "Reply", "reply_all", "run_window"]
+
+log = logging.getLogger("pylmq.spark")
+
+# What a node without pylmq's batch extension answers a batch request: an HTTP 404 for the
+# unknown path (Erlang LMQ), or unknown_method over MessagePack-RPC.
+_NO_EXTENSION = (NotFound, UnknownMethod)
 
 T = TypeVar("T")
 Reply = str
@@ -33,6 +40,10 @@ class Node:
 
     def __init__(self, opts: LmqOptions) -> None:
         self.opts = opts
+        self._batch_api = True
+        self._reply_api = True
+        self.queue_size: int | None = None
+        """Messages ``opts.queue`` held after the last pull-many over HTTP (``None``: unknown)."""
         self._http: AsyncHttpClient | None = None
         self._rpc: AsyncRpcClient | None = None
         if opts.api == "http":
@@ -75,6 +86,68 @@ class Node:
                 assert qre is not None
                 msg = await self._rpc.pull_any(qre, timeout)
         return None if msg is None else message_row(msg)
+
+    @property
+    def batches(self) -> bool:
+        """Whether pulls and pushes go many per request: for one queue (not ``qre``, whose
+        pull-any and fan-out push have no batch form), on a node that has pylmq's batch
+        extension (an Erlang LMQ node has not: the first refusal switches to one per request)."""
+        return self.opts.qre is None and self._batch_api
+
+    def _no_batch_api(self, what: str, e: LMQError) -> None:
+        if self._batch_api:
+            log.info("lmq: the node has no %s (%s): going on with one message per request", what, e)
+        self._batch_api = False
+
+    async def pull_batch(self, count: int, timeout: float) -> list[Row] | None:
+        """Up to ``count`` messages of ``opts.queue`` in one request (pylmq's pull-many);
+        waits up to ``timeout`` for the first. Notes the queue's size in :attr:`queue_size`.
+        ``None`` when the node has no pull-many (then :attr:`batches` is false)."""
+        queue = self.opts.queue
+        assert queue is not None
+        msgs: list[Message] | list[RpcMessage]
+        try:
+            if self._http is not None:
+                msgs = await self._http.pull_many(queue, count, timeout)
+                self.queue_size = getattr(msgs, "queue_size", None)
+            else:
+                assert self._rpc is not None
+                msgs = await self._rpc.pull_many(queue, count, timeout)
+        except _NO_EXTENSION as e:
+            self._no_batch_api("pull-many", e)
+            return None
+        return [message_row(m) for m in msgs]
+
+    async def push_batch(self, queue: str, pushes: Sequence[Push]) -> None:
+        """Push to one queue in one request (pylmq's push-many); one by one where the node
+        has no push-many."""
+        if self._batch_api:
+            try:
+                if self._http is not None:
+                    await self._http.push_many(queue, [(p.content_type, p.body) for p in pushes])
+                else:
+                    assert self._rpc is not None
+                    await self._rpc.push_many(queue, [p.body for p in pushes])
+                return
+            except _NO_EXTENSION as e:
+                self._no_batch_api("push-many", e)
+        await run_window(pushes, self.push, self.opts.pipeline)
+
+    async def reply_batch(self, reply: Reply, queue: str, ids: Sequence[str]) -> tuple[int, int] | None:
+        """``(done, not_found)`` of ``reply`` for every id, in one request (pylmq's reply-many);
+        ``None`` when the node has none."""
+        if not self._reply_api:
+            return None
+        client: Any = self._http if self._http is not None else self._rpc
+        try:
+            result = await client.reply_many(queue, reply, ids)
+        except QueueNotFound:
+            return 0, len(ids)  # deleted meanwhile: none of them is in processing any more
+        except _NO_EXTENSION as e:
+            log.info("lmq: the node has no reply-many (%s): going on with one reply per request", e)
+            self._reply_api = False
+            return None
+        return len(result.ok), len(result.not_found)
 
     async def reply(self, reply: Reply, queue: str, msg_id: str) -> None:
         client: Any = self._http if self._http is not None else self._rpc
@@ -137,12 +210,29 @@ async def run_window(items: Iterable[T], op: Callable[[T], Awaitable[None]], win
         raise failure[0]
 
 
+REPLY_BATCH = 10_000
+"""Ids per reply-many request (the node's bound)."""
+
+
 async def reply_all(node: Node, reply: Reply, targets: Iterable[tuple[str, str]]) -> tuple[int, int]:
     """Send ``reply`` for every ``(queue, id)``; ``(done, not_found)``. A message that is not
     found was redelivered (its deadline passed) or answered already: not an error for
-    at-least-once, the caller counts it. Any other failure is raised."""
+    at-least-once, the caller counts it. Any other failure is raised. Many ids per request
+    (per queue) where the node has reply-many, else one request each, ``pipeline`` at a time."""
     done = 0
     missing = 0
+    by_queue: dict[str, list[str]] = {}
+    for queue, msg_id in targets:
+        by_queue.setdefault(queue, []).append(msg_id)
+    singles: list[tuple[str, str]] = []
+    for queue, ids in by_queue.items():
+        for i in range(0, len(ids), REPLY_BATCH):
+            chunk = ids[i : i + REPLY_BATCH]
+            counted = await node.reply_batch(reply, queue, chunk)
+            if counted is None:
+                singles.extend((queue, msg_id) for msg_id in chunk)
+            else:
+                done, missing = done + counted[0], missing + counted[1]
 
     async def one(target: tuple[str, str]) -> None:
         nonlocal done, missing
@@ -153,5 +243,5 @@ async def reply_all(node: Node, reply: Reply, targets: Iterable[tuple[str, str]]
         else:
             done += 1
 
-    await run_window(targets, one, node.opts.pipeline)
+    await run_window(singles, one, node.opts.pipeline)
     return done, missing

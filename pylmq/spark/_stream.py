@@ -57,6 +57,7 @@ from pylmq.spark._batch import give_back, pull_many
 from pylmq.spark._node import Node, run_window
 from pylmq.spark._options import LmqOptions
 from pylmq.spark._rows import Row
+from pylmq.spark._shape import ReadShape
 
 __all__ = ["LmqStreamReader"]
 
@@ -81,6 +82,8 @@ class InFlight:
 class LmqStreamReader(DataSourceStreamReader):
     def __init__(self, opts: LmqOptions) -> None:
         self.opts = opts
+        self.shape: ReadShape | None = None
+        """The columns of a user schema; ``None``: every message column."""
         self.run = uuid.uuid4().hex
         self._seq = 0
         self._handed = 0
@@ -150,7 +153,7 @@ class LmqStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[Row]:
         # Runs in an executor: the rows travel inside the partition, nothing is pulled here.
         rows: list[Row] = partition.value
-        yield from rows
+        yield from rows if self.shape is None else self.shape.rows(rows)
 
     def commit(self, end: dict[str, Any]) -> None:
         if end.get("run") == self.run:

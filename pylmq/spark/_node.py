@@ -70,6 +70,11 @@ class Node:
 
     async def pull(self, timeout: float) -> Row | None:
         """One message of ``opts.queue`` (or of any queue matching ``opts.qre``) as a row."""
+        if self.batches:
+            # A pull-many of one costs what a pull costs, and says how many the queue holds.
+            rows = await self.pull_batch(1, timeout)
+            if rows is not None:
+                return rows[0] if rows else None
         msg: Message | RpcMessage | None
         queue, qre = self.opts.queue, self.opts.qre
         if self._http is not None:

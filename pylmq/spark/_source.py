@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamWriter,
     DataSourceWriter,
 )
+from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
 from pylmq.errors import BadRequest
@@ -36,6 +38,7 @@ __all__ = [
     "nack",
     "process",
     "register",
+    "stop",
 ]
 
 log = logging.getLogger("pylmq.spark")
@@ -268,6 +271,33 @@ def process(df: DataFrame, action: Callable[[DataFrame], Any], url: str | None =
             log.warning("process(df): could not nack after a failure: %s", e)
         raise
     return ack(held, url)
+
+
+STOP_POLL = 0.05
+_BETWEEN_BATCHES = ("Getting offsets", "Waiting", "Initializing")
+"""Beginnings of the status messages of a query that runs no batch (Spark's own wording)."""
+
+
+def stop(query: StreamingQuery, timeout: float = 60.0) -> None:
+    """Stop a streaming query between micro-batches, not in the middle of one.
+
+    ``query.stop()`` interrupts the batch that is running: Spark kills its tasks (a sink task
+    killed mid-write), and a ``foreachBatch`` function interrupted inside a Spark job fails with
+    an exception whose long text overflows the stack of the regex Spark matches it with (a
+    ``StackOverflowError`` trace; seen with pyspark 4.3). This waits, up to ``timeout`` seconds,
+    until no batch is running (the query is idle or asking the source for offsets), then
+    stops; the messages of the batches that ran are committed and acked as usual (the last one
+    on the next start of the query, or given back by the reader's ``stop``). A batch that starts
+    in the instant between the check and the stop is interrupted as with ``query.stop()``."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and time.monotonic() < deadline:
+        status = query.status
+        # Safe only between batches: a batch without new rows ("No new data but cleaning up
+        # state", which a stateful query runs to move its watermark) writes results too.
+        if not status.get("isTriggerActive") or str(status.get("message", "")).startswith(_BETWEEN_BATCHES):
+            break
+        time.sleep(STOP_POLL)
+    query.stop()
 
 
 def ack(df: DataFrame, url: str | None = None) -> ReplyCount:

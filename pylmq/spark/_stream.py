@@ -92,6 +92,8 @@ class LmqStreamReader(DataSourceStreamReader):
         self._inflight: dict[int, InFlight] = {}
         """seq -> message; touched only on the loop thread, so it needs no lock."""
         self._timeouts: dict[str, float | None] = {}
+        self._acked = 0
+        self._redelivered = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._node: Node | None = None
@@ -113,6 +115,26 @@ class LmqStreamReader(DataSourceStreamReader):
         return self._node
 
     # -- Spark's calls ---------------------------------------------------------------------------
+
+    def reportLatestOffset(self) -> dict[str, Any]:
+        """What Spark shows as the source's ``latestOffset`` in each progress report (and never
+        plans with): the offset, and this reader's counts. pyspark's Python sources cannot fill
+        the progress's ``metrics``, so the counts travel here:
+
+        * ``backlog``: messages the queue held after the last pull (waiting, or in processing by
+          any consumer, this query included), as the node says in a pull-many answer (HTTP;
+          absent over MessagePack-RPC);
+        * ``inFlight``: messages pulled and not yet acked (or given back);
+        * ``acked``: messages acked since the query started;
+        * ``redelivered``: messages whose ack or ext found them gone: their timeout passed in
+          flight, the queue delivers them again (the duplicates at-least-once allows)."""
+        report: dict[str, Any] = dict(self._latest or self.initialOffset())
+        if self._node is not None and self._node.queue_size is not None:
+            report["backlog"] = self._node.queue_size
+        report["inFlight"] = len(self._inflight)
+        report["acked"] = self._acked
+        report["redelivered"] = self._redelivered
+        return report
 
     def initialOffset(self) -> dict[str, Any]:
         return {"run": self.run, "seq": 0}
@@ -223,6 +245,7 @@ class LmqStreamReader(DataSourceStreamReader):
                 try:
                     await node.reply("ext", msg.queue, msg.id)
                 except (MessageNotFound, NotFound):
+                    self._redelivered += 1
                     # Already redelivered (its deadline passed): this copy is a duplicate-to-be.
                     log.warning("lmq stream: message %s of %r expired in flight; it is redelivered", msg.id, msg.queue)
                     self._inflight.pop(seq, None)
@@ -251,6 +274,9 @@ class LmqStreamReader(DataSourceStreamReader):
                 await node.reply("ack", msg.queue, msg.id)
             except (MessageNotFound, NotFound):
                 missing += 1
+                self._redelivered += 1
+            else:
+                self._acked += 1
             self._inflight.pop(s, None)
 
         try:

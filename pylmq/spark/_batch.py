@@ -19,7 +19,10 @@ switches to one request per message.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import logging
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -155,26 +158,54 @@ class LmqBatchReader(DataSourceReader):
         return [InputPartition(_Quota(i, share + (1 if i < extra else 0))) for i in range(n)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        # The next pull runs (on a loop thread of this task) while Spark takes the batch before:
+        # the node pulls while this worker converts and the JVM consumes.
         quota: _Quota = partition.value
         arrow_schema = _arrow_schema(self.schema)
-        taken: list[Row] = []
         loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="lmq-read", daemon=True)
+        thread.start()
         node = Node(self.opts)
+        taken: list[Row] = []  # everything pulled: given back if the task fails
+        handed = 0  # of which Spark got the first ``handed``
+        pending: concurrent.futures.Future[list[Row]] | None = None
+
+        def pull(left: int | None) -> concurrent.futures.Future[list[Row]]:
+            return asyncio.run_coroutine_threadsafe(_pull_once(node, left, self.opts.timeout), loop)
+
         try:
-            while quota.messages is None or len(taken) < quota.messages:
-                left = None if quota.messages is None else quota.messages - len(taken)
-                rows = loop.run_until_complete(_pull_once(node, left, self.opts.timeout))
+            pending = pull(quota.messages)
+            while pending is not None:
+                rows = pending.result()
+                pending = None
                 if not rows:
                     break
                 taken.extend(rows)
+                left = None if quota.messages is None else quota.messages - len(taken)
+                if left is None or left > 0:
+                    pending = pull(left)
+                handed = len(taken)
                 yield self.shape.batch(rows, arrow_schema)
         except Exception:
             # The task fails: what it took goes back now rather than after the queue's timeout.
-            loop.run_until_complete(give_back(node, taken))
+            handed = 0
             raise
         finally:
-            loop.run_until_complete(node.close())
+            # Also when Spark stops reading early (a limit): what it never got goes back.
+            if pending is not None:
+                with contextlib.suppress(Exception):
+                    taken.extend(pending.result())
+            asyncio.run_coroutine_threadsafe(_close(node, taken[handed:]), loop).result()
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
             loop.close()
+
+
+async def _close(node: Node, give: Sequence[Row]) -> None:
+    try:
+        await give_back(node, give)
+    finally:
+        await node.close()
 
 
 async def _pull_once(node: Node, quota: int | None, timeout: float) -> list[Row]:

@@ -211,21 +211,23 @@ def _reply(df: DataFrame, reply: Reply, url: str | None) -> ReplyCount:
             "inside `with consume(df) as held:`, which acks once the block succeeded"
         )
     opts = write_options({"url": url})
-    sc = df.sparkSession.sparkContext
-    done = sc.accumulator(0)
-    not_found = sc.accumulator(0)
 
-    def answer(rows: Iterator[Any]) -> None:
+    def answer(batches: Iterator[Any]) -> Iterator[Any]:
+        # Arrow batches straight from the JVM: no Row object per message.
+        import pyarrow as pa
+
         async def go() -> tuple[int, int]:
             async with Node(opts) as node:
-                return await reply_all(node, reply, ((r[0], r[1]) for r in rows))
+                pairs = (
+                    pair for b in batches for pair in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True)
+                )
+                return await reply_all(node, reply, pairs)
 
         d, m = asyncio.run(go())
-        done.add(d)
-        not_found.add(m)
+        yield pa.RecordBatch.from_pydict({"done": [d], "not_found": [m]})
 
-    targets.foreachPartition(answer)
-    count = ReplyCount(done.value, not_found.value)
+    counts = targets.mapInArrow(answer, "done long, not_found long").groupBy().sum().collect()[0]
+    count = ReplyCount(int(counts[0] or 0), int(counts[1] or 0))
     if count.not_found:
         log.warning("%s(df): %d messages were not found (redelivered or answered before)", reply, count.not_found)
     return count

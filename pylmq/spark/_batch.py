@@ -16,6 +16,7 @@ it already received: pushes of a failed attempt can land after the failure was r
 with pyspark 4.3). Against a node without the batch extension (Erlang LMQ) the first refusal
 switches to one request per message.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -149,3 +149,17 @@ async def test_a_batch_is_one_group_commit_on_the_durable_store_and_survives_res
     # The 300 pulled ones are in processing; the 200 others are there at once.
     rest = await pull_many(api, "d", n=500, t=0)
     assert [m["body"] for m in rest] == [f"m{i}".encode() for i in range(300, 500)]
+
+
+async def test_a_pull_many_client_that_leaves_while_waiting_takes_nothing(api, node: LMQNode) -> None:
+    assert node.http_address is not None
+    reader, writer = await asyncio.open_connection(*node.http_address)
+    writer.write(b"GET /batch/gone?n=5&t=10 HTTP/1.1\r\nHost: x\r\n\r\n")
+    await writer.drain()
+    await asyncio.sleep(0.2)  # the pull is waiting for a first message
+    writer.close()
+    await writer.wait_closed()
+    await asyncio.sleep(0.2)
+    await push_many(api, "gone", [b"a", b"b"])
+    got = await pull_many(api, "gone", n=5, t=0)
+    assert [m["body"] for m in got] == [b"a", b"b"], "the client that left must not have taken a message"

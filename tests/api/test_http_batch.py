@@ -153,7 +153,7 @@ async def test_a_batch_is_one_group_commit_on_the_durable_store_and_survives_res
 
 async def test_a_pull_many_client_that_leaves_while_waiting_takes_nothing(api, node: LMQNode) -> None:
     assert node.http_address is not None
-    reader, writer = await asyncio.open_connection(*node.http_address)
+    _reader, writer = await asyncio.open_connection(*node.http_address)
     writer.write(b"GET /batch/gone?n=5&t=10 HTTP/1.1\r\nHost: x\r\n\r\n")
     await writer.drain()
     await asyncio.sleep(0.2)  # the pull is waiting for a first message

@@ -75,13 +75,15 @@ LMQ_URL ?=
 LMQ_RPC ?=
 LMQ_PID ?=
 MIXED ?=
+# The Spark data source's rows/s (bench/spark.py; needs the spark extra): make bench SPARK=1.
+SPARK ?=
 $(BENCH_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	touch $@
 
 bench: $(BENCH_STAMP)
-	$(BIN)/python -m bench $(if $(QUICK),--quick) $(if $(MIXED),--mixed) $(if $(LMQ_URL),--lmq-url $(LMQ_URL)) \
+	$(BIN)/python -m bench $(if $(QUICK),--quick) $(if $(MIXED),--mixed) $(if $(SPARK),--spark) $(if $(LMQ_URL),--lmq-url $(LMQ_URL)) \
 	  $(if $(LMQ_RPC),--lmq-rpc $(LMQ_RPC)) $(if $(LMQ_PID),--lmq-pid $(LMQ_PID)) $(BENCH_ARGS)
 
 test: lint pytest

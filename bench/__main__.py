@@ -7,6 +7,8 @@
     make bench LMQ_URL=http://127.0.0.1:9980 LMQ_RPC=127.0.0.1:18800 LMQ_PID=<beam pid>   # full run + it
     python -m bench --mixed          # only the mixed-cluster targets (real LMQ nodes from the kit)
     make bench MIXED=1               # the same; BENCH_ARGS="--mixed --targets memory" adds targets
+    python -m bench --spark          # only the Spark data source (bench/spark.py, about 2 minutes)
+    make bench SPARK=1               # the same; --spark-rows N sets the rows per step
 
 The external LMQ (target ``lmq``) is spoken to over RPC in old-spec msgpack (no str8/bin), the
 only one the original LMQ parses (--no-lmq-rpc-oldspec for a server that parses the current
@@ -72,6 +74,13 @@ def _parser() -> argparse.ArgumentParser:
         help="the mixed-cluster targets (bench/mixed.py): two real LMQ nodes from the reference kit and a "
         "pylmq node joined; alone unless --targets is given too",
     )
+    p.add_argument(
+        "--spark",
+        action="store_true",
+        help="the Spark target (bench/spark.py): rows/s through the lmq data source into a local node, "
+        "Parquet in the same session as the yardstick; alone unless --targets is given too",
+    )
+    p.add_argument("--spark-rows", type=int, default=200_000, help="rows per step of the Spark target")
     p.add_argument("--mixed-rounds", type=int, default=3, help="rounds of the mixed targets (medians; default 3)")
     p.add_argument("--mixed-connections", type=int, default=8, help="connections per side (default 8)")
     p.add_argument("--no-install", action="store_true", help="never apt-get install missing servers")
@@ -103,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         budget = replace(budget, cell_seconds=args.cell_seconds)
     total = args.budget or (150.0 if args.quick else 800.0)
     names = args.targets.split(",") if args.targets else list(QUICK_TARGETS if args.quick else FULL_TARGETS)
-    if args.mixed and not args.targets:
+    if (args.mixed or args.spark) and not args.targets:
         names = []
     workloads = args.workloads.split(",") if args.workloads else list(ALL_WORKLOADS)
     for n in names:
@@ -133,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.monotonic()
     deadline = t0 + total
-    wrk = ensure("wrk", allow_install=allow_install)
+    # The Spark target alone needs no wrk (nothing to install for it).
+    wrk = ensure("wrk", allow_install=allow_install) if names or args.mixed else None
     cells: list[Cell] = []
     targets_meta: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="pylmq-bench-") as scratch:
@@ -178,6 +188,19 @@ def main(argv: list[str] | None = None) -> int:
             except Skip as e:
                 log(f"  skipped: {e}")
                 targets_meta["mixed"] = {"skipped": str(e)}
+    spark_md = ""
+    if args.spark:
+        log("== spark")
+        try:
+            from bench.spark import run_spark, summary_md
+
+            with tempfile.TemporaryDirectory(prefix="pylmq-bench-spark-") as scratch:
+                result = run_spark(Path(scratch), rows=args.spark_rows, log=log)
+            targets_meta["spark"] = result
+            spark_md = summary_md(result)
+        except ImportError as e:
+            log(f"  skipped: {e} (the spark extra is not installed)")
+            targets_meta["spark"] = {"skipped": str(e)}
     meta = {
         "started": started,
         "mode": "quick" if args.quick else "full",
@@ -196,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
         md += "\n" + mixed_md
         with open(out / "results.md", "a") as f:
             f.write("\n" + mixed_md)
+    if spark_md:
+        md += "\n" + spark_md
+        with open(out / "results.md", "a") as f:
+            f.write("\n" + spark_md)
     print(md)
     print(f"results: {out}/results.md, {out}/results.json, chart {out}/chart.png")
     # A smoke run asserts no speed, but a pylmq that answers nothing at all is a failure.

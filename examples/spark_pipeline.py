@@ -47,7 +47,7 @@ from pyspark.sql.functions import col, count, from_json, lit, struct, to_json, w
 from pyspark.sql.functions import sum as sum_
 from pyspark.sql.streaming import StreamingQuery
 
-from pylmq.spark import register
+from pylmq.spark import register, stop
 
 EVENT_SCHEMA = "key STRING, value DOUBLE, time TIMESTAMP"
 WINDOW = "1 minute"
@@ -110,6 +110,7 @@ def result_writer(p: Pipeline) -> Callable[[DataFrame, int], None]:
 
 
 def start(spark: SparkSession, p: Pipeline, *, max_per_trigger: int = 1000) -> StreamingQuery:
+    # An installed pylmq needs no register() (Spark finds pyspark_lmq); run from a checkout, it does.
     register(spark)
     events = (
         spark.readStream.format("lmq")
@@ -206,7 +207,7 @@ def demo(spark: SparkSession, out: str, *, keys: int, windows: int, per_window: 
                     print(f"query failed: {query.exception()}", file=sys.stderr)
                     return 1
             finally:
-                query.stop()
+                stop(query)  # between batches: query.stop() would kill the one running
         in_parquet = read_parquet(spark, p)
     ok = got == expected and in_parquet == expected
     print(

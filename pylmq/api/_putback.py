@@ -15,7 +15,10 @@ from pylmq.core.message import uuid_text
 from pylmq.core.queue import Delivery
 from pylmq.errors import LMQError
 
-__all__ = ["PutBacks"]
+__all__ = ["Deliveries", "PutBacks"]
+
+Deliveries = Delivery | tuple[Delivery, ...]
+"""What one response carries: a pull's message, or a pull-many's messages."""
 
 log = logging.getLogger("pylmq.api")
 
@@ -26,10 +29,11 @@ class PutBacks:
         self.api = api  # "http" or "rpc", for the log
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def add(self, d: Delivery) -> None:
-        task = asyncio.get_running_loop().create_task(self._put_back(d))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def add(self, d: Deliveries) -> None:
+        for one in d if isinstance(d, tuple) else (d,):
+            task = asyncio.get_running_loop().create_task(self._put_back(one))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def wait(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for the put-backs still running."""

@@ -16,6 +16,9 @@ Routes (also under LMQ's older prefixes ``/msgs`` and ``/props``)::
     DELETE /queues/:name
     GET|PUT|DELETE   /properties      default list    GET|PATCH|DELETE /properties/:name
     GET    /stats
+    POST   /batch/:name               push many       GET  /batch/:name?n=&t=    pull many
+
+``/batch`` is pylmq's extension (LMQ has no batch forms): see :mod:`pylmq.api.batch`.
 
 This module knows nothing of sockets: :class:`Request` is a parsed request (method, raw target,
 headers, whole body) and :class:`Response` an answer with its header block already encoded.
@@ -41,6 +44,8 @@ from urllib.parse import parse_qsl, unquote, unquote_to_bytes, urlsplit
 
 import msgpack
 
+from pylmq.api._putback import Deliveries
+from pylmq.api.batch import decode_pushes, encode_deliveries
 from pylmq.api.compound import (
     MSGPACK_CONTENT_TYPE,
     encode_msgpack,
@@ -48,7 +53,7 @@ from pylmq.api.compound import (
     item_headers,
     multipart_content_type,
 )
-from pylmq.core.manager import QueueManager
+from pylmq.core.manager import MAX_BATCH, QueueManager
 from pylmq.core.message import Item, MessageType, Metadata, make_item, uuid_text
 from pylmq.core.props import export_props, parse_default_list, parse_props
 from pylmq.core.queue import Delivery
@@ -148,7 +153,7 @@ class Response:
 
     __slots__ = ("body", "delivery", "head", "status")
 
-    def __init__(self, status: int, head: bytes = b"", body: bytes = b"", delivery: Delivery | None = None) -> None:
+    def __init__(self, status: int, head: bytes = b"", body: bytes = b"", delivery: Deliveries | None = None) -> None:
         self.status = status
         self.head = head
         self.body = body
@@ -163,6 +168,7 @@ def _json(obj: Any, status: int = 200) -> Response:
     return Response(status, _JSON_HEAD, _dumps(obj).encode())
 
 
+_MSGPACK_HEAD = b"Content-Type: " + MSGPACK_CONTENT_TYPE.encode() + b"\r\n"
 _NO_CONTENT = Response(204)  # immutable in practice: the server only reads responses
 
 
@@ -190,6 +196,19 @@ def parse_timeout(value: str | None) -> float | None:
     if not math.isfinite(t):
         raise BadRequest(f"t must be a non-negative number of seconds, got {value!r}")
     return t
+
+
+DEFAULT_PULL_MANY = 100
+"""Messages a ``GET /batch/:name`` takes when it names no ``n``."""
+
+
+def _count(value: str | None) -> int:
+    if value is None:
+        return DEFAULT_PULL_MANY
+    n = int(value) if value.isdigit() and len(value) <= 9 else 0
+    if not 1 <= n <= MAX_BATCH:
+        raise BadRequest(f"n must be a whole number of messages from 1 to {MAX_BATCH}, got {value!r:.40}")
+    return n
 
 
 def _compound_format(query: Mapping[str, str]) -> str:
@@ -507,6 +526,22 @@ class HttpApi:
             raise BadRequest(f"reply must be ack, nack or ext, got {op!r}")
         return _NO_CONTENT
 
+    async def push_many(self, request: Request, name: str) -> Response:
+        ct = request.headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower()
+        if ct != MSGPACK_CONTENT_TYPE.encode():
+            raise BadRequest(f"a batch push is sent as {MSGPACK_CONTENT_TYPE}, got {ct.decode('latin-1')!r:.100}")
+        results = await self.manager.push_many(_queue_name(name), decode_pushes(request.body))
+        return _json({"pushed": len(results)})
+
+    async def pull_many(self, request: Request, name: str) -> Response:
+        query = request.query
+        count, timeout = _count(query.get("n")), parse_timeout(query.get("t"))
+        name = _queue_name(name)
+        taken = await self.manager.pull_many(name, count, timeout)
+        # What the queue still holds (waiting or in processing): a consumer's backlog, for free.
+        head = _MSGPACK_HEAD + b"x-lmq-queue-size: %d\r\n" % self.manager.store.size(name)
+        return Response(200, head, encode_deliveries(taken), tuple(taken) or None)
+
     async def reply_many(self, request: Request, name: str) -> Response:
         doc = _ids_body(request, ("reply", "ids"))
         reply = doc["reply"]
@@ -616,6 +651,8 @@ _PREFIXES = (("/messages", "/properties"), ("/msgs", "/props"))
 _OTHER_ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("DELETE", "/queues/{name}", HttpApi.delete_queue),
     ("GET", "/stats", HttpApi.stats),
+    ("POST", "/batch/{name}", HttpApi.push_many),
+    ("GET", "/batch/{name}", HttpApi.pull_many),
     ("POST", "/replies/{name}", HttpApi.reply_many),
     ("POST", "/claims/{name}", HttpApi.claim),
 )

@@ -73,9 +73,8 @@ from pylmq.api._limits import (
     default_max_buffered,
     default_max_connections,
 )
-from pylmq.api._putback import PutBacks
+from pylmq.api._putback import Deliveries, PutBacks
 from pylmq.api.http import DEFAULT_MAX_BODY, HttpApi, Request, Response, error_response
-from pylmq.core.queue import Delivery
 
 __all__ = ["MAX_HEAD", "MAX_PIPELINE", "MAX_TARGET", "HttpServer"]
 
@@ -149,7 +148,7 @@ class _Connection(asyncio.Protocol):
         self._ending = False  # no request after those queued: close once they are answered
         self._expecting = False  # a 100 Continue is owed once the answers before it are out
         self._writable: asyncio.Future[None] | None = None  # set while writing is paused
-        self._unsent: Delivery | None = None  # a delivery still in the paused write buffer
+        self._unsent: Deliveries | None = None  # a delivery still in the paused write buffer
         self._closed_by_us = False  # closed after an answer (its buffer is flushed first)
         # The request being read.
         self._target = b""
@@ -589,7 +588,7 @@ class HttpServer:
 
     # -- put back ----------------------------------------------------------------------------
 
-    def put_back(self, d: Delivery) -> None:
+    def put_back(self, d: Deliveries) -> None:
         """A delivery that could not be written goes back to its queue, retry intact."""
         self._put_backs.add(d)
 

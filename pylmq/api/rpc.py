@@ -24,6 +24,10 @@ Methods, as LMQ's ``lmq_api`` (all names and ids are strings; timeouts are secon
   not pulled since); each is delivered again with the same id and retry and a new deadline. A
   map ``{"messages": [pull maps], "not_found": [ids]}``. At most 10,000 ids.
 - ``delete(name)``: ``"ok"``, also for a queue that does not exist (as LMQ).
+- pylmq's extensions (LMQ has none): ``push_many(name, [content, ...])`` pushes each content as
+  ``push`` does, with one store commit for all, and replies the count; ``pull_many(name, count[,
+  timeout])`` replies an array of up to ``count`` pull maps (empty when none came within
+  ``timeout``). At most 10,000 messages a call (and 16 MiB of pulled payload).
 - ``update_props(name, props)`` merges into the queue's own properties, ``update_props(name)``
   resets them; ``set_default_props([[regexp, props], ...])``; ``get_default_props()``. Props keys
   are ``pack`` (LMQ's accum; ``accum`` is accepted too), ``retry``, ``timeout``, in seconds.
@@ -96,7 +100,7 @@ from pylmq.api._limits import (
     default_max_buffered,
     default_max_connections,
 )
-from pylmq.api._putback import PutBacks
+from pylmq.api._putback import Deliveries, PutBacks
 from pylmq.api.msgpack_rpc import (
     DEFAULT_MAX_MESSAGE_SIZE,
     Decoder,
@@ -108,7 +112,7 @@ from pylmq.api.msgpack_rpc import (
     encode_result_raw,
     pack,
 )
-from pylmq.core.manager import QueueManager, validate_name
+from pylmq.core.manager import MAX_BATCH, QueueManager, validate_name
 from pylmq.core.message import Item, MessageType, content_type_of, make_item, uuid_text
 from pylmq.core.props import RawProps, export_props, parse_default_list, parse_props
 from pylmq.core.queue import Delivery
@@ -146,8 +150,8 @@ _T_NORMAL: Final = pack("normal")
 _T_PACKAGE: Final = pack("package")
 _INFINITY: Final = pack("infinity")
 
-Reply = bytes | Delivery
-"""What a method returns: its encoded result, or a message to deliver."""
+Reply = bytes | Deliveries
+"""What a method returns: its encoded result, or the message(s) to deliver."""
 
 Handler = Callable[[QueueManager, Sequence[Any]], Awaitable[Reply]]
 
@@ -281,6 +285,19 @@ def encode_delivery(d: Delivery) -> bytes:
     return b"".join(parts)
 
 
+def _encode_deliveries(reply: Deliveries) -> bytes:
+    """A pull's map, or a pull-many's array of them (empty when none came)."""
+    if isinstance(reply, tuple):
+        return _array_header(len(reply)) + b"".join(encode_delivery(d) for d in reply)
+    return encode_delivery(reply)
+
+
+def _outcome(reply: Deliveries) -> str:
+    if isinstance(reply, tuple):
+        return f"delivered {len(reply)} messages"
+    return "delivered " + uuid_text(reply.message.uuid)
+
+
 # -- methods -----------------------------------------------------------------------------------------
 
 
@@ -305,6 +322,31 @@ async def _pull_any(m: QueueManager, p: Sequence[Any]) -> Reply:
     regex = _regex(p[0])
     d = await m.pull_any(regex, _timeout(p))
     return _EMPTY if d is None else d
+
+
+def _batch(x: Any) -> list[Any]:
+    if not isinstance(x, list | tuple):
+        raise BadRequest(f"push_many takes an array of contents, got {type(x).__name__}")
+    if len(x) > MAX_BATCH:
+        raise BadRequest(f"a batch holds at most {MAX_BATCH} messages, got {len(x)}")
+    return list(x)
+
+
+def _count(x: Any) -> int:
+    if isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= MAX_BATCH:
+        raise BadRequest(f"count must be a whole number of messages from 1 to {MAX_BATCH}, got {x!r:.40}")
+    return x
+
+
+async def _push_many(m: QueueManager, p: Sequence[Any]) -> Reply:
+    name = _name(p[0])
+    items = [make_item(_content(c), MSGPACK_CONTENT_TYPE) for c in _batch(p[1])]
+    return pack(len(await m.push_many(name, items)))
+
+
+async def _pull_many(m: QueueManager, p: Sequence[Any]) -> Reply:
+    name, count = _name(p[0]), _count(p[1])
+    return tuple(await m.pull_many(name, count, _timeout(p[1:])))
 
 
 async def _done(m: QueueManager, p: Sequence[Any]) -> Reply:
@@ -398,6 +440,9 @@ _METHODS: Final[dict[str, tuple[Handler, int, int, bool]]] = {
     "update_props": (_update_props, 1, 2, False),
     "set_default_props": (_set_default_props, 1, 1, False),
     "get_default_props": (_get_default_props, 0, 0, False),
+    # pylmq's extensions: LMQ has no batch forms.
+    "push_many": (_push_many, 2, 2, False),
+    "pull_many": (_pull_many, 2, 3, True),
 }
 
 
@@ -424,7 +469,7 @@ class _Connection(asyncio.Protocol):
         self._tasks: dict[asyncio.Task[None], tuple[int | None, str]] = {}
         self._polls: set[asyncio.Task[None]] = set()
         self._out: list[bytes] = []
-        self._unsent: list[Delivery] = []  # deliveries whose replies sit in _out
+        self._unsent: list[Deliveries] = []  # deliveries whose replies sit in _out
         self._flush_pending = False
         self._write_paused = False
         self._read_paused = False
@@ -664,26 +709,25 @@ class _Connection(asyncio.Protocol):
             if msgid is not None:
                 self._reply_error(msgid, method, params, LMQError(f"internal error: {type(e).__name__}"), started)
             return
-        if type(reply) is bytes:
+        if isinstance(reply, bytes):
             if msgid is not None:
                 self._send(encode_result_raw(msgid, reply))
             if started:
                 self._access(method, params, _OUTCOME.get(reply, "ok"), started)
             return
-        assert isinstance(reply, Delivery)
         if msgid is None or self.closed:
             self.server._put_back(reply)
             return
         try:
-            data = encode_result_raw(msgid, encode_delivery(reply))
+            data = encode_result_raw(msgid, _encode_deliveries(reply))
         except Exception as e:
-            log.exception("rpc %s: cannot encode message %s", self.peer, uuid_text(reply.message.uuid))
+            log.exception("rpc %s: cannot encode %s", self.peer, _outcome(reply))
             self.server._put_back(reply)
             self._reply_error(msgid, method, params, LMQError(f"internal error: {type(e).__name__}"), started)
             return
         self._send(data, reply)
         if started:
-            self._access(method, params, "delivered " + uuid_text(reply.message.uuid), started)
+            self._access(method, params, _outcome(reply), started)
 
     def _reply_error(self, msgid: int, method: str, params: Sequence[Any], error: LMQError, started: float) -> None:
         self._send(encode_error(msgid, error))
@@ -697,7 +741,7 @@ class _Connection(asyncio.Protocol):
 
     # -- writing ---------------------------------------------------------------------------------
 
-    def _send(self, data: bytes, delivery: Delivery | None = None) -> None:
+    def _send(self, data: bytes, delivery: Deliveries | None = None) -> None:
         if self.closed:
             if delivery is not None:
                 self.server._put_back(delivery)
@@ -880,6 +924,6 @@ class RpcServer:
         if self._all_gone is not None and not self._conns:
             self._all_gone.set()
 
-    def _put_back(self, d: Delivery) -> None:
+    def _put_back(self, d: Deliveries) -> None:
         """The client never got ``d``: make it available again, its retry intact."""
         self._put_backs.add(d)

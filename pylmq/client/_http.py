@@ -146,6 +146,16 @@ class AsyncHttpClient:
         while waiting."""
         return await self._send(proto.pull_any(regex, timeout, cf))
 
+    async def push_many(self, queue: str, messages: Sequence[bytes | str | tuple[str | None, bytes | str]]) -> int:
+        """Push many messages to one queue in one request (pylmq's extension, not in Erlang
+        LMQ): each a body or ``(content_type, body)``; at most 10,000. The count pushed."""
+        return await self._send(proto.push_many(queue, messages))
+
+    async def pull_many(self, queue: str, count: int, timeout: float | None = None) -> list[Message]:
+        """Take up to ``count`` messages in one request (pylmq's extension): waits up to
+        ``timeout`` for the first, then takes what is there; ``[]`` when none came."""
+        return await self._send(proto.pull_many(queue, count, timeout))
+
     async def ack(self, queue: str, msg_id: str) -> None:
         """Done: delete the message. :class:`~pylmq.errors.MessageNotFound` when the id is
         unknown, expired or was redelivered."""

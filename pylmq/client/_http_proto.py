@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode
 import msgpack
 
 from pylmq import errors
-from pylmq.api import compound
+from pylmq.api import batch, compound
 from pylmq.client._errors import error_from_http
 from pylmq.client._message import (
     DEFAULT_CONTENT_TYPE,
@@ -36,6 +36,7 @@ from pylmq.errors import LMQError, ProtocolError
 __all__ = [
     "HttpRequest",
     "HttpResponse",
+    "PulledMessages",
     "ack",
     "claim",
     "decode_msgpack_parts",
@@ -48,8 +49,10 @@ __all__ = [
     "nack",
     "pull",
     "pull_any",
+    "pull_many",
     "push",
     "push_all",
+    "push_many",
     "reply_many",
     "reset_props",
     "set_default_props",
@@ -249,6 +252,69 @@ def pull(queue: str, timeout: float | None = None, cf: PullFormat = "multipart")
 def pull_any(regex: str, timeout: float | None = None, cf: PullFormat = "multipart") -> HttpRequest[Message | None]:
     query = {"qre": regex, **_pull_query(timeout, cf)}
     return HttpRequest("GET", "/messages?" + urlencode(query), _message, server_wait=timeout)
+
+
+def push_many(queue: str, messages: Sequence[Body | tuple[str | None, Body]]) -> HttpRequest[int]:
+    """pylmq's batch push: each message is a body or ``(content_type, body)``, a str body
+    going as UTF-8 text as :func:`push` sends it; the answer is the count pushed."""
+    entries: list[batch.BatchEntry] = []
+    for m in messages:
+        ct, body = m if isinstance(m, tuple) else (None, m)
+        data, headers = _body(body, ct)
+        entries.append((headers["Content-Type"], data) if headers else data)
+
+    def decode(resp: HttpResponse) -> int:
+        _check(resp)
+        doc = _json(resp)
+        if not isinstance(doc, dict) or not isinstance(doc.get("pushed"), int):
+            raise ProtocolError(f"expected {{'pushed': n}}, got {doc!r:.200}")
+        return int(doc["pushed"])
+
+    target = f"/batch/{_q(queue)}"
+    return HttpRequest("POST", target, decode, batch.encode_pushes(entries), {"Content-Type": "application/x-msgpack"})
+
+
+def _pulled(doc: Mapping[str, Any]) -> Message:
+    try:
+        retry = doc["retry"]
+        kind = doc["type"]
+        if kind == "compound":
+            parts = tuple(Part({"content-type": ct}, body) for ct, body in doc["parts"])
+            return Message(doc["queue"], doc["id"], "compound", None if retry == "infinity" else retry, "", b"", parts)
+        if kind != "normal":
+            raise ProtocolError(f"unknown message type {kind!r:.40}")
+        return Message(doc["queue"], doc["id"], "normal", None if retry == "infinity" else retry,
+                       doc["content_type"], doc["body"])  # fmt: skip
+    except (KeyError, TypeError, ValueError) as e:
+        raise ProtocolError(f"bad message map in a pull-many answer: {e!r:.200}") from None
+
+
+class PulledMessages(list[Message]):
+    """The messages of a pull-many, and ``queue_size``: how many the queue held after it
+    (waiting or in processing; ``None`` when the node did not say)."""
+
+    queue_size: int | None = None
+
+
+def pull_many(queue: str, count: int, timeout: float | None = None) -> HttpRequest[list[Message]]:
+    """pylmq's batch pull: up to ``count`` messages (waiting up to ``timeout`` for the first);
+    a compound message has its ``parts`` and an empty ``body`` and ``content_type``."""
+    query = {"n": str(count)}
+    if timeout is not None:
+        query["t"] = _seconds(timeout)
+
+    def decode(resp: HttpResponse) -> list[Message]:
+        _check(resp)
+        try:
+            docs = batch.decode_pulled(resp.body)
+        except Exception as e:
+            raise ProtocolError(f"bad pull-many answer: {e}") from None
+        out = PulledMessages(_pulled(d) for d in docs)
+        size = resp.headers.get("x-lmq-queue-size", "")
+        out.queue_size = int(size) if size.isdigit() else None
+        return out
+
+    return HttpRequest("GET", f"/batch/{_q(queue)}?{urlencode(query)}", decode, server_wait=timeout)
 
 
 def _reply(queue: str, msg_id: str, reply: str) -> HttpRequest[None]:

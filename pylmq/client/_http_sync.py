@@ -161,6 +161,12 @@ class HttpClient:
     def pull_any(self, regex: str, timeout: float | None = None, cf: PullFormat = "multipart") -> Message | None:
         return self._send(proto.pull_any(regex, timeout, cf))
 
+    def push_many(self, queue: str, messages: Sequence[bytes | str | tuple[str | None, bytes | str]]) -> int:
+        return self._send(proto.push_many(queue, messages))
+
+    def pull_many(self, queue: str, count: int, timeout: float | None = None) -> list[Message]:
+        return self._send(proto.pull_many(queue, count, timeout))
+
     def ack(self, queue: str, msg_id: str) -> None:
         self._send(proto.ack(queue, msg_id))
 

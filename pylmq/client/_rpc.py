@@ -211,6 +211,16 @@ class AsyncRpcClient:
     async def pull_any(self, regex: str, timeout: float | None = None) -> RpcMessage | None:
         return await self._call(proto.pull_any(regex, timeout))
 
+    async def push_many(self, queue: str, contents: Sequence[Any]) -> int:
+        """Push many values to one queue in one call (pylmq's extension, not in Erlang LMQ);
+        at most 10,000. The count pushed."""
+        return await self._call(proto.push_many(queue, contents))
+
+    async def pull_many(self, queue: str, count: int, timeout: float | None = None) -> list[RpcMessage]:
+        """Take up to ``count`` messages in one call (pylmq's extension); ``[]`` when none came
+        within ``timeout`` s."""
+        return await self._call(proto.pull_many(queue, count, timeout))
+
     async def done(self, queue: str, msg_id: str) -> None:
         """Ack. :class:`~pylmq.errors.MessageNotFound` for an unknown, expired or redelivered id."""
         await self._call(proto.done(queue, msg_id))

@@ -23,8 +23,10 @@ __all__ = [
     "get_default_props",
     "pull",
     "pull_any",
+    "pull_many",
     "push",
     "push_all",
+    "push_many",
     "release",
     "reply_many",
     "retain",
@@ -114,6 +116,34 @@ def pull(queue: str, timeout: float | None = None) -> RpcCall[RpcMessage | None]
 
 def pull_any(regex: str, timeout: float | None = None) -> RpcCall[RpcMessage | None]:
     return RpcCall("pull_any", [regex, *_timeout(timeout)], _message, timeout)
+
+
+def push_many(queue: str, contents: Sequence[Any]) -> RpcCall[int]:
+    """pylmq's batch push: each content stored as :func:`push` stores it; the count pushed."""
+
+    def decode(result: Any) -> int:
+        if isinstance(result, bool) or not isinstance(result, int):
+            raise ProtocolError(f"expected the count pushed, got {result!r:.200}")
+        return result
+
+    return RpcCall("push_many", [queue, list(contents)], decode)
+
+
+def _messages(result: Any) -> list[RpcMessage]:
+    if not isinstance(result, list | tuple):
+        raise ProtocolError(f"expected an array of message maps, got {result!r:.200}")
+    out = []
+    for m in result:
+        msg = _message(m)
+        if msg is None:
+            raise ProtocolError("'empty' inside a pull_many answer")
+        out.append(msg)
+    return out
+
+
+def pull_many(queue: str, count: int, timeout: float | None = None) -> RpcCall[list[RpcMessage]]:
+    """pylmq's batch pull: up to ``count`` messages, waiting up to ``timeout`` for the first."""
+    return RpcCall("pull_many", [queue, count, *_timeout(timeout)], _messages, timeout)
 
 
 def done(queue: str, msg_id: str) -> RpcCall[None]:

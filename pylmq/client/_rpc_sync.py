@@ -140,6 +140,12 @@ class RpcClient:
     def pull_any(self, regex: str, timeout: float | None = None) -> RpcMessage | None:
         return self._call(proto.pull_any(regex, timeout))
 
+    def push_many(self, queue: str, contents: Sequence[Any]) -> int:
+        return self._call(proto.push_many(queue, contents))
+
+    def pull_many(self, queue: str, count: int, timeout: float | None = None) -> list[RpcMessage]:
+        return self._call(proto.pull_many(queue, count, timeout))
+
     def done(self, queue: str, msg_id: str) -> None:
         self._call(proto.done(queue, msg_id))
 

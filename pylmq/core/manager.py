@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from pylmq.store.base import Store
 
 __all__ = [
+    "MAX_BATCH",
+    "MAX_BATCH_BYTES",
     "MAX_REPLY_IDS",
     "REPLIES",
     "RESERVED_NAMES",
@@ -61,6 +63,12 @@ SELECTED_NAMES = 1_000_000  # names held by all kept selections together (~50 Mi
 RECENT_NAMES = 4096  # queues created lately, which a kept selection has yet to look at
 SCAN_CHUNK = 256  # queues tried by one pull-any between two turns given to other tasks
 SCAN_SLICE = 0.002  # seconds of regex matching between two turns given to other tasks
+
+# Batch push and pull (pylmq's extension to LMQ's API): messages per request, and payload bytes a
+# pull-many gathers before it answers. Large enough that a request's fixed cost vanishes, small
+# enough that one request holds the loop for milliseconds, not seconds.
+MAX_BATCH = 10_000
+MAX_BATCH_BYTES = 16 * 1024 * 1024
 
 
 def validate_name(name: Any) -> str:
@@ -385,6 +393,53 @@ class QueueManager:
         for q in sorted(await self.match(regex), key=attrgetter("name")):
             out[q.name] = await q.push(item)
         return out
+
+    async def push_many(self, name: str, items: Sequence[Item]) -> list[AccumResult]:
+        """Push ``items`` to one queue, in order, with one commit for all (see
+        :meth:`Queue.push_many`); at most :data:`MAX_BATCH`."""
+        if len(items) > MAX_BATCH:
+            raise BadRequest(f"a batch holds at most {MAX_BATCH} messages, got {len(items)}")
+        return await (await self.ensure(name)).push_many(items)
+
+    async def pull_many(
+        self, name: str, count: int, timeout: float | None, max_bytes: int = MAX_BATCH_BYTES
+    ) -> list[Delivery]:
+        """Up to ``count`` messages of one queue, made durable by one commit. Waits up to
+        ``timeout`` for the first only when none is there; then takes what is deliverable at
+        once, until ``count``, ``max_bytes`` of payload (at least one message is taken), or a
+        client waiting on the queue (a long poll is not starved by batches)."""
+        if not 1 <= count <= MAX_BATCH:
+            raise BadRequest(f"a pull takes 1 to {MAX_BATCH} messages, got {count}")
+        q = await self.ensure(name)
+        taken: list[Delivery] = []
+        try:
+            if not q.has_waiters():
+                await self._take_at_once(q, taken, count, max_bytes)
+            if not taken:
+                if timeout is not None and timeout <= 0 and not q.has_waiters():
+                    return []
+                # Waits in line behind the clients already waiting, as a pull does.
+                first = await self._pull([q], timeout, None)
+                if first is None:
+                    return []
+                taken.append(first)
+                await self._take_at_once(q, taken, count, max_bytes)
+            await self.store.barrier()
+        except BaseException:
+            # A client that left (or a store that failed) gets nothing: all goes back, retry intact.
+            for d in taken:
+                await self._put_back(d)
+            raise
+        return taken
+
+    async def _take_at_once(self, q: Queue, taken: list[Delivery], count: int, max_bytes: int) -> None:
+        size = sum(d.message.nbytes() for d in taken)
+        while len(taken) < count and size < max_bytes and not q.has_waiters():
+            d = await q.try_take()
+            if d is None:
+                return
+            taken.append(d)
+            size += d.message.nbytes()
 
     async def pull(self, name: str, timeout: float | None) -> Delivery | None:
         """Wait up to ``timeout`` seconds (None: forever, 0: answer at once)."""

@@ -26,6 +26,12 @@ __all__ = ["REPLY_CHUNK", "Node", "Reply", "reply_all", "run_window"]
 
 log = logging.getLogger("pylmq.spark")
 
+log = logging.getLogger("pylmq.spark")
+
+# What a node without pylmq's batch extension answers a batch request: an HTTP 404 for the
+# unknown path (Erlang LMQ), or unknown_method over MessagePack-RPC.
+_NO_EXTENSION = (NotFound, UnknownMethod)
+
 T = TypeVar("T")
 REPLY_CHUNK = 5000
 """Ids per reply_many or claim request: half the node's limit, a body of about 200 kB."""
@@ -38,8 +44,11 @@ class Node:
 
     def __init__(self, opts: LmqOptions) -> None:
         self.opts = opts
-        self.batch_api = True
+        self._batch_api = True
+        self.reply_api = True
         """Whether the node serves pylmq's reply_many and claim (until it says it does not)."""
+        self.queue_size: int | None = None
+        """Messages ``opts.queue`` held after the last pull-many over HTTP (``None``: unknown)."""
         self._http: AsyncHttpClient | None = None
         self._rpc: AsyncRpcClient | None = None
         if opts.api == "http":
@@ -66,6 +75,11 @@ class Node:
 
     async def pull(self, timeout: float) -> Row | None:
         """One message of ``opts.queue`` (or of any queue matching ``opts.qre``) as a row."""
+        if self.batches:
+            # A pull-many of one costs what a pull costs, and says how many the queue holds.
+            rows = await self.pull_batch(1, timeout)
+            if rows is not None:
+                return rows[0] if rows else None
         msg: Message | RpcMessage | None
         queue, qre = self.opts.queue, self.opts.qre
         if self._http is not None:
@@ -83,6 +97,52 @@ class Node:
                 msg = await self._rpc.pull_any(qre, timeout)
         return None if msg is None else message_row(msg)
 
+    @property
+    def batches(self) -> bool:
+        """Whether pulls and pushes go many per request: for one queue (not ``qre``, whose
+        pull-any and fan-out push have no batch form), on a node that has pylmq's batch
+        extension (an Erlang LMQ node has not: the first refusal switches to one per request)."""
+        return self.opts.qre is None and self._batch_api
+
+    def _no_batch_api(self, what: str, e: LMQError) -> None:
+        if self._batch_api:
+            log.info("lmq: the node has no %s (%s): going on with one message per request", what, e)
+        self._batch_api = False
+
+    async def pull_batch(self, count: int, timeout: float) -> list[Row] | None:
+        """Up to ``count`` messages of ``opts.queue`` in one request (pylmq's pull-many);
+        waits up to ``timeout`` for the first. Notes the queue's size in :attr:`queue_size`.
+        ``None`` when the node has no pull-many (then :attr:`batches` is false)."""
+        queue = self.opts.queue
+        assert queue is not None
+        msgs: list[Message] | list[RpcMessage]
+        try:
+            if self._http is not None:
+                msgs = await self._http.pull_many(queue, count, timeout)
+                self.queue_size = getattr(msgs, "queue_size", None)
+            else:
+                assert self._rpc is not None
+                msgs = await self._rpc.pull_many(queue, count, timeout)
+        except _NO_EXTENSION as e:
+            self._no_batch_api("pull-many", e)
+            return None
+        return [message_row(m) for m in msgs]
+
+    async def push_batch(self, queue: str, pushes: Sequence[Push]) -> None:
+        """Push to one queue in one request (pylmq's push-many); one by one where the node
+        has no push-many."""
+        if self._batch_api:
+            try:
+                if self._http is not None:
+                    await self._http.push_many(queue, [(p.content_type, p.body) for p in pushes])
+                else:
+                    assert self._rpc is not None
+                    await self._rpc.push_many(queue, [p.body for p in pushes])
+                return
+            except _NO_EXTENSION as e:
+                self._no_batch_api("push-many", e)
+        await run_window(pushes, self.push, self.opts.pipeline)
+
     async def reply(self, reply: Reply, queue: str, msg_id: str) -> None:
         client: Any = self._http if self._http is not None else self._rpc
         method: Callable[[str, str], Awaitable[None]] = getattr(client, reply)
@@ -97,7 +157,7 @@ class Node:
         client: Any = self._http if self._http is not None else self._rpc
         for i in range(0, len(ids), REPLY_CHUNK):
             chunk = ids[i : i + REPLY_CHUNK]
-            if self.batch_api:
+            if self.reply_api:
                 try:
                     result: ReplyResult = await client.reply_many(queue, reply, chunk)
                 except QueueNotFound:
@@ -106,7 +166,7 @@ class Node:
                 except (UnknownMethod, NotFound) as e:
                     if isinstance(e, MessageNotFound):
                         raise
-                    self._no_batch_api(e)
+                    self._no_reply_api(e)
                 else:
                     ok += result.ok
                     missing += result.not_found
@@ -127,8 +187,8 @@ class Node:
 
         await run_window(ids, one, self.opts.pipeline)
 
-    def _no_batch_api(self, e: LMQError) -> None:
-        self.batch_api = False
+    def _no_reply_api(self, e: LMQError) -> None:
+        self.reply_api = False
         log.warning("lmq: the node serves no reply_many or claim (%s): one request per id from now on", e)
 
     async def claim(self, queue: str, ids: Sequence[str]) -> tuple[list[Row], list[str]]:
@@ -140,7 +200,7 @@ class Node:
         client: Any = self._http if self._http is not None else self._rpc
         for i in range(0, len(ids), REPLY_CHUNK):
             chunk = ids[i : i + REPLY_CHUNK]
-            if not self.batch_api:
+            if not self.reply_api:
                 missing += chunk
                 continue
             try:
@@ -155,7 +215,7 @@ class Node:
             except (UnknownMethod, NotFound) as e:
                 if isinstance(e, MessageNotFound):
                     raise
-                self._no_batch_api(e)
+                self._no_reply_api(e)
                 missing += chunk
                 continue
             rows += [message_row(m) for m in result.messages]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, overload
 
 from pylmq.client._urls import parse_http_urls, parse_rpc_addresses
 from pylmq.errors import BadRequest
@@ -49,8 +49,9 @@ class LmqOptions:
     api: Api
     queue: str | None = None
     qre: str | None = None
-    max_messages: int = 1000
-    """Batch read: messages pulled in all, over all partitions."""
+    max_messages: int | None = None
+    """Batch read: messages pulled in all, over all partitions; ``None``: until the queue has
+    none deliverable."""
     num_partitions: int = 2
     timeout: float = 0.0
     """Seconds a pull waits for a message when the queue is empty."""
@@ -72,7 +73,11 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
 
 
-def _positive_int(opts: dict[str, str], key: str, name: str, default: int) -> int:
+@overload
+def _positive_int(opts: dict[str, str], key: str, name: str, default: int) -> int: ...
+@overload
+def _positive_int(opts: dict[str, str], key: str, name: str, default: None) -> int | None: ...
+def _positive_int(opts: dict[str, str], key: str, name: str, default: int | None) -> int | None:
     text = opts.get(key)
     if text is None:
         return default
@@ -137,7 +142,7 @@ def _common(options: Mapping[str, str], *, stream_defaults: bool) -> tuple[dict[
         api=api,
         queue=queue,
         qre=qre,
-        max_messages=_positive_int(opts, "maxmessages", "maxMessages", 1000),
+        max_messages=_positive_int(opts, "maxmessages", "maxMessages", None),
         num_partitions=_positive_int(opts, "numpartitions", "numPartitions", 1 if stream_defaults else 2),
         timeout=timeout,
         max_messages_per_trigger=_positive_int(opts, "maxmessagespertrigger", "maxMessagesPerTrigger", 1000),

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -15,6 +17,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamWriter,
     DataSourceWriter,
 )
+from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
 from pylmq.errors import BadRequest
@@ -22,9 +25,21 @@ from pylmq.spark._batch import LmqBatchReader, LmqStreamWriter, LmqWriter
 from pylmq.spark._node import Node, Reply, reply_all
 from pylmq.spark._options import read_options, write_options
 from pylmq.spark._rows import PushColumns, push_columns
+from pylmq.spark._shape import ReadShape, read_shape
 from pylmq.spark._stream import LmqStreamReader
 
-__all__ = ["URL_METADATA_KEY", "LmqDataSource", "ReplyCount", "ack", "message_schema", "nack", "register"]
+__all__ = [
+    "URL_METADATA_KEY",
+    "LmqDataSource",
+    "ReplyCount",
+    "ack",
+    "consume",
+    "message_schema",
+    "nack",
+    "process",
+    "register",
+    "stop",
+]
 
 log = logging.getLogger("pylmq.spark")
 
@@ -61,7 +76,8 @@ class LmqDataSource(DataSource):
     """``spark.read.format("lmq")``, ``readStream``, ``write`` and ``writeStream``.
 
     Options: ``url`` (one or more node URLs, comma separated, tried in turn: ``http://h:9980``
-    or ``rpc://h:18800``), ``queue`` or ``qre``; reads: ``maxMessages`` (batch, 1000),
+    or ``rpc://h:18800``), ``queue`` or ``qre``; reads: ``maxMessages`` (batch: all there are
+    when the read starts, until a pull finds the queue empty),
     ``numPartitions`` (batch 2, stream 1), ``timeout`` (seconds a pull waits when the queue is
     empty: batch 0, stream 1), ``maxMessagesPerTrigger`` (1000), ``extendInterval`` (seconds;
     default a third of the queue's timeout), ``ackOn`` (``trigger`` or ``commit``); writes:
@@ -76,10 +92,14 @@ class LmqDataSource(DataSource):
         return message_schema(str(self.options.get("url", "")))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return LmqBatchReader(read_options(self.options))
+        opts = read_options(self.options)
+        return LmqBatchReader(opts, _shape(schema), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return LmqStreamReader(read_options(self.options, stream=True))
+        shape = _shape(schema)
+        reader = LmqStreamReader(read_options(self.options, stream=True))
+        reader.shape = None if shape.full else shape
+        return reader
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         opts = write_options(self.options)
@@ -90,6 +110,10 @@ class LmqDataSource(DataSource):
         opts = write_options(self.options)
         _no_overwrite(overwrite)
         return LmqStreamWriter(opts, _columns(schema, opts.api, opts.queue, opts.qre))
+
+
+def _shape(schema: StructType) -> ReadShape:
+    return read_shape([(f.name, f.dataType.simpleString()) for f in schema.fields])
 
 
 def _no_overwrite(overwrite: bool) -> None:
@@ -122,62 +146,166 @@ class ReplyCount:
         return f"ReplyCount(done={self.done}, not_found={self.not_found})"
 
 
-def _pulls_again(df: DataFrame) -> bool:
-    """Whether evaluating ``df`` would scan the ``lmq`` source again (i.e. pull new messages)
-    rather than read cached or checkpointed rows."""
-    plan = df._jdf.queryExecution().executedPlan()
+def _plan_nodes(plan: Any) -> Iterator[Any]:
     stack = [plan]
     while stack:
         node = stack.pop()
-        name = node.nodeName()
-        if name == "AdaptiveSparkPlan":
+        yield node
+        if node.nodeName() == "AdaptiveSparkPlan":
             stack.append(node.executedPlan())
             continue
-        if name.startswith("BatchScan") and node.toString().startswith("BatchScan lmq"):
-            return True
         children = node.children()
         stack.extend(children.apply(i) for i in range(children.size()))
+
+
+def _pulls_again(df: DataFrame) -> bool:
+    """Whether evaluating ``df`` would scan the ``lmq`` source again (i.e. pull new messages)
+    rather than read cached or checkpointed rows."""
+    for node in _plan_nodes(df._jdf.queryExecution().executedPlan()):
+        if node.nodeName().startswith("BatchScan") and node.toString().startswith("BatchScan lmq"):
+            return True
     return False
 
 
-def _reply(df: DataFrame, reply: Reply, url: str | None) -> ReplyCount:
+def _not_yet_filled(df: DataFrame) -> str | None:
+    """What of ``df`` was never computed: a ``cache()`` whose partitions are not all filled, or
+    a lazy ``localCheckpoint(eager=False)`` not yet written. Acking such a DataFrame would pull
+    the messages just to ack them, before anything processed them."""
+    for node in _plan_nodes(df._jdf.queryExecution().withCachedData()):
+        name = node.nodeName()
+        if name == "InMemoryRelation" and not node.cacheBuilder().isCachedColumnBuffersLoaded():
+            return "its cache() was never filled"
+        if name == "LogicalRDD" and not node.rdd().isCheckpointed():
+            return "its localCheckpoint(eager=False) was never written"
+    return None
+
+
+def _ack_url(df: DataFrame, reply: Reply, url: str | None) -> str:
+    """The node URL to answer ``df``'s messages at; refuses a DataFrame without their ids."""
     missing = [c for c in ("queue", "id") if c not in df.columns]
     if missing:
         raise BadRequest(f"{reply}(df) needs the columns queue and id of an lmq read; missing {', '.join(missing)}")
     if url is None:
         url = df.schema["id"].metadata.get(URL_METADATA_KEY) or None
     if url is None:
-        raise BadRequest(f"{reply}(df): the id column does not say which node it came from: pass url=...")
+        raise BadRequest(
+            f"{reply}(df): the id column does not say which node it came from (a read with a schema of "
+            "your own): pass url=..."
+        )
+    return url
+
+
+def _reply(df: DataFrame, reply: Reply, url: str | None) -> ReplyCount:
+    url = _ack_url(df, reply, url)
     targets = df.select("queue", "id")
     if _pulls_again(targets):
         raise BadRequest(
             f"{reply}(df) would pull new messages: an lmq DataFrame pulls each time it is evaluated. "
-            "cache() or localCheckpoint() it, process that, then pass it here"
+            "Process it inside `with consume(df) as held:` (acked when the block succeeds), or "
+            "localCheckpoint() it, process that, then pass it here"
+        )
+    if reply == "ack" and (why := _not_yet_filled(targets)) is not None:
+        raise BadRequest(
+            f"ack(df) refused: {why}, so acking now would pull the messages only to ack them, before "
+            "anything processed them (at-most-once). Run your action on df first, or process it "
+            "inside `with consume(df) as held:`, which acks once the block succeeded"
         )
     opts = write_options({"url": url})
-    sc = df.sparkSession.sparkContext
-    done = sc.accumulator(0)
-    not_found = sc.accumulator(0)
 
-    def answer(rows: Iterator[Any]) -> None:
+    def answer(batches: Iterator[Any]) -> Iterator[Any]:
+        # Arrow batches straight from the JVM: no Row object per message.
+        import pyarrow as pa
+
         async def go() -> tuple[int, int]:
             async with Node(opts) as node:
-                return await reply_all(node, reply, ((r[0], r[1]) for r in rows))
+                pairs = (
+                    pair for b in batches for pair in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True)
+                )
+                return await reply_all(node, reply, pairs)
 
         d, m = asyncio.run(go())
-        done.add(d)
-        not_found.add(m)
+        yield pa.RecordBatch.from_pydict({"done": [d], "not_found": [m]})
 
-    targets.foreachPartition(answer)
-    count = ReplyCount(done.value, not_found.value)
+    counts = targets.mapInArrow(answer, "done long, not_found long").groupBy().sum().collect()[0]
+    count = ReplyCount(int(counts[0] or 0), int(counts[1] or 0))
     if count.not_found:
         log.warning("%s(df): %d messages were not found (redelivered or answered before)", reply, count.not_found)
     return count
 
 
+@contextlib.contextmanager
+def consume(df: DataFrame, url: str | None = None) -> Iterator[DataFrame]:
+    """Process the messages of a batch read and ack them only if that succeeded::
+
+        with consume(spark.read.format("lmq").option(...).load()) as held:
+            held.write.parquet(path)          # any number of actions on held
+        # here every message of held is acked; had the block raised, they were nacked
+
+    ``held`` is ``df`` pulled once and checkpointed on the executors (``localCheckpoint``), so
+    evaluating it again reads the same rows and pulls nothing. When the block raises, the
+    messages go back to their queues at once (``nack``) and the error goes on; a message that
+    was redelivered meanwhile (its queue's ``timeout`` passed) is counted ``not_found`` and
+    processed again later: at-least-once."""
+    _ack_url(df, "ack", url)  # a DataFrame that cannot be acked is refused before pulling
+    held = df.localCheckpoint(eager=True)
+    try:
+        yield held
+    except BaseException:
+        try:
+            nack(held, url)
+        except Exception as e:  # the block's error is the one to see; the timeout brings them back
+            log.warning("consume(df): could not nack after a failure: %s", e)
+        raise
+    ack(held, url)
+
+
+def process(df: DataFrame, action: Callable[[DataFrame], Any], url: str | None = None) -> ReplyCount:
+    """``action(held)`` on the messages of a batch read, then ack them; as :func:`consume`
+    (nack and raise when ``action`` raises). Returns what the ack did."""
+    _ack_url(df, "ack", url)
+    held = df.localCheckpoint(eager=True)
+    try:
+        action(held)
+    except BaseException:
+        try:
+            nack(held, url)
+        except Exception as e:
+            log.warning("process(df): could not nack after a failure: %s", e)
+        raise
+    return ack(held, url)
+
+
+STOP_POLL = 0.05
+_BETWEEN_BATCHES = ("Getting offsets", "Waiting", "Initializing")
+"""Beginnings of the status messages of a query that runs no batch (Spark's own wording)."""
+
+
+def stop(query: StreamingQuery, timeout: float = 60.0) -> None:
+    """Stop a streaming query between micro-batches, not in the middle of one.
+
+    ``query.stop()`` interrupts the batch that is running: Spark kills its tasks (a sink task
+    killed mid-write), and a ``foreachBatch`` function interrupted inside a Spark job fails with
+    an exception whose long text overflows the stack of the regex Spark matches it with (a
+    ``StackOverflowError`` trace; seen with pyspark 4.3). This waits, up to ``timeout`` seconds,
+    until no batch is running (the query is idle or asking the source for offsets), then
+    stops; the messages of the batches that ran are committed and acked as usual (the last one
+    on the next start of the query, or given back by the reader's ``stop``). A batch that starts
+    in the instant between the check and the stop is interrupted as with ``query.stop()``."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and time.monotonic() < deadline:
+        status = query.status
+        # Safe only between batches: a batch without new rows ("No new data but cleaning up
+        # state", which a stateful query runs to move its watermark) writes results too.
+        if not status.get("isTriggerActive") or str(status.get("message", "")).startswith(_BETWEEN_BATCHES):
+            break
+        time.sleep(STOP_POLL)
+    query.stop()
+
+
 def ack(df: DataFrame, url: str | None = None) -> ReplyCount:
     """Ack (delete) the messages of a batch read, on the executors, after the job using them
-    succeeded. ``df`` must be cached or checkpointed: see :func:`_pulls_again`."""
+    succeeded. ``df`` must read cached or checkpointed rows that were already computed (see
+    :func:`_pulls_again` and :func:`_not_yet_filled`); :func:`consume` does all of it."""
     return _reply(df, "ack", url)
 
 

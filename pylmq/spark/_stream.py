@@ -90,6 +90,7 @@ from pylmq.spark._batch import give_back, pull_many
 from pylmq.spark._node import Node
 from pylmq.spark._options import LmqOptions
 from pylmq.spark._rows import Row
+from pylmq.spark._shape import ReadShape
 
 __all__ = ["LmqStreamReader", "decode_ids", "encode_ids"]
 
@@ -157,6 +158,8 @@ def _by_queue(msgs: Iterable[InFlight]) -> dict[str, list[str]]:
 class LmqStreamReader(DataSourceStreamReader):
     def __init__(self, opts: LmqOptions) -> None:
         self.opts = opts
+        self.shape: ReadShape | None = None
+        """The columns of a user schema; ``None``: every message column."""
         self.run = uuid.uuid4().hex
         self._seq = 0
         self._latest: dict[str, Any] | None = None
@@ -171,6 +174,8 @@ class LmqStreamReader(DataSourceStreamReader):
         self._settled: set[BatchKey] = set()
         """Batches of earlier runs whose messages this run acked."""
         self._timeouts: dict[str, float | None] = {}
+        self._acked = 0
+        self._redelivered = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._node: Node | None = None
@@ -198,6 +203,27 @@ class LmqStreamReader(DataSourceStreamReader):
         return self._replying
 
     # -- Spark's calls ---------------------------------------------------------------------------
+
+    def reportLatestOffset(self) -> dict[str, Any]:
+        """What Spark shows as the source's ``latestOffset`` in each progress report (and never
+        plans with): the offset, and this reader's counts. pyspark's Python sources cannot fill
+        the progress's ``metrics``, so the counts travel here:
+
+        * ``backlog``: messages the queue held after the last pull (waiting, or in processing by
+          any consumer, this query included), as the node says in a pull-many answer (HTTP;
+          absent over MessagePack-RPC);
+        * ``inFlight``: messages pulled and not yet acked (or given back);
+        * ``acked``: messages acked since the query started;
+        * ``redelivered``: messages whose ack or ext found them gone: their timeout passed in
+          flight, the queue delivers them again (the duplicates at-least-once allows)."""
+        # The ids of the batch are for replays, and thousands long: not for a progress report.
+        report: dict[str, Any] = {k: v for k, v in (self._latest or self.initialOffset()).items() if k != "ids"}
+        if self._node is not None and self._node.queue_size is not None:
+            report["backlog"] = self._node.queue_size
+        report["inFlight"] = len(self._held)
+        report["acked"] = self._acked
+        report["redelivered"] = self._redelivered
+        return report
 
     def initialOffset(self) -> dict[str, Any]:
         return {"run": self.run, "seq": 0, "ids": {}}
@@ -240,7 +266,7 @@ class LmqStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[Row]:
         # Runs in an executor: the rows travel inside the partition, nothing is pulled here.
         rows: list[Row] = partition.value
-        yield from rows
+        yield from rows if self.shape is None else self.shape.rows(rows)
 
     def commit(self, end: dict[str, Any]) -> None:
         if end.get("run") == self.run:
@@ -402,6 +428,7 @@ class LmqStreamReader(DataSourceStreamReader):
             self._held[row[1]] = InFlight(row[0], row[1], row)
         for i in gone:
             self._held.pop(i, None)
+        self._redelivered += len(gone)
         if gone:
             log.warning(
                 "lmq stream: %d messages of %r expired in flight and were redelivered (duplicates); "
@@ -420,12 +447,13 @@ class LmqStreamReader(DataSourceStreamReader):
         try:
             async with self._lock():
                 for queue, ids in _by_queue(msgs).items():
-                    _, missing = await node.reply_many("ack", queue, ids)
+                    acked, missing = await node.reply_many("ack", queue, ids)
                     if missing:
                         await self._recover(queue, missing)
                         again = [i for i in missing if i in self._held]
                         if again:
-                            await node.reply_many("ack", queue, again)
+                            acked += (await node.reply_many("ack", queue, again))[0]
+                    self._acked += len(acked)
                     for i in ids:
                         self._held.pop(i, None)
         except Exception as e:

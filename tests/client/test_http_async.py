@@ -181,3 +181,18 @@ async def test_session_passed_in_is_left_open(node: LMQNode) -> None:
         async with AsyncHttpClient(http_url(node), session=session) as c:
             await c.push("q", b"x")
         assert not session.closed
+
+
+async def test_push_many_and_pull_many_compound_as_parts(http: AsyncHttpClient) -> None:
+    await http.update_props("acc", {"accum": 0.05})
+    assert await http.push_many("acc", [("text/plain", b"one"), b"two"]) == 2
+    [m] = await http.pull_many("acc", 5, timeout=2)
+    assert m.type == "compound" and [(p.content_type, p.body) for p in m.parts] == [
+        ("text/plain", b"one"),
+        ("application/octet-stream", b"two"),
+    ]
+
+
+async def test_pull_many_bad_count_raises_bad_request(http: AsyncHttpClient) -> None:
+    with pytest.raises(BadRequest, match="n must be a whole number"):
+        await http.pull_many("q", 0)

@@ -8,7 +8,7 @@ import pytest
 
 from pylmq.client import AsyncRpcClient
 from pylmq.client.testing import refused_address
-from pylmq.errors import InvalidProps, InvalidRegex, MessageNotFound, ShuttingDown, Unreachable
+from pylmq.errors import BadRequest, InvalidProps, InvalidRegex, MessageNotFound, ShuttingDown, Unreachable
 from pylmq.node import LMQNode
 
 
@@ -150,3 +150,10 @@ async def test_connection_is_made_again_after_it_was_lost(node: LMQNode) -> None
         c._conn.transport.abort()
         await asyncio.sleep(0)  # let connection_lost run
         assert await c.push("q", 2) == "ok"
+
+
+async def test_pull_many_bad_count_raises_bad_request(rpc: AsyncRpcClient) -> None:
+    with pytest.raises(BadRequest, match="count must be"):
+        await rpc.pull_many("q", 0)
+    assert await rpc.push_many("q", [b"x", "y"]) == 2
+    assert [m.content for m in await rpc.pull_many("q", 5, timeout=0)] == [b"x", "y"]

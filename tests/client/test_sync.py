@@ -181,3 +181,19 @@ def test_rpc_pull_waits_for_a_push_from_another_thread(node_thread: NodeThread, 
     msg = sync_rpc.pull("wait", 10)
     pusher.join()
     assert msg is not None and msg.content == "late"
+
+
+def test_http_and_rpc_push_many_and_pull_many(sync_http: HttpClient, sync_rpc: RpcClient) -> None:
+    assert sync_http.push_many("bq", [b"a", "b", ("application/json", b"{}")]) == 3
+    got = sync_http.pull_many("bq", 10, timeout=0)
+    assert getattr(got, "queue_size", None) == 3
+    assert [(m.body, m.content_type) for m in got] == [
+        (b"a", "application/octet-stream"),
+        (b"b", "text/plain; charset=utf-8"),
+        (b"{}", "application/json"),
+    ]
+    for m in got:
+        sync_http.ack(m.queue, m.id)
+    assert sync_http.pull_many("bq", 10, timeout=0) == []
+    assert sync_rpc.push_many("rq", [1, "two", b"3"]) == 3
+    assert [m.content for m in sync_rpc.pull_many("rq", 2, timeout=0)] == [1, "two"]

@@ -142,7 +142,7 @@ def test_a_node_without_the_batch_api_is_answered_one_id_at_a_time(
             assert first is not None
             replied = await n.reply_many("ext", "q", [first[1]])
             claimed = await n.claim("q", [first[1]])
-            return replied, claimed, n.batch_api
+            return replied, claimed, n.reply_api
 
     with HttpClient(node.http_url) as http:
         http.push("q", "x")

@@ -179,16 +179,25 @@ def test_read_without_queue_fails_clearly(spark: SparkSession, url: str) -> None
 
 
 def slow_pulls(monkeypatch: pytest.MonkeyPatch, lmq_node: NodeThread, queue: str, delay: float) -> None:
-    """Every pull of ``queue`` answers ``delay`` seconds late (a slow network, a busy node)."""
+    """Pulls of ``queue`` are slow (a slow network, a busy node): each message taken costs
+    ``delay`` seconds before it is taken, and a pull-many takes at most 10, so that a read takes
+    its messages over many requests, spread in time, as one-at-a-time pulls would."""
     manager = lmq_node.node.manager
-    pull = manager.pull
+    pull, pull_many = manager.pull, manager.pull_many
 
     async def slow(name: str, timeout: float | None) -> Any:
         if name == queue:
             await asyncio.sleep(delay)
         return await pull(name, timeout)
 
+    async def slow_many(name: str, count: int, timeout: float | None, *args: Any) -> Any:
+        if name == queue:
+            count = min(count, 10)
+            await asyncio.sleep(delay * count)
+        return await pull_many(name, count, timeout, *args)
+
     monkeypatch.setattr(manager, "pull", slow)
+    monkeypatch.setattr(manager, "pull_many", slow_many)
 
 
 def test_a_read_longer_than_the_queue_timeout_keeps_its_messages(

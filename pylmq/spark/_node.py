@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -158,18 +159,13 @@ class Node:
         for i in range(0, len(ids), REPLY_CHUNK):
             chunk = ids[i : i + REPLY_CHUNK]
             if self.reply_api:
-                try:
-                    result: ReplyResult = await client.reply_many(queue, reply, chunk)
-                except QueueNotFound:
-                    missing += chunk
-                    continue
-                except (UnknownMethod, NotFound) as e:
-                    if isinstance(e, MessageNotFound):
-                        raise
-                    self._no_reply_api(e)
-                else:
+                result: ReplyResult | None = await self._ids_request(partial(client.reply_many, queue, reply, chunk))
+                if result is not None:
                     ok += result.ok
                     missing += result.not_found
+                    continue
+                if self.reply_api:  # the queue is gone: none of them is in processing any more
+                    missing += chunk
                     continue
             await self._reply_each(reply, queue, chunk, ok, missing)
         return ok, missing
@@ -200,27 +196,32 @@ class Node:
         client: Any = self._http if self._http is not None else self._rpc
         for i in range(0, len(ids), REPLY_CHUNK):
             chunk = ids[i : i + REPLY_CHUNK]
-            if not self.reply_api:
-                missing += chunk
-                continue
-            try:
-                result: ClaimResult[Any] = await client.claim(queue, chunk)
-            except QueueNotFound:
-                missing += chunk
-                continue
-            except NotSupported as e:
-                log.warning("lmq: the node cannot take messages back by id (%s)", e)
-                missing += chunk
-                continue
-            except (UnknownMethod, NotFound) as e:
-                if isinstance(e, MessageNotFound):
-                    raise
-                self._no_reply_api(e)
+            result: ClaimResult[Any] | None = None
+            if self.reply_api:
+                result = await self._ids_request(partial(client.claim, queue, chunk))
+            if result is None:
                 missing += chunk
                 continue
             rows += [message_row(m) for m in result.messages]
             missing += result.not_found
         return rows, missing
+
+    async def _ids_request(self, request: Callable[[], Awaitable[T]]) -> T | None:
+        """One reply-many or claim request; None when it did nothing for its ids: the queue is
+        gone, the node's store cannot (claim on an Erlang cluster's tables), or the node has no
+        such extension (Erlang LMQ; :attr:`reply_api` turns off)."""
+        try:
+            return await request()
+        except QueueNotFound:
+            return None
+        except NotSupported as e:
+            log.warning("lmq: the node cannot take messages back by id (%s)", e)
+            return None
+        except (UnknownMethod, NotFound) as e:
+            if isinstance(e, MessageNotFound):
+                raise
+            self._no_reply_api(e)
+            return None
 
     async def push(self, push: Push) -> None:
         fan_out = self.opts.qre is not None

@@ -42,3 +42,20 @@ def state_of(store: LocalStore) -> dict[str, Any]:
             n: (store.queue_props(n), [message_view(m) for m in store.messages(n)]) for n in sorted(store.queue_names())
         },
     }
+
+
+class QuietLink:
+    """The PeerLink notifications (new messages, queue changes) done as nothing: a base for the
+    fake links of the Mnesia store tests, which script only peers and rpc answers."""
+
+    def pushed(self, name: str) -> None:
+        return None
+
+    async def queue_created(self, name: str, props: object) -> None:
+        return None
+
+    async def queue_deleted(self, name: str) -> None:
+        return None
+
+    async def defaults_changed(self) -> None:
+        return None

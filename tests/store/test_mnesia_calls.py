@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from store_helpers import QuietLink
 
 import pylmq.cluster  # noqa: F401  (imports pylmq.store.mnesia, which cannot be imported first)
 from pylmq.core.clock import ManualClock
@@ -24,7 +25,7 @@ A = Atom
 TIMEOUT = 0.2
 
 
-class FakeLink:
+class FakeLink(QuietLink):
     def __init__(self, peers: list[str], stalled: dict[str, float] | None = None) -> None:
         self._peers = peers
         self._stalled = stalled or {}
@@ -46,18 +47,6 @@ class FakeLink:
         if peer.startswith("frozen"):
             raise PeerStalled(f"node {peer} is stalled", sent=False)
         return A("empty") if function == "dequeue" else A("ok")
-
-    def pushed(self, name: str) -> None:
-        pass
-
-    async def queue_created(self, name: str, props: Term | None) -> None:
-        pass
-
-    async def queue_deleted(self, name: str) -> None:
-        pass
-
-    async def defaults_changed(self) -> None:
-        pass
 
 
 def store_on(link: FakeLink, clock: ManualClock | None = None) -> MnesiaStore:

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from store_helpers import QuietLink
 
 import pylmq.cluster  # noqa: F401  (first, as the package itself loads the Mnesia store)
 from pylmq.api.http import stats_body, stats_document
@@ -19,7 +20,7 @@ from pylmq.store.memory import MemoryStore
 from pylmq.store.mnesia import ERLANG_INT_MAX, MnesiaStore, erlang_props_problem
 
 
-class RecordingLink:
+class RecordingLink(QuietLink):
     """A PeerLink whose one Erlang peer answers every lmq_lib call as LMQ would for a new queue."""
 
     def __init__(self) -> None:
@@ -31,18 +32,6 @@ class RecordingLink:
     async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
         self.calls.append((module, function))
         return Atom("not_found") if function == "queue_info" else Atom("ok")
-
-    def pushed(self, name: str) -> None:
-        return None
-
-    async def queue_created(self, name: str, props: Term | None) -> None:
-        return None
-
-    async def queue_deleted(self, name: str) -> None:
-        return None
-
-    async def defaults_changed(self) -> None:
-        return None
 
     def node_lists(self) -> tuple[list[str], list[str]]:
         return ["erl1@h", "erl2@h"], ["erl1@h"]

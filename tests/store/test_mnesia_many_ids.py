@@ -4,6 +4,7 @@ id on the Erlang peers), claim is refused while it serves a cluster's tables and
 from __future__ import annotations
 
 import pytest
+from store_helpers import QuietLink
 
 import pylmq.cluster  # noqa: F401  (imports pylmq.store.mnesia, which cannot be imported first)
 from pylmq.core import QueueManager, make_item
@@ -14,7 +15,7 @@ from pylmq.store.memory import MemoryStore
 from pylmq.store.mnesia import MnesiaStore
 
 
-class OkLink:
+class OkLink(QuietLink):
     """Erlang peers that answer every lmq_lib call ``ok``."""
 
     def __init__(self) -> None:
@@ -29,18 +30,6 @@ class OkLink:
     async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
         self.calls.append(function)
         return Atom("ok")
-
-    def pushed(self, name: str) -> None:
-        pass
-
-    async def queue_created(self, name: str, props: Term | None) -> None:
-        pass
-
-    async def queue_deleted(self, name: str) -> None:
-        pass
-
-    async def defaults_changed(self) -> None:
-        pass
 
 
 async def test_reply_many_on_a_cluster_makes_one_call_per_id() -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 import pytest
+from store_helpers import QuietLink
 
 import pylmq.cluster  # noqa: F401  (pylmq.store.mnesia is imported through it: the two import each other)
 from pylmq.core.message import Item
@@ -33,7 +34,7 @@ class Sent:
     answer: asyncio.Future[Term] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
-class ScriptedLink:
+class ScriptedLink(QuietLink):
     """A PeerLink whose rpcs wait until the test answers them; it records every rpc."""
 
     def __init__(self, peers: tuple[str, ...] = ("lmq1@h", "lmq2@h"), stalled: dict[str, float] | None = None) -> None:
@@ -58,18 +59,6 @@ class ScriptedLink:
             return await s.answer
         finally:
             self.in_flight.remove(s)
-
-    def pushed(self, name: str) -> None:
-        pass
-
-    async def queue_created(self, name: str, props: Term | None) -> None:
-        pass
-
-    async def queue_deleted(self, name: str) -> None:
-        pass
-
-    async def defaults_changed(self) -> None:
-        pass
 
 
 async def settle() -> None:

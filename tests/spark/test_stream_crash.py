@@ -94,6 +94,18 @@ def restart(spark: SparkSession, config: dict[str, Any]) -> None:
         query.stop()
 
 
+def job_config(node: NodeThread, queue: str, tmp_path: Path, job: str, per_trigger: int) -> dict[str, Any]:
+    """The stream job's settings: its checkpoint and output under ``tmp_path``."""
+    return {
+        "url": node.http_url,
+        "queue": queue,
+        "checkpoint": str(tmp_path / "checkpoint"),
+        "out": str(tmp_path / "out"),
+        "job": job,
+        "maxMessagesPerTrigger": per_trigger,
+    }
+
+
 def test_kill_9_of_a_watermarked_window_count_loses_nothing_and_counts_nothing_twice(
     spark: SparkSession, node: NodeThread, tmp_path: Path
 ) -> None:
@@ -105,14 +117,7 @@ def test_kill_9_of_a_watermarked_window_count_loses_nothing_and_counts_nothing_t
             http.push(queue, f"{T0 + i * 0.1875:.4f},{i}")  # 150 s of events, in event-time order
     expected = Counter(T0 + (i * 3 // 16) // 60 * 60 for i in range(n))  # by window start
     checkpoint, out = tmp_path / "checkpoint", tmp_path / "out"
-    config = {
-        "url": node.http_url,
-        "queue": queue,
-        "checkpoint": str(checkpoint),
-        "out": str(out),
-        "job": "windows",
-        "maxMessagesPerTrigger": per_trigger,
-    }
+    config = job_config(node, queue, tmp_path, "windows", per_trigger)
 
     # Batch 1 (events 37 to 75 s) stalls; batches 2 and 3 hold events 75 to 150 s, whose
     # watermark (max - 30 s) passes batch 1's events: they must come back first, as batch 1.
@@ -149,14 +154,7 @@ def test_kill_9_after_a_commit_before_its_acks_does_not_process_the_batch_again(
         for b in bodies:
             http.push(queue, b)
     checkpoint, out = tmp_path / "checkpoint", tmp_path / "out"
-    config = {
-        "url": node.http_url,
-        "queue": queue,
-        "checkpoint": str(checkpoint),
-        "out": str(out),
-        "job": "bodies",
-        "maxMessagesPerTrigger": 1000,
-    }
+    config = job_config(node, queue, tmp_path, "bodies", 1000)
     # ackOn=commit acks a batch only when Spark plans the next one: with nothing more to read,
     # batch 0 stays committed and unacked.
     first = Job(tmp_path, "first", {**config, "ackOn": "commit", "hold": True})

@@ -42,6 +42,14 @@ def held(node: NodeThread, queue: str) -> int:
     return sum(1 for m in node.node.store.messages(queue) if m.state.value == "processing")
 
 
+
+def push_bodies(node: NodeThread, n: int) -> None:
+    """``m0`` .. ``m{n-1}`` into queue ``q``."""
+    with HttpClient(node.http_url) as http:
+        for i in range(n):
+            http.push("q", f"m{i}")
+
+
 def test_ids_pack_into_base64_and_back() -> None:
     ids = ["0f8fad5b-d9cb-469f-a165-70867728950e", "7c9e6679-7425-40de-944b-e07fc1f90ae7"]
     packed = encode_ids(ids)
@@ -74,15 +82,14 @@ def test_a_new_run_replays_an_uncommitted_batch_by_id_before_pulling(node: NodeT
 
 
 def test_a_new_run_acks_the_committed_batch_instead_of_processing_it(node: NodeThread) -> None:
+    push_bodies(node, 3)
+    first = reader(node, "q")
+    start = first.initialOffset()
+    end = first.latestOffset(start, None)
+    first.partitions(start, end)
+    first.stop()
+    (mid, *_) = offset_ids(end)["q"]
     with HttpClient(node.http_url) as http:
-        for i in range(3):
-            http.push("q", f"m{i}")
-        first = reader(node, "q")
-        start = first.initialOffset()
-        end = first.latestOffset(start, None)
-        first.partitions(start, end)
-        first.stop()
-        (mid, *_) = offset_ids(end)["q"]
         http.nack("q", mid)  # one of them even available again (nacked by a dying worker)
     second = reader(node, "q")
     assert second.latestOffset(end, None) == end, "nothing new to read"
@@ -151,9 +158,7 @@ def test_a_node_without_the_batch_api_is_answered_one_id_at_a_time(
 
 
 def test_a_batch_with_no_range_has_no_rows_even_when_replayed(node: NodeThread) -> None:
-    with HttpClient(node.http_url) as http:
-        for i in range(3):
-            http.push("q", f"m{i}")
+    push_bodies(node, 3)
     first = reader(node, "q")
     start = first.initialOffset()
     end = first.latestOffset(start, None)

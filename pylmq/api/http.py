@@ -554,7 +554,11 @@ class HttpApi:
     async def claim(self, request: Request, name: str) -> Response:
         ids = _ids_body(request, ("ids",))["ids"]
         outcome = await self.manager.claim(_queue_name(name), ids)
-        doc = {"messages": [_claimed(d) for d in outcome.delivered], "not_found": outcome.not_found}
+        doc = {
+            "messages": [_claimed(d) for d in outcome.delivered],
+            "not_found": outcome.not_found,
+            "later": outcome.later,
+        }
         return Response(200, _MSGPACK_HEAD, msgpack.packb(doc, use_bin_type=True))
 
     async def delete_queue(self, request: Request, name: str) -> Response:

@@ -20,6 +20,7 @@ Only the content-type of a message travels: it is the only header LMQ's HTTP pus
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +31,12 @@ from pylmq.core.message import Item, MessageType, content_type_of, make_item, uu
 from pylmq.core.queue import Delivery
 from pylmq.errors import BadRequest
 
-__all__ = ["decode_pulled", "decode_pushes", "encode_deliveries", "encode_pushes"]
+__all__ = ["BAD_HEADER_CHARS", "decode_pulled", "decode_pushes", "encode_deliveries", "encode_pushes"]
+
+BAD_HEADER_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+"""Characters no HTTP header value holds (HTAB aside): a push to ``/messages`` cannot carry them
+in its Content-Type (the parser refuses the request), and a stored header holding one could not
+be delivered as a header. A batch push refuses such a content type by the same rule."""
 
 BatchEntry = bytes | tuple[str | None, bytes]
 """One message of a push batch: its body, or ``(content_type, body)``."""
@@ -57,6 +63,8 @@ def _item(index: int, entry: Any) -> Item:
     if isinstance(entry, list) and len(entry) == 2:
         ct, body = entry
         if isinstance(body, bytes) and (ct is None or isinstance(ct, str)):
+            if ct is not None and BAD_HEADER_CHARS.search(ct):
+                raise BadRequest(f"message {index}: content type {ct!r:.100} holds a control character")
             try:
                 return make_item(body, ct)
             except UnicodeEncodeError:

@@ -45,7 +45,7 @@ from urllib.parse import parse_qsl, unquote, unquote_to_bytes, urlsplit
 import msgpack
 
 from pylmq.api._putback import Deliveries
-from pylmq.api.batch import decode_pushes, encode_deliveries
+from pylmq.api.batch import BAD_HEADER_CHARS, decode_pushes, encode_deliveries
 from pylmq.api.compound import (
     MSGPACK_CONTENT_TYPE,
     encode_msgpack,
@@ -205,7 +205,8 @@ DEFAULT_PULL_MANY = 100
 def _count(value: str | None) -> int:
     if value is None:
         return DEFAULT_PULL_MANY
-    n = int(value) if value.isdigit() and len(value) <= 9 else 0
+    # isascii: str.isdigit() is also true of digits int() refuses ("²").
+    n = int(value) if value.isascii() and value.isdigit() and len(value) <= 9 else 0
     if not 1 <= n <= MAX_BATCH:
         raise BadRequest(f"n must be a whole number of messages from 1 to {MAX_BATCH}, got {value!r:.40}")
     return n
@@ -304,7 +305,7 @@ def _ids_body(request: Request, keys: tuple[str, ...]) -> dict[str, Any]:
 
 # Headers that would change the framing of our response if a stored message carried them.
 _FRAMING = frozenset({b"content-length", b"transfer-encoding", b"connection", b"keep-alive", b"upgrade"})
-_BAD_HEADER_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_BAD_HEADER_CHARS = BAD_HEADER_CHARS
 _BAD_HEADER_BYTES = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f:]")
 
 
@@ -553,7 +554,11 @@ class HttpApi:
     async def claim(self, request: Request, name: str) -> Response:
         ids = _ids_body(request, ("ids",))["ids"]
         outcome = await self.manager.claim(_queue_name(name), ids)
-        doc = {"messages": [_claimed(d) for d in outcome.delivered], "not_found": outcome.not_found}
+        doc = {
+            "messages": [_claimed(d) for d in outcome.delivered],
+            "not_found": outcome.not_found,
+            "later": outcome.later,
+        }
         return Response(200, _MSGPACK_HEAD, msgpack.packb(doc, use_bin_type=True))
 
     async def delete_queue(self, request: Request, name: str) -> Response:

@@ -21,8 +21,9 @@ Methods, as LMQ's ``lmq_api`` (all names and ids are strings; timeouts are secon
   [ids that name no message in processing]}``, ids as given. At most 10,000 ids.
 - ``claim(name, [id, ...])`` (a pylmq extension): take messages back by the id of their last
   delivery (in processing, or available again under that id: nacked, or past its deadline and
-  not pulled since); each is delivered again with the same id and retry and a new deadline. A
-  map ``{"messages": [pull maps], "not_found": [ids]}``. At most 10,000 ids.
+  not pulled since); each is delivered again with the same id and a new deadline (one not held
+  spends a retry, see docs/spark.md). A map ``{"messages": [pull maps], "not_found": [ids],
+  "later": [ids left alone once the answer reached 16 MiB]}``. At most 10,000 ids.
 - ``delete(name)``: ``"ok"``, also for a queue that does not exist (as LMQ).
 - pylmq's extensions (LMQ has none): ``push_many(name, [content, ...])`` pushes each content as
   ``push`` does, with one store commit for all, and replies the count; ``pull_many(name, count[,
@@ -376,7 +377,7 @@ async def _reply_many(m: QueueManager, p: Sequence[Any]) -> Reply:
     return pack({"ok": outcome.ok, "not_found": outcome.not_found})
 
 
-_K_MESSAGES, _K_NOT_FOUND = pack("messages"), pack("not_found")
+_K_MESSAGES, _K_NOT_FOUND, _K_LATER = pack("messages"), pack("not_found"), pack("later")
 
 
 async def _claim(m: QueueManager, p: Sequence[Any]) -> Reply:
@@ -386,7 +387,16 @@ async def _claim(m: QueueManager, p: Sequence[Any]) -> Reply:
     outcome = await m.claim(name, [_id(i) for i in ids])
     messages = [encode_delivery(d) for d in outcome.delivered]
     return b"".join(
-        [b"\x82", _K_MESSAGES, _array_header(len(messages)), *messages, _K_NOT_FOUND, pack(outcome.not_found)]
+        [
+            b"\x83",
+            _K_MESSAGES,
+            _array_header(len(messages)),
+            *messages,
+            _K_NOT_FOUND,
+            pack(outcome.not_found),
+            _K_LATER,
+            pack(outcome.later),
+        ]
     )
 
 

@@ -173,7 +173,8 @@ class AsyncHttpClient:
         """Take messages back by the id of their last delivery (a pylmq extension), e.g. after
         a restart lost track of them: each still in processing under that id, or available
         again under it (nacked, or past its deadline and not pulled since), comes back with the
-        same id and retry and a new deadline. Safe to repeat. At most 10,000 ids."""
+        same id and a new deadline; one not held spends a retry, as a redelivery would. Ids past
+        the answer's 16 MiB come back in ``later``. At most 10,000 ids."""
         return await self._send(proto.claim(queue, ids))
 
     async def reply_many(self, queue: str, reply: ReplyMany, ids: Sequence[str]) -> ReplyResult:

@@ -382,7 +382,8 @@ def claim(queue: str, ids: Sequence[str]) -> HttpRequest[ClaimResult[Message]]:
             raise ProtocolError(f"claim answer is not msgpack: {resp.body[:200]!r}") from e
         if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
             raise ProtocolError(f"expected {{'messages': [...], 'not_found': [...]}}, got {doc!r:.200}")
-        return ClaimResult(tuple(_claimed(m) for m in doc["messages"]), _ids(doc, "not_found"))
+        later = _ids(doc, "later") if "later" in doc else ()  # a node before the size bound
+        return ClaimResult(tuple(_claimed(m) for m in doc["messages"]), _ids(doc, "not_found"), later)
 
     body = json.dumps({"ids": list(ids)}).encode()
     return HttpRequest("POST", f"/claims/{_q(queue)}", decode, body, dict(_JSON))

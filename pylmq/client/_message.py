@@ -97,7 +97,10 @@ M = TypeVar("M", Message, RpcMessage)
 class ClaimResult(Generic[M]):
     """What ``claim`` took back (a pylmq extension): the messages, in the order asked, each
     with the id it was claimed by (same id, same retry, a new deadline), and the ids that name
-    no message in processing or available under that id (acked, redelivered, unknown)."""
+    no message in processing or available under that id (acked, redelivered, unknown). The
+    ids in ``later`` were left alone because the answer reached the node's size bound (16 MiB
+    of payload): claim them again."""
 
     messages: tuple[M, ...]
     not_found: tuple[str, ...]
+    later: tuple[str, ...] = ()

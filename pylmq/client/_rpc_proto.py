@@ -181,7 +181,9 @@ def _claim_result(result: Any) -> ClaimResult[RpcMessage]:
     if not isinstance(messages, list | tuple):
         raise ProtocolError(f"expected {{'messages': [...], 'not_found': [...]}}, got {result!r:.200}")
     got = [_message(m) for m in messages]
-    return ClaimResult(tuple(m for m in got if m is not None), _ids(result, "not_found"))
+    has_later = "later" in result or b"later" in result  # not from a node before the size bound
+    later = _ids(result, "later") if has_later else ()
+    return ClaimResult(tuple(m for m in got if m is not None), _ids(result, "not_found"), later)
 
 
 def claim(queue: str, ids: Sequence[str]) -> RpcCall[ClaimResult[RpcMessage]]:

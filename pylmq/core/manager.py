@@ -15,12 +15,12 @@ import logging
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from pylmq.core.clock import Clock, SystemClock
-from pylmq.core.message import Item, parse_uuid
+from pylmq.core.message import Item, Message, parse_uuid
 from pylmq.core.pattern import Pattern, compile_pattern
 from pylmq.core.props import (
     DefaultList,
@@ -107,11 +107,13 @@ class ReplyOutcome:
 
 @dataclass(slots=True)
 class ClaimOutcome:
-    """What :meth:`QueueManager.claim` did: the messages taken back, in the order asked, and
-    the ids that named none."""
+    """What :meth:`QueueManager.claim` did: the messages taken back, in the order asked, the
+    ids that named none, and those ``later``: not looked at because the answer reached
+    :data:`MAX_BATCH_BYTES`, to be asked again."""
 
     delivered: list[Delivery]
     not_found: list[str | bytes]
+    later: list[str | bytes] = field(default_factory=list)
 
 
 def _uuid(id_: str | bytes) -> bytes:
@@ -560,23 +562,32 @@ class QueueManager:
             (outcome.ok if u is not None and next(answers) else outcome.not_found).append(id_)
         return outcome
 
-    async def claim(self, name: str, ids: Sequence[str | bytes]) -> ClaimOutcome:
+    async def claim(
+        self, name: str, ids: Sequence[str | bytes], max_bytes: int = MAX_BATCH_BYTES
+    ) -> ClaimOutcome:
         """Take messages back by the id of their last delivery (a pylmq extension), for a
         client that lost track of what it held (a restarted stream reader): each message in
         processing under that id, or available again under it (nacked, or its deadline passed
         and nobody pulled it since), is delivered again to the caller with the same id and
-        retry and a new deadline. Ids that name no such message go to ``not_found``."""
+        a new deadline (see :meth:`QueueTable.claim <pylmq.core.table.QueueTable.claim>` for
+        the retry). Ids that name no such message go to ``not_found``. As a pull-many, the
+        answer holds at most ``max_bytes`` of payload (at least one message): the ids after
+        that bound are left alone and go to ``later``."""
         if len(ids) > MAX_REPLY_IDS:
             raise BadRequest(f"at most {MAX_REPLY_IDS} ids in one claim, got {len(ids)}")
         q = self._require(name)
         parsed = [parse_uuid(i) for i in ids]
-        got = iter(await q.claim([u for u in parsed if u is not None]))
+        got = iter(await q.claim([u for u in parsed if u is not None], max_bytes))
         outcome = ClaimOutcome([], [])
+        end = object()
         for id_, u in zip(ids, parsed, strict=True):
-            msg = next(got) if u is not None else None
-            if msg is None:
+            msg = next(got, end) if u is not None else None
+            if msg is end:
+                outcome.later.append(id_)
+            elif msg is None:
                 outcome.not_found.append(id_)
             else:
+                assert isinstance(msg, Message)
                 outcome.delivered.append(Delivery(name, msg))
         return outcome
 

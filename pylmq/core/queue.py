@@ -223,10 +223,10 @@ class Queue:
             await store.barrier()
         return done
 
-    async def claim(self, uuids: Sequence[bytes]) -> list[Message | None]:
+    async def claim(self, uuids: Sequence[bytes], max_bytes: int | None = None) -> list[Message | None]:
         """Take messages back by the uuid of their delivery (see :meth:`Store.claim`), each
         with a deadline of the queue's timeout; one barrier for the batch."""
-        got = await self.store.claim(self.name, uuids, self.props.timeout)
+        got = await self.store.claim(self.name, uuids, self.props.timeout, max_bytes)
         if any(m is not None for m in got):
             await self.store.barrier()
         return got

@@ -19,7 +19,9 @@ uuid)`` sort as the id does and orders compare records in C:
 
 - available records are kept only in their order (:class:`_Order`, mostly tuples of records in
   push order): about 170 bytes a 100-byte message. Nothing looks one up by uuid while serving
-  (ack, ext and nack need a processing record); recovery does, through a lookup it builds;
+  (ack, ext and nack need a processing record) but a claim, and a claim can only name one that
+  was delivered and is available again under its uuid (nacked, put back): those few are indexed
+  by uuid. Recovery looks records up through a lookup it builds;
 - processing records are indexed by an int of 60 bits of their uuid (a 32-byte object, against
   64 for the uuid bytes; the table draws uuids whose keys are free, a foreign uuid whose key is
   taken goes to ``_other`` by its whole uuid), and ordered by their 24-byte ``(ts, uuid)``
@@ -281,6 +283,7 @@ class _Order:
 class QueueTable:
     __slots__ = (
         "_accum",
+        "_again",
         "_avail",
         "_gone",
         "_index",
@@ -290,6 +293,7 @@ class QueueTable:
         "_navail",
         "_other",
         "_proc",
+        "_restored",
         "_side",
         "bytes",
         "name",
@@ -311,6 +315,13 @@ class QueueTable:
         self._gone: set[int] = set()
         # Available records by uuid, built when recovery first looks one up; see recovered().
         self._lookup: dict[bytes, bytes] | None = None
+        # Available compact records under a uuid that was delivered (nacked, put back): the
+        # only available ones a claim can name, indexed so that a claim never scans the queue.
+        self._again: dict[bytes, bytes] = {}
+        # The latest ts of an available compact record restored as it was (recovery cannot
+        # tell a nacked one from a fresh one): while one may remain, a claim of an id found
+        # nowhere else looks through the available records; None once none can remain.
+        self._restored: float | None = None
         # Ids of processing compact records, in order. Apart from _avail because their ids are
         # deadlines: acked ones come first here, and are dropped, about as soon as they are
         # acked, while in _avail they would wait behind the whole backlog.
@@ -483,18 +494,19 @@ class QueueTable:
                 self._avail = _Order.of_sorted(sorted(self._available_records()))
                 self._gone.clear()
 
-    def _insert(self, msg: Message) -> None:
-        """Add a record whose uuid is not in the table."""
+    def _insert(self, msg: Message) -> Entry:
+        """Add a record whose uuid is not in the table; the record as placed."""
         uuid = msg.id[1]
         rec = self._encode(msg)
         if rec is not None:
             self._place(rec, _key(uuid))
-            return
+            return rec
         self._other[uuid] = msg
         self.bytes += msg.nbytes() + RECORD_OVERHEAD
         heapq.heappush(self._side, msg.id)
         if len(self._side) > 2 * len(self._other) + 1024:
             self._rebuild_processing()
+        return msg
 
     def _drop(self, uuid: bytes, e: Entry) -> None:
         """Remove the record ``e`` found under ``uuid``; its entry in an order goes stale."""
@@ -511,6 +523,8 @@ class QueueTable:
             self._navail -= 1
             if self._lookup is not None:
                 self._lookup.pop(uuid, None)
+            if self._again:
+                self._again.pop(uuid, None)
             if self._avail.first() is e:
                 self._avail.pop_first()
             else:
@@ -569,7 +583,11 @@ class QueueTable:
         old = self._find(msg.id[1], True)
         if old is not None:
             self._drop(msg.id[1], old)
-        self._insert(msg)
+        rec = self._insert(msg)
+        if type(rec) is bytes and rec[24] == _AVAILABLE:
+            ts = _rec_ts(rec)
+            if self._restored is None or ts > self._restored:
+                self._restored = ts
         if msg.state is _S_ACCUM and (self._accum is None or msg.id > self._accum.id):
             self._accum = msg
 
@@ -584,7 +602,9 @@ class QueueTable:
         else:
             assert isinstance(old, Message)
             content, mtype = old.content, old.type
-        self._insert(Message(msg.id, msg.state, mtype, msg.retry, content))
+        rec = self._insert(Message(msg.id, msg.state, mtype, msg.retry, content))
+        if type(rec) is bytes and rec[24] == _AVAILABLE:
+            self._again[msg.id[1]] = rec  # a move keeps the uuid: this one was delivered
 
     def restore_append(self, uuid: bytes, item: Item) -> None:
         msg = self._other.get(uuid)
@@ -606,6 +626,8 @@ class QueueTable:
         self._navail = 0
         self._gone.clear()
         self._lookup = None
+        self._again.clear()
+        self._restored = None
         self._proc.clear()
         self._side.clear()
         self._md = _MetadataTable()  # a snapshot being written may still read the old one
@@ -658,7 +680,7 @@ class QueueTable:
                 if ts > now:
                     return None
                 old_uuid, code = e[8:24], e[25]
-                if e[24] == _AVAILABLE and self._lookup is None:  # _drop, inline
+                if e[24] == _AVAILABLE and self._lookup is None and not self._again:  # _drop, inline
                     self._avail.pop_first()  # e comes first
                     self._navail -= 1
                     self.bytes -= len(e) - _HEAD_SIZE + self._md.lens[e[26]] + RECORD_OVERHEAD
@@ -746,6 +768,8 @@ class QueueTable:
                 st = _PROCESSING if state is _S_PROCESSING else _AVAILABLE
                 rec = _HEAD.pack(ts, uuid, st, code, e[26]) + e[_HEAD_SIZE:]
                 self._place(rec, _key(uuid))
+                if st == _AVAILABLE:
+                    self._again[uuid] = rec
                 if self._journal is not None:
                     self._journal.move(self.name, uuid, _decode(rec, self._md.mds))
                 return
@@ -774,37 +798,72 @@ class QueueTable:
         self._move(uuid, e, now, _S_AVAILABLE, 0)
         return True
 
-    def claim(self, uuids: Sequence[bytes], timeout: float, now: float) -> list[Message | None]:
+    def claim(
+        self, uuids: Sequence[bytes], timeout: float, now: float, max_bytes: int | None = None
+    ) -> list[Message | None]:
         """Take messages back by the id of their last delivery (a pylmq extension): each record
         with one of these uuids that is in processing (deadline passed or not) or available
         again under that uuid (nacked, put back, or never pulled since its deadline passed)
-        becomes processing with deadline ``now + timeout``, keeping its uuid and retry: the
-        same delivery, continued by a new holder. ``None`` for a uuid no such record has (acked,
-        redelivered under a new uuid, accumulating, unknown) or that came earlier in ``uuids``.
+        becomes processing with deadline ``now + timeout``, keeping its uuid: the same delivery,
+        continued by a new holder. ``None`` for a uuid no such record has (acked, redelivered
+        under a new uuid, accumulating, unknown) or that came earlier in ``uuids``.
 
-        Available records are not indexed by uuid: when some uuid is not found in processing,
-        one pass over them (O(queue depth), once per call) looks for the rest."""
+        A record nobody holds (its deadline passed, nacked, put back) would be redelivered by
+        the next pull, which spends a retry: a claim of it spends one too, and one with no retry
+        left is discarded as a pull discards it (``None``), so a message that kills every
+        consumer still leaves the queue. A record still held keeps its retry.
+
+        Once claimed messages reach ``max_bytes`` of payload (at least one is claimed), the
+        uuids after it are left as they are: the answer is shorter than ``uuids``."""
         found: dict[bytes, Entry] = {}
+        again = self._again
         for u in uuids:
             e = self._find(u)
+            if e is None and again:
+                e = again.get(u)
             if e is not None:
                 found[u] = e
         rest = set(uuids) - found.keys()
-        if rest and self._navail:
-            for rec in self._available_records():
-                if rec[8:24] in rest:
-                    found[rec[8:24]] = rec
+        if rest and self._restored is not None:
+            self._scan_restored(rest, found)
         out: list[Message | None] = []
+        size = 0
         for u in uuids:
+            if max_bytes is not None and size >= max_bytes:
+                break
             e = found.pop(u, None)
             if e is None or not self._claimable(e):
                 out.append(None)
                 continue
-            self._move(u, e, now + timeout, _S_PROCESSING, 0)
+            held = (e[24] == _PROCESSING and _rec_ts(e) >= now) if type(e) is bytes else (
+                e.state is _S_PROCESSING and e.id[0] >= now  # type: ignore[union-attr]
+            )
+            if not held:
+                retry = e[25] if type(e) is bytes else e.retry  # type: ignore[union-attr]
+                if retry is not None and retry <= 0:
+                    self._drop(u, e)
+                    if self._journal is not None:
+                        self._journal.delete(self.name, u)
+                    out.append(None)
+                    continue
+            self._move(u, e, now + timeout, _S_PROCESSING, 0 if held else -1)
             got = self._find(u)
             assert got is not None
-            out.append(_decode(got, self._md.mds) if type(got) is bytes else got)  # type: ignore[arg-type]
+            msg = _decode(got, self._md.mds) if type(got) is bytes else got
+            out.append(msg)  # type: ignore[arg-type]
+            size += msg.nbytes()  # type: ignore[union-attr]
         return out
+
+    def _scan_restored(self, rest: set[bytes], found: dict[bytes, Entry]) -> None:
+        """Look for ``rest`` among the available records, for those restored by recovery
+        (not in :attr:`_again`); O(queue depth), only while such a record may remain."""
+        top = self._available_top()
+        if top is None or self._restored is None or _rec_ts(top) > self._restored:
+            self._restored = None  # every restored available record has left
+            return
+        for rec in self._available_records():
+            if rec[8:24] in rest:
+                found[rec[8:24]] = rec
 
     @staticmethod
     def _claimable(e: Entry) -> bool:

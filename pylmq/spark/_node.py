@@ -194,8 +194,9 @@ class Node:
         rows: list[Row] = []
         missing: list[str] = []
         client: Any = self._http if self._http is not None else self._rpc
-        for i in range(0, len(ids), REPLY_CHUNK):
-            chunk = ids[i : i + REPLY_CHUNK]
+        pending = list(ids)
+        while pending:
+            chunk, pending = pending[:REPLY_CHUNK], pending[REPLY_CHUNK:]
             result: ClaimResult[Any] | None = None
             if self.reply_api:
                 result = await self._ids_request(partial(client.claim, queue, chunk))
@@ -204,6 +205,12 @@ class Node:
                 continue
             rows += [message_row(m) for m in result.messages]
             missing += result.not_found
+            # The node stops an answer at 16 MiB (at least one message): ask for the rest again,
+            # first, so that rows keep the order of ids. A node claiming none of them would loop.
+            if len(result.later) < len(chunk):
+                pending[:0] = result.later
+            else:
+                missing += result.later
         return rows, missing
 
     async def _ids_request(self, request: Callable[[], Awaitable[T]]) -> T | None:

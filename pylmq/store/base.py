@@ -88,10 +88,13 @@ class Store(Protocol):
 
     async def put_back(self, name: str, uuid: bytes) -> bool: ...
 
-    async def claim(self, name: str, uuids: Sequence[bytes], timeout: float) -> list[Message | None]:
+    async def claim(
+        self, name: str, uuids: Sequence[bytes], timeout: float, max_bytes: int | None = None
+    ) -> list[Message | None]:
         """Take messages back by the uuid of their delivery (see :meth:`QueueTable.claim
         <pylmq.core.table.QueueTable.claim>`): each becomes processing with deadline now +
-        ``timeout``, same uuid and retry; ``None`` for each uuid no claimable record has."""
+        ``timeout``, same uuid; ``None`` for each uuid no claimable record has. Stops after
+        ``max_bytes`` of claimed payload: the answer then covers only the first uuids."""
         ...
 
     # -- synchronous reads ----------------------------------------------------------------------

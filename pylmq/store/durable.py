@@ -589,10 +589,12 @@ class DurableStore(LocalStore):
             self._check_change(False)
         return await super().release(name, uuid)
 
-    async def claim(self, name: str, uuids: Sequence[bytes], timeout: float) -> list[Message | None]:
+    async def claim(
+        self, name: str, uuids: Sequence[bytes], timeout: float, max_bytes: int | None = None
+    ) -> list[Message | None]:
         if self._refusing:
             self._check_change(False)
-        return await super().claim(name, uuids, timeout)
+        return await super().claim(name, uuids, timeout, max_bytes)
 
     # -- metadata hooks --------------------------------------------------------------------------
 

@@ -128,9 +128,11 @@ class LocalStore:
         table = self.tables.get(name)
         return table is not None and table.put_back(uuid, self.clock.now())
 
-    async def claim(self, name: str, uuids: Sequence[bytes], timeout: float) -> list[Message | None]:
+    async def claim(
+        self, name: str, uuids: Sequence[bytes], timeout: float, max_bytes: int | None = None
+    ) -> list[Message | None]:
         table = self.tables.get(name)
-        return [None] * len(uuids) if table is None else table.claim(uuids, timeout, self.clock.now())
+        return [None] * len(uuids) if table is None else table.claim(uuids, timeout, self.clock.now(), max_bytes)
 
     # -- reads --------------------------------------------------------------------------------------
 

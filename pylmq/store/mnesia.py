@@ -585,9 +585,11 @@ class MnesiaStore:
             self._link().pushed(name)  # available again: waiting pullers anywhere may take it
         return ok
 
-    async def claim(self, name: str, uuids: Sequence[bytes], timeout: float) -> list[Message | None]:
+    async def claim(
+        self, name: str, uuids: Sequence[bytes], timeout: float, max_bytes: int | None = None
+    ) -> list[Message | None]:
         if self.mode != CLUSTER:
-            return await self.local.claim(name, uuids, timeout)
+            return await self.local.claim(name, uuids, timeout, max_bytes)
         # lmq_lib has no operation that takes a record back by uuid whatever its state, and a
         # read-then-write from here would race the Erlang nodes' own deliveries.
         raise NotSupported("claiming messages by id is not available while the node serves an Erlang LMQ cluster")

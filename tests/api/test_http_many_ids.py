@@ -128,11 +128,12 @@ async def test_claim_answers_the_messages_in_msgpack_with_their_ids(api: Any) ->
                 "queue": "c",
                 "id": plain.id,
                 "type": "normal",
-                "retry": 2,
+                "retry": 1,  # nacked: the claim is a redelivery and spends one
                 "items": [[{"content-type": "text/plain"}, b"plain"]],
             }
         ],
         "not_found": [unknown],
+        "later": [],
     }
     doc = msgpack.unpackb((await claims(api, "k", {"ids": [packed.id]})).body)
     (msg,) = doc["messages"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
@@ -58,7 +59,8 @@ async def test_async_http_claim_returns_messages_as_a_pull_does(http: AsyncHttpC
     await http.nack("q", msg.id)
     unknown = str(uuid.uuid4())
     got = await http.claim("q", [msg.id, unknown])
-    assert got == ClaimResult((msg,), (unknown,))
+    assert msg.retry is not None  # nacked: the claim redelivers it, spending a retry
+    assert got == ClaimResult((dataclasses.replace(msg, retry=msg.retry - 1),), (unknown,))
     await http.ack("q", msg.id)
 
 
@@ -79,3 +81,15 @@ def test_sync_clients_claim(sync_http: HttpClient, sync_rpc: RpcClient) -> None:
     assert (got.id, got.parts, got.body) == (msg.id, msg.parts, msg.body)
     (again,) = sync_rpc.claim("q", [msg.id]).messages
     assert (again.type, again.content) == ("compound", ["a", "b"])  # HTTP bodies come as raw strings
+
+
+async def test_claim_results_name_the_ids_left_for_later(http: AsyncHttpClient, rpc: AsyncRpcClient) -> None:
+    # 17 MiB claimed at once: the node answers up to 16 MiB and leaves the rest for later.
+    await http.push_many("big", [b"x" * (1 << 20)] * 17)
+    ids: list[str] = []
+    while len(ids) < 17:  # a pull-many stops at 16 MiB too
+        ids += [m.id for m in await http.pull_many("big", 17, 0)]
+    got = await http.claim("big", ids)
+    assert got.messages and got.not_found == () and got.later == tuple(ids[len(got.messages) :]) != ()
+    again = await rpc.claim("big", list(got.later))
+    assert [m.id for m in again.messages] == list(got.later) and again.later == ()

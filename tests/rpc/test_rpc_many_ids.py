@@ -63,8 +63,9 @@ async def test_claim_answers_pull_maps_and_not_found(client: RawClient) -> None:
     unknown = str(uuid.uuid4())
     got = await client.call("claim", "q", [mid, unknown])
     assert got == {
-        "messages": [{"queue": "q", "id": mid, "type": "normal", "retry": 2, "content": 0}],
+        "messages": [{"queue": "q", "id": mid, "type": "normal", "retry": 1, "content": 0}],  # a retry spent
         "not_found": [unknown],
+        "later": [],
     }
     assert await client.call("pull", "q", 0) == "empty"
     assert await client.call("done", "q", mid) == "ok"
@@ -82,3 +83,14 @@ async def test_claim_answers_pull_maps_and_not_found(client: RawClient) -> None:
 async def test_bad_claim_params_answer_an_error(client: RawClient, params: list[Any], reason: str) -> None:
     await client.call("push", "q", 1)
     assert (await client.error("claim", *params))[0] == reason
+
+
+async def test_claim_answer_stops_at_16_mib_and_names_the_rest_later(client: RawClient) -> None:
+    big = b"x" * (1 << 20)
+    for _ in range(17):
+        assert await client.call("push", "big", big) == "ok"
+    ids = [(await client.call("pull", "big", 0))["id"] for _ in range(17)]
+    got = await client.call("claim", "big", ids)
+    n = len(got["messages"])
+    assert 1 <= n < 17 and got["not_found"] == [] and got["later"] == ids[n:], (n, got["later"])
+    assert [m["id"] for m in (await client.call("claim", "big", got["later"]))["messages"]] == ids[n:]

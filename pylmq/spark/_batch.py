@@ -36,7 +36,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from pylmq.errors import MessagesExpired
+from pylmq.errors import BadRequest, MessagesExpired
 from pylmq.spark._keep import Keeper
 from pylmq.spark._node import Node, reply_all, run_window
 from pylmq.spark._options import LmqOptions
@@ -44,6 +44,7 @@ from pylmq.spark._rows import Push, PushColumns, Row, row_push
 from pylmq.spark._shape import ReadShape
 
 __all__ = [
+    "REPLYING_PROPERTY",
     "LmqBatchReader",
     "LmqCommit",
     "LmqStreamWriter",
@@ -130,11 +131,37 @@ async def give_back(node: Node, rows: Sequence[Row]) -> None:
         log.warning("could not nack %d pulled messages: %s (they come back by the queue's timeout)", len(rows), e)
 
 
+class CacheLost(BadRequest):
+    """An ack/nack of a DataFrame whose cached rows are gone would have pulled new messages."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Quota:
     index: int
     messages: int | None
     """``None``: until the queue has no message deliverable."""
+
+
+REPLYING_PROPERTY = "pylmq.spark.replying"
+"""A Spark job-local property that :func:`pylmq.spark.ack` / ``nack`` set (to the reply) around
+their jobs. Those jobs must read rows already computed (a cache, a checkpoint); a read task that
+runs under it means Spark is recomputing lost data (a cache whose blocks went with an executor),
+which would pull NEW messages and answer them unprocessed: the task refuses instead."""
+
+
+def _refuse_under_reply() -> None:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    reply = context.getLocalProperty(REPLYING_PROPERTY) if context is not None else None
+    if reply:
+        raise CacheLost(
+            f"{reply}(df): the cache lost data: Spark recomputes part of df (its cached blocks are gone, "
+            f"e.g. with an executor), which would pull new messages and {reply} them unprocessed; "
+            "refused before pulling, nothing acked. The messages read before stay in processing and come "
+            "back by the queue's timeout: process them again, best inside `with consume(df) as held:`, "
+            "whose checkpoint does not recompute"
+        )
 
 
 def _arrow_schema(schema: Any) -> Any:
@@ -163,6 +190,7 @@ class LmqBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         # The next pull runs (on a loop thread of this task) while Spark takes the batch before:
         # the node pulls while this worker converts and the JVM consumes.
+        _refuse_under_reply()
         quota: _Quota = partition.value
         arrow_schema = _arrow_schema(self.schema)
         loop = asyncio.new_event_loop()

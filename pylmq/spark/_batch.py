@@ -336,6 +336,14 @@ def _total(messages: Sequence[WriterCommitMessage | None]) -> tuple[int, int]:
     return sum(m.pushed for m in done), len(messages) - len(done)
 
 
+def _failed_pushes(failed: int) -> str:
+    # A failed task reports nothing back, yet it may have pushed whole batches before (and, on
+    # the JVM side, after) its failure: say so rather than count those pushes as none.
+    if not failed:
+        return ""
+    return f", and the {failed} failed tasks may have pushed any of their rows too (not counted)"
+
+
 class LmqWriter(DataSourceArrowWriter):
     """Spark hands the rows over as Arrow record batches: no Row object per row."""
 
@@ -354,10 +362,10 @@ class LmqWriter(DataSourceArrowWriter):
         pushed, failed = _total(messages)
         # A push cannot be taken back: say how many are already in the queues.
         log.warning(
-            "lmq write aborted: %d messages from %d finished tasks stay pushed; %d tasks failed",
+            "lmq write aborted: %d messages pushed by %d finished tasks stay in the queue%s",
             pushed,
             len(messages) - failed,
-            failed,
+            _failed_pushes(failed),
         )
 
 
@@ -376,9 +384,9 @@ class LmqStreamWriter(DataSourceStreamWriter):
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pushed, failed = _total(messages)
         log.warning(
-            "lmq stream write: batch %d aborted; %d messages stay pushed, %d tasks failed "
+            "lmq stream write: batch %d aborted; %d messages pushed by finished tasks stay in the queue%s "
             "(the batch is written again when the query restarts)",
             batchId,
             pushed,
-            failed,
+            _failed_pushes(failed),
         )

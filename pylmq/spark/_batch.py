@@ -158,7 +158,8 @@ def _refuse_under_reply() -> None:
         raise CacheLost(
             f"{reply}(df): the cache lost data: Spark recomputes part of df (its cached blocks are gone, "
             f"e.g. with an executor), which would pull new messages and {reply} them unprocessed; "
-            "refused before pulling, nothing acked. The messages read before stay in processing and come "
+            f"refused before pulling{', nothing acked' if reply == 'ack' else ''}. The messages read before "
+            "stay in processing and come "
             "back by the queue's timeout: process them again, best inside `with consume(df) as held:`, "
             "whose checkpoint does not recompute"
         )

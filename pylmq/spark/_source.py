@@ -279,11 +279,16 @@ def _reply(df: DataFrame, reply: Reply, url: str | None) -> ReplyCount:
             "Process it inside `with consume(df) as held:` (acked when the block succeeds), or "
             "localCheckpoint() it, process that, then pass it here"
         )
-    if reply == "ack" and (why := _not_yet_filled(targets)) is not None:
+    if (why := _not_yet_filled(targets)) is not None:
+        if reply == "ack":
+            raise BadRequest(
+                f"ack(df) refused: {why}, so acking now would pull the messages only to ack them, before "
+                "anything processed them (at-most-once). Run your action on df first, or process it "
+                "inside `with consume(df) as held:`, which acks once the block succeeded"
+            )
         raise BadRequest(
-            f"ack(df) refused: {why}, so acking now would pull the messages only to ack them, before "
-            "anything processed them (at-most-once). Run your action on df first, or process it "
-            "inside `with consume(df) as held:`, which acks once the block succeeded"
+            f"nack(df) refused: {why}, so nacking now would pull messages only to give them back (a "
+            "retry spent for nothing); what nothing pulled needs no nack"
         )
     opts = write_options({"url": url})
 

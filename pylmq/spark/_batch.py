@@ -36,7 +36,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from pylmq.errors import MessagesExpired
+from pylmq.errors import BadRequest, MessagesExpired
 from pylmq.spark._keep import Keeper
 from pylmq.spark._node import Node, reply_all, run_window
 from pylmq.spark._options import LmqOptions
@@ -44,6 +44,7 @@ from pylmq.spark._rows import Push, PushColumns, Row, row_push
 from pylmq.spark._shape import ReadShape
 
 __all__ = [
+    "REPLYING_PROPERTY",
     "LmqBatchReader",
     "LmqCommit",
     "LmqStreamWriter",
@@ -130,11 +131,38 @@ async def give_back(node: Node, rows: Sequence[Row]) -> None:
         log.warning("could not nack %d pulled messages: %s (they come back by the queue's timeout)", len(rows), e)
 
 
+class CacheLost(BadRequest):
+    """An ack/nack of a DataFrame whose cached rows are gone would have pulled new messages."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Quota:
     index: int
     messages: int | None
     """``None``: until the queue has no message deliverable."""
+
+
+REPLYING_PROPERTY = "pylmq.spark.replying"
+"""A Spark job-local property that :func:`pylmq.spark.ack` / ``nack`` set (to the reply) around
+their jobs. Those jobs must read rows already computed (a cache, a checkpoint); a read task that
+runs under it means Spark is recomputing lost data (a cache whose blocks went with an executor),
+which would pull NEW messages and answer them unprocessed: the task refuses instead."""
+
+
+def _refuse_under_reply() -> None:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    reply = context.getLocalProperty(REPLYING_PROPERTY) if context is not None else None
+    if reply:
+        raise CacheLost(
+            f"{reply}(df): the cache lost data: Spark recomputes part of df (its cached blocks are gone, "
+            f"e.g. with an executor), which would pull new messages and {reply} them unprocessed; "
+            f"refused before pulling{', nothing acked' if reply == 'ack' else ''}. The messages read before "
+            "stay in processing and come "
+            "back by the queue's timeout: process them again, best inside `with consume(df) as held:`, "
+            "whose checkpoint does not recompute"
+        )
 
 
 def _arrow_schema(schema: Any) -> Any:
@@ -163,6 +191,7 @@ class LmqBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         # The next pull runs (on a loop thread of this task) while Spark takes the batch before:
         # the node pulls while this worker converts and the JVM consumes.
+        _refuse_under_reply()
         quota: _Quota = partition.value
         arrow_schema = _arrow_schema(self.schema)
         loop = asyncio.new_event_loop()
@@ -308,6 +337,14 @@ def _total(messages: Sequence[WriterCommitMessage | None]) -> tuple[int, int]:
     return sum(m.pushed for m in done), len(messages) - len(done)
 
 
+def _failed_pushes(failed: int) -> str:
+    # A failed task reports nothing back, yet it may have pushed whole batches before (and, on
+    # the JVM side, after) its failure: say so rather than count those pushes as none.
+    if not failed:
+        return ""
+    return f", and the {failed} failed tasks may have pushed any of their rows too (not counted)"
+
+
 class LmqWriter(DataSourceArrowWriter):
     """Spark hands the rows over as Arrow record batches: no Row object per row."""
 
@@ -326,10 +363,10 @@ class LmqWriter(DataSourceArrowWriter):
         pushed, failed = _total(messages)
         # A push cannot be taken back: say how many are already in the queues.
         log.warning(
-            "lmq write aborted: %d messages from %d finished tasks stay pushed; %d tasks failed",
+            "lmq write aborted: %d messages pushed by %d finished tasks stay in the queue%s",
             pushed,
             len(messages) - failed,
-            failed,
+            _failed_pushes(failed),
         )
 
 
@@ -348,9 +385,9 @@ class LmqStreamWriter(DataSourceStreamWriter):
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pushed, failed = _total(messages)
         log.warning(
-            "lmq stream write: batch %d aborted; %d messages stay pushed, %d tasks failed "
+            "lmq stream write: batch %d aborted; %d messages pushed by finished tasks stay in the queue%s "
             "(the batch is written again when the query restarts)",
             batchId,
             pushed,
-            failed,
+            _failed_pushes(failed),
         )

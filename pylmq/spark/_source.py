@@ -21,7 +21,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
 from pylmq.errors import BadRequest
-from pylmq.spark._batch import LmqBatchReader, LmqStreamWriter, LmqWriter
+from pylmq.spark._batch import REPLYING_PROPERTY, LmqBatchReader, LmqStreamWriter, LmqWriter
 from pylmq.spark._node import Node, Reply, reply_all
 from pylmq.spark._options import read_options, write_options
 from pylmq.spark._rows import PushColumns, push_columns
@@ -180,6 +180,80 @@ def _not_yet_filled(df: DataFrame) -> str | None:
     return None
 
 
+_KEEPS_EVERY_ROW = frozenset(
+    {
+        "Project",
+        "SubqueryAlias",
+        "Repartition",
+        "ResolvedHint",
+        "Union",
+    }
+)
+"""Logical operators that pass on every row of their input to the output once: anything else
+between the ``lmq`` scan and the DataFrame may drop rows the scan pulled, which the reader cannot
+see, or run the scan twice (a global sort samples its input in a job of its own: that job pulls
+messages too, and nothing acks them)."""
+_CUTS = frozenset({"GlobalLimit", "LocalLimit", "Limit", "Tail", "Offset", "Sample"})
+
+
+def _lmq_relation(node: Any) -> bool:
+    return bool(node.nodeName() == "DataSourceV2Relation" and node.toString().split("\n")[0].endswith(" lmq"))
+
+
+def _row_dropper(df: DataFrame) -> str | None:
+    """The outermost operator between an ``lmq`` scan and ``df`` that may drop rows (or pull
+    twice), if any.
+
+    Rows such an operator drops (a ``limit(5)`` of the 2,000 a pull-many brought) were pulled,
+    so they are in processing, but reach no action and no ack: they would come back only after
+    the queue's timeout with a retry spent (lost on a ``retry: 0`` queue)."""
+    found: str | None = None
+
+    def walk(node: Any) -> bool:
+        nonlocal found
+        if _lmq_relation(node):
+            return True
+        children = node.children()
+        below = [walk(children.apply(i)) for i in range(children.size())]
+        if any(below) and node.nodeName() not in _KEEPS_EVERY_ROW:
+            found = node.nodeName()  # the outermost one wins: walk() returns outwards
+        return any(below)
+
+    walk(df._jdf.queryExecution().analyzed())
+    return found
+
+
+def _refuse_row_dropper(df: DataFrame, what: str) -> None:
+    op = _row_dropper(df)
+    if op is None:
+        return
+    if op in _CUTS:
+        fix = "read only as many messages as you want: .option('maxMessages', n)"
+    else:
+        fix = (
+            "pass the whole lmq read and filter or transform inside the block (held.filter(...)): "
+            "the rows you drop there are acked with the rest"
+        )
+    raise BadRequest(
+        f"{what} refused: df has {op} after the lmq read, which may drop rows the read pulled (or pull "
+        "more in a job of its own); those messages would be pulled but never acked nor given back "
+        "(stuck in processing until the queue's timeout, lost with retry 0). "
+        f"Instead {fix}"
+    )
+
+
+@contextlib.contextmanager
+def _replying(spark: SparkSession, reply: Reply) -> Iterator[None]:
+    """Marks the jobs run inside as an ack/nack's: an lmq read task under it refuses to pull."""
+    sc = spark.sparkContext
+    before = sc.getLocalProperty(REPLYING_PROPERTY)
+    sc.setLocalProperty(REPLYING_PROPERTY, reply)
+    try:
+        yield
+    finally:
+        sc.setLocalProperty(REPLYING_PROPERTY, before)  # type: ignore[arg-type]
+
+
 def _ack_url(df: DataFrame, reply: Reply, url: str | None) -> str:
     """The node URL to answer ``df``'s messages at; refuses a DataFrame without their ids."""
     missing = [c for c in ("queue", "id") if c not in df.columns]
@@ -197,6 +271,7 @@ def _ack_url(df: DataFrame, reply: Reply, url: str | None) -> str:
 
 def _reply(df: DataFrame, reply: Reply, url: str | None) -> ReplyCount:
     url = _ack_url(df, reply, url)
+    _refuse_row_dropper(df, f"{reply}(df)")
     targets = df.select("queue", "id")
     if _pulls_again(targets):
         raise BadRequest(
@@ -204,11 +279,16 @@ def _reply(df: DataFrame, reply: Reply, url: str | None) -> ReplyCount:
             "Process it inside `with consume(df) as held:` (acked when the block succeeds), or "
             "localCheckpoint() it, process that, then pass it here"
         )
-    if reply == "ack" and (why := _not_yet_filled(targets)) is not None:
+    if (why := _not_yet_filled(targets)) is not None:
+        if reply == "ack":
+            raise BadRequest(
+                f"ack(df) refused: {why}, so acking now would pull the messages only to ack them, before "
+                "anything processed them (at-most-once). Run your action on df first, or process it "
+                "inside `with consume(df) as held:`, which acks once the block succeeded"
+            )
         raise BadRequest(
-            f"ack(df) refused: {why}, so acking now would pull the messages only to ack them, before "
-            "anything processed them (at-most-once). Run your action on df first, or process it "
-            "inside `with consume(df) as held:`, which acks once the block succeeded"
+            f"nack(df) refused: {why}, so nacking now would pull messages only to give them back (a "
+            "retry spent for nothing); what nothing pulled needs no nack"
         )
     opts = write_options({"url": url})
 
@@ -226,7 +306,13 @@ def _reply(df: DataFrame, reply: Reply, url: str | None) -> ReplyCount:
         d, m = asyncio.run(go())
         yield pa.RecordBatch.from_pydict({"done": [d], "not_found": [m]})
 
-    counts = targets.mapInArrow(answer, "done long, not_found long").groupBy().sum().collect()[0]
+    with _replying(df.sparkSession, reply):
+        if reply == "ack":
+            # Every partition read once before any is acked: a cache that lost blocks fails here
+            # (the read refuses under the property), so nothing is acked, not even the partitions
+            # still cached.
+            targets.count()
+        counts = targets.mapInArrow(answer, "done long, not_found long").groupBy().sum().collect()[0]
     count = ReplyCount(int(counts[0] or 0), int(counts[1] or 0))
     if count.not_found:
         log.warning("%s(df): %d messages were not found (redelivered or answered before)", reply, count.not_found)
@@ -247,6 +333,7 @@ def consume(df: DataFrame, url: str | None = None) -> Iterator[DataFrame]:
     was redelivered meanwhile (its queue's ``timeout`` passed) is counted ``not_found`` and
     processed again later: at-least-once."""
     _ack_url(df, "ack", url)  # a DataFrame that cannot be acked is refused before pulling
+    _refuse_row_dropper(df, "consume(df)")
     held = df.localCheckpoint(eager=True)
     try:
         yield held
@@ -263,6 +350,7 @@ def process(df: DataFrame, action: Callable[[DataFrame], Any], url: str | None =
     """``action(held)`` on the messages of a batch read, then ack them; as :func:`consume`
     (nack and raise when ``action`` raises). Returns what the ack did."""
     _ack_url(df, "ack", url)
+    _refuse_row_dropper(df, "process(df)")
     held = df.localCheckpoint(eager=True)
     try:
         action(held)

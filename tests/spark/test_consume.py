@@ -105,3 +105,85 @@ def test_a_read_without_max_messages_reads_the_queue_to_empty(
     counted = process(read(spark, url, queue), lambda held: None)
     assert counted.done == 2500
     assert queue_size(lmq_node, queue) == 0
+
+
+def test_ack_of_a_cache_that_lost_blocks_refuses_before_pulling_and_acks_nothing(
+    spark: SparkSession, url: str, queue: str, http: HttpClient, lmq_node: NodeThread
+) -> None:
+    # Spark keeps calling a cache "filled" after its blocks are gone (an executor lost, dynamic
+    # allocation): ack() would recompute the lost partitions, i.e. pull NEW messages, and ack them
+    # unprocessed. Block loss is simulated by removing the cached RDD's blocks.
+    http.update_props(queue, {"timeout": 30})
+    http.push_many(queue, ["a", "b", "c"])
+    df = read(spark, url, queue).cache()
+    assert sorted(r.body for r in df.select("body").collect()) == [b"a", b"b", b"c"]
+    relations = [
+        n for n in _logical_nodes(df._jdf.queryExecution().withCachedData()) if n.nodeName() == "InMemoryRelation"
+    ]
+    assert relations
+    for relation in relations:
+        spark.sparkContext._jsc.sc().unpersistRDD(relation.cacheBuilder().cachedColumnBuffers().id(), True)
+    http.push_many(queue, ["new1", "new2"])  # arrive after the processing: nobody processed them
+    with pytest.raises(Exception, match=r"the cache lost data.*nothing acked"):
+        ack(df)
+    assert queue_size(lmq_node, queue) == 5, "nothing may be acked"
+    assert sorted(m.body for m in http.pull_many(queue, 10, 0)) == [b"new1", b"new2"], "nor pulled"
+    df.unpersist()
+
+
+def _logical_nodes(plan: object) -> list[object]:
+    out, stack = [], [plan]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        children = node.children()  # type: ignore[attr-defined]
+        stack.extend(children.apply(i) for i in range(children.size()))
+    return out
+
+
+def test_consume_of_a_limited_read_is_refused_before_pulling(
+    spark: SparkSession, url: str, queue: str, http: HttpClient, lmq_node: NodeThread
+) -> None:
+    # A limit keeps 5 of the 100 rows a pull-many brought: the other 95 would be pulled but never
+    # acked nor given back (lost after the timeout on a retry-0 queue).
+    http.update_props(queue, {"timeout": 30, "retry": 0})
+    http.push_many(queue, [f"m{i}" for i in range(100)])
+    df = read(spark, url, queue)
+    with pytest.raises(Exception, match=r"consume\(df\) refused: .*GlobalLimit.*maxMessages"), consume(df.limit(5)):
+        pass
+    with pytest.raises(Exception, match=r"process\(df\) refused: .*Sample.*maxMessages"):
+        process(df.sample(0.5), lambda held: None)
+    # A global sort runs a sampling job over the read first: it would pull messages of its own.
+    with pytest.raises(Exception, match=r"consume\(df\) refused: .*Sort"), consume(df.orderBy("id")):
+        pass
+    with (
+        pytest.raises(Exception, match=r"consume\(df\) refused: .*Filter.*held\.filter"),
+        consume(df.filter("body IS NOT NULL")),
+    ):
+        pass
+    assert len(http.pull_many(queue, 1000, 0)) == 100, "nothing was pulled"
+
+
+def test_consume_with_max_messages_acks_exactly_what_it_read(
+    spark: SparkSession, url: str, queue: str, http: HttpClient, lmq_node: NodeThread
+) -> None:
+    # The fix the refusal names; operators that keep every row once are accepted after the read.
+    http.push_many(queue, [f"m{i}" for i in range(100)])
+    df = read(spark, url, queue, maxMessages="5")
+    with consume(df.withColumn("n", df["body"]).repartition(3)) as held:
+        assert held.count() == 5
+    assert queue_size(lmq_node, queue) == 95
+    assert len(http.pull_many(queue, 1000, 0)) == 95, "the other 95 were never pulled"
+
+
+def test_ack_of_a_limited_cache_is_refused(
+    spark: SparkSession, url: str, queue: str, http: HttpClient, lmq_node: NodeThread
+) -> None:
+    http.push_many(queue, ["a", "b", "c"])
+    df = read(spark, url, queue).cache()
+    assert df.count() == 3
+    with pytest.raises(Exception, match=r"ack\(df\) refused: .*GlobalLimit"):
+        ack(df.limit(1))
+    assert queue_size(lmq_node, queue) == 3
+    assert ack(df).done == 3
+    df.unpersist()

@@ -126,6 +126,7 @@ def test_nack_gives_messages_back_at_once(spark: SparkSession, url: str, queue: 
     for i in range(10):
         http.push(queue, str(i))
     df = read(spark, url, queue).cache()
+    assert df.count() == 10  # the processing that failed: nack's own job never pulls
     assert nack(df).done == 10
     assert len(drain(url, queue)) == 10, "nacked messages must be available now, not after the timeout"
 
@@ -244,3 +245,15 @@ def test_a_read_whose_messages_were_redelivered_meanwhile_fails_loudly_and_loses
     monkeypatch.undo()
     back = drain(url, queue, timeout=1.5)  # the failed task nacked what it held
     assert sorted(int(m.body) for m in back) == list(range(100)), "every message still there, once"
+
+
+def test_nack_of_a_cache_never_filled_is_refused_without_pulling(
+    spark: SparkSession, url: str, queue: str, http: HttpClient, lmq_node: NodeThread
+) -> None:
+    # Filling it inside the nack's job would pull only to give back, a retry spent for nothing.
+    http.push_many(queue, ["a", "b"])
+    df = read(spark, url, queue).cache()
+    with pytest.raises(Exception, match=r"nack\(df\) refused: its cache\(\) was never filled"):
+        nack(df)
+    assert len(http.pull_many(queue, 10, 0)) == 2, "nothing was pulled"
+    df.unpersist()

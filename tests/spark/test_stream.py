@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter
 from pathlib import Path
@@ -228,3 +229,47 @@ def test_thousands_in_flight_on_a_short_timeout_see_no_expiry_and_no_redelivery(
     assert {r for _, r in seen} == {5}, "every message came on its first delivery (retry 5 of 6 left)"
     assert watch.requests > 0, "the messages were extended"
     assert watch.not_found == 0, f"{watch.not_found} extensions found their message acked or expired"
+
+
+def test_a_poison_body_fails_every_restart_naming_its_id_and_its_removal_lets_the_batch_through(
+    spark: SparkSession, url: str, queue: str, http: HttpClient, lmq_node: NodeThread, tmp_path: Path
+) -> None:
+    # One non-UTF-8 body under a STRING schema fails its batch, and a restart replays that batch
+    # by claim (no retry spent), so it fails for ever, like a poison record in a Kafka query. The
+    # failure names the message and how to take it out; doing so lets the batch's others through.
+    http.update_props(queue, {"timeout": 1, "retry": 1})
+    http.push(queue, "good-1")
+    http.push(queue, b"\xff\xfe not utf-8")
+    http.push(queue, "good-2")
+    seen: list[str] = []
+    errors: list[str] = []
+
+    def run() -> None:
+        reader = spark.readStream.format("lmq").option("url", url).option("queue", queue).option("timeout", "0.2")
+        q = (
+            reader.schema("body STRING")
+            .load()
+            .writeStream.foreachBatch(lambda b, _i: seen.extend(r.body for r in b.collect()))
+            .option("checkpointLocation", str(tmp_path / "cp"))
+            .start()
+        )
+        try:
+            q.processAllAvailable()
+        except StreamingQueryException as e:
+            errors.append(str(e))
+        finally:
+            q.stop()
+
+    for _ in range(2):
+        run()
+        threading.Event().wait(1.2)  # past the queue's timeout: the restart replays by claim
+    assert len(errors) == 2 and not seen, "a replay spends no retry: the poison message fails every start"
+    match = re.search(r"\.claim\('([^']+)', \['([^']+)'\]\) then \.reply_many\('\1', 'ack', \['\2'\]\)", errors[-1])
+    assert match, errors[-1][:2000]
+    assert match.group(1) == queue
+    http.claim(queue, [match.group(2)])  # the removal the error names
+    http.reply_many(queue, "ack", [match.group(2)])
+    run()
+    assert not errors[2:], errors[2:]
+    assert sorted(seen) == ["good-1", "good-2"]
+    wait_until("the batch is acked", lambda: queue_size(lmq_node, queue) == 0)

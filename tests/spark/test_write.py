@@ -109,3 +109,21 @@ def test_a_partition_that_fails_midway_loses_nothing_and_its_rerun_duplicates_th
     fixed.write.format("lmq").option("url", url).mode("append").save()
     second = Counter(m.body for m in drain(url, queue))
     assert second == Counter(str(i).encode() for i in range(1000)), "the second attempt must push every row"
+
+
+def test_an_aborted_write_says_failed_tasks_may_have_pushed(caplog: pytest.LogCaptureFixture) -> None:
+    # A failed task pushes whole batches before it fails, and reports no count: the abort must
+    # not tell "0 messages stay pushed" when a failed task left messages in the queue.
+    from pylmq.spark._batch import LmqCommit, LmqStreamWriter, LmqWriter
+    from pylmq.spark._options import write_options
+    from pylmq.spark._rows import push_columns
+
+    opts = write_options({"url": "http://127.0.0.1:1", "queue": "q"})
+    cols = push_columns([("body", "string")], api=opts.api, default_queue="q", qre=None)
+    with caplog.at_level("WARNING", logger="pylmq.spark"):
+        LmqWriter(opts, cols).abort([LmqCommit(3), None])
+        LmqStreamWriter(opts, cols).abort([None], 7)
+    batch, stream = (r.getMessage() for r in caplog.records)
+    assert "3 messages pushed by 1 finished tasks" in batch
+    assert "the 1 failed tasks may have pushed any of their rows too" in batch
+    assert "batch 7 aborted" in stream and "the 1 failed tasks may have pushed" in stream

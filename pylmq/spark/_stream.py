@@ -66,7 +66,8 @@ query later or by the consumer that pulled it.
 
 Duplicates within the query's own output come only from a sink that is not idempotent per
 batch id: a replayed batch is the same batch again (Spark's ``foreachBatch`` gets the same
-``batch_id``). Replays and takebacks cost no retry; each redelivery in (a)-(c) spends one: give
+``batch_id``). A replay or takeback before the message's deadline costs no retry; one after it
+spends one, as the redelivery it replaces would, and so does each redelivery in (a)-(c): give
 the queue a high count (``retry: "infinity"`` only where no Erlang LMQ node serves it). Offsets
 written by a reader without ids (an earlier pylmq) replay empty; their messages come back by
 the queue's timeout.

@@ -90,7 +90,8 @@ def _text(row: Row, body: bytes | None) -> str | None:
         raise BodyNotText(
             f"lmq read: the body of message {row[1]} of queue {row[0]!r} is not UTF-8 ({e.reason} at byte "
             f"{e.start}) and cannot be a string column: read body as BINARY, or take this message out. "
-            "A streaming query replays its batch on every restart (a replay before the queue's timeout passed costs no retry), so it fails "
+            "A streaming query replays its batch on every restart (no retry spent before the queue's "
+            "timeout passed), so it fails "
             "again each time until then: with the query stopped, claim and ack the message by id, e.g. "
             f"pylmq.client.HttpClient(url): .claim({row[0]!r}, [{row[1]!r}]) then "
             f".reply_many({row[0]!r}, 'ack', [{row[1]!r}])"

@@ -235,9 +235,11 @@ def test_a_poison_body_fails_every_restart_naming_its_id_and_its_removal_lets_th
     spark: SparkSession, url: str, queue: str, http: HttpClient, lmq_node: NodeThread, tmp_path: Path
 ) -> None:
     # One non-UTF-8 body under a STRING schema fails its batch, and a restart replays that batch
-    # by claim (no retry spent), so it fails for ever, like a poison record in a Kafka query. The
-    # failure names the message and how to take it out; doing so lets the batch's others through.
-    http.update_props(queue, {"timeout": 1, "retry": 1})
+    # by claim, so it fails on every start while it has retries (a replay after the queue's
+    # timeout spends one, as the redelivery it replaces would), like a poison record in a Kafka
+    # query. The failure names the message and how to take it out; doing so lets the batch's
+    # others through.
+    http.update_props(queue, {"timeout": 1, "retry": 5})
     http.push(queue, "good-1")
     http.push(queue, b"\xff\xfe not utf-8")
     http.push(queue, "good-2")
@@ -263,7 +265,7 @@ def test_a_poison_body_fails_every_restart_naming_its_id_and_its_removal_lets_th
     for _ in range(2):
         run()
         threading.Event().wait(1.2)  # past the queue's timeout: the restart replays by claim
-    assert len(errors) == 2 and not seen, "a replay spends no retry: the poison message fails every start"
+    assert len(errors) == 2 and not seen, "with retries left, the poison message fails every start"
     match = re.search(r"\.claim\('([^']+)', \['([^']+)'\]\) then \.reply_many\('\1', 'ack', \['\2'\]\)", errors[-1])
     assert match, errors[-1][:2000]
     assert match.group(1) == queue

@@ -49,7 +49,9 @@ Several pylmq nodes that lose the cluster together each go on with a full copy (
 first: a message may then be delivered by each of them; none is lost).
 
 Stalled peers (a suspended Erlang node: connected, silent, see :mod:`pylmq.dist.connection`):
-the store's calls leave them out until they are heard from again, an Erlang node's queue
+the store's calls leave them out until they are heard from again and a membership refresh finds
+them among the serving node's running Mnesia nodes (a node the others dropped meanwhile holds a
+partition's stale copy, which Mnesia never merges back), an Erlang node's queue
 processes are brought in line by the asynchronous remote event (handled when it resumes, as
 with an Erlang sender), ``lmq-admin status`` lists them as stalled, not active, and when the
 mirror's subscription node stalls the mirror re-subscribes on a live peer, as after a node-down.
@@ -559,10 +561,13 @@ class Cluster:
     async def _refresh_loop(self) -> None:
         while True:
             await asyncio.sleep(self.refresh_interval)
-            try:
-                await self._refresh_members()
-            except (DistError, TimeoutError, ClusterError) as e:
-                log.info("cluster membership refresh failed: %s", e)
+            await self._refresh_or_log()
+
+    async def _refresh_or_log(self) -> None:
+        try:
+            await self._refresh_members()
+        except (DistError, TimeoutError, ClusterError) as e:
+            log.info("cluster membership refresh failed: %s", e)
 
     async def _refresh_members(self) -> None:
         node = self.sub_node
@@ -672,7 +677,14 @@ class Cluster:
         if stalled:
             log.warning("Erlang node %s is stalled; calls go to %s", peer, ", ".join(live) or "no other node")
         else:
-            log.warning("Erlang node %s serves again", peer)
+            # Heard from again, but the other Erlang nodes may have dropped it from Mnesia while
+            # it was silent (past their net_ticktime): then its tables are a partition's copy
+            # that Mnesia never merges back, holding messages acked meanwhile. Calls go to it
+            # again only once a refresh finds it among the serving node's running Mnesia nodes.
+            log.warning("Erlang node %s is heard from again; serving through it once Mnesia runs it", peer)
+            self.running.remove(peer)
+            self._spawn(self._refresh_or_log(), "cluster-refresh")
+            return
         if stalled and peer == self.sub_node and live:
             # Its table events stop with it: follow Mnesia on a live node (re-scanned), and end
             # the old subscriptions (the stalled node drops them when it resumes).

@@ -26,7 +26,8 @@ The store has three modes:
 Every call is bounded: it fails after ``rpc_timeout`` seconds (a few by default, configurable),
 and sooner when the link finds its peer stalled (it sends nothing and leaves a probe unanswered,
 see :mod:`pylmq.dist.connection`). Stalled peers are left out of :meth:`PeerLink.peers` until
-they are heard from again, so only the calls already sent to a peer when it stalls wait for it.
+they are heard from again (and the link has found them still running Mnesia with the others), so
+only the calls already sent to a peer when it stalls wait for it.
 A peer that let a call time out is tried after the others for a while (it may be alive but
 slow, e.g. waiting on a stalled replica's locks; the stall check is what excludes a peer).
 

@@ -163,6 +163,44 @@ def test_past_the_erlang_net_ticktime_the_other_node_serves_while_one_stays_susp
         assert sorted(pushed - acked - drain(py, q, acked, 3)) == [], "answered pushes lost"
 
 
+def test_a_node_the_others_dropped_while_it_was_suspended_is_not_served_through_when_it_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Erlang nodes drop a silent node after 4 s; pylmq keeps its connection (a minute), so
+    # lmq1 resumes on a connection pylmq never dropped, into a partition Mnesia does not heal.
+    monkeypatch.setenv("ERL_FLAGS", "-kernel net_ticktime 4")
+    with reference_cluster(tmp_path, erlang=2, pylmq=1, py_args=PY_ARGS) as cluster:
+        lmq1, lmq2 = cluster.erl
+        py = HttpClient(cluster.py[0].url, request_timeout=30)
+        q = "pt_" + secrets.token_hex(4)
+        py.update_props(q, {"timeout": 2, "retry": 1000})
+        py.push(q, b"before", "text/plain")
+        lmq1.signal(signal.SIGSTOP)
+        try:
+            # lmq2 commits alone once it dropped lmq1: then 'before' is pulled and acked there.
+            deadline = time.monotonic() + 20
+            while True:
+                assert time.monotonic() < deadline, "expected lmq2 to serve once it dropped lmq1"
+                got = try_timed("a pull", lambda: py.pull(q, 0))
+                if isinstance(got, ClusterError) or got is None:
+                    continue
+                assert got.body == b"before"
+                try_timed("an ack", lambda got=got: py.ack(q, got.id))
+                break
+        finally:
+            # At once: pylmq has not yet learnt that lmq2 dropped lmq1 (its refresh runs each second).
+            lmq1.signal(signal.SIGCONT)
+        assert f"node {lmq1.name} is stalled" in pylmq_log(cluster)
+        wait_for(lambda: pylmq_log(cluster), lambda log: f"node {lmq1.name} is heard from again" in log, 10)
+        for i in range(20):  # round robin over the peers: lmq1's stale copy would answer one of these
+            py.push(q, f"after{i}".encode(), "text/plain")
+            got = py.pull(q, 1)
+            assert got is not None and got.body != b"before", f"the acked 'before' came back from {lmq1.name}'s copy"
+            py.ack(q, got.id)
+        st = status(cluster)
+        assert lmq1.name not in st["active"] and lmq2.name in st["active"], st
+
+
 def run_load(
     clients: dict[str, HttpClient], q: str, rounds: int, fault: Callable[[], None], at: int
 ) -> tuple[set[bytes], set[bytes], set[bytes], list[tuple[str, str]]]:

@@ -74,7 +74,11 @@ class RawClient:
 
         async def wait() -> bool:
             while True:
-                data = await self.reader.read(65536)
+                try:
+                    data = await self.reader.read(65536)
+                except ConnectionResetError:
+                    # The server closed with bytes of ours unread: the kernel answers with a reset.
+                    return True
                 if not data:
                     return True
                 self.unpacker.feed(data)

@@ -37,6 +37,48 @@ class SearchCounter:
         return n
 
 
+class LoopTurns:
+    """``async with LoopTurns() as turns:`` counts the turns another task gets through the event
+    loop while the block runs (``turns.count``, from 0 at entry): how often the work in the
+    block let other clients in."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._done = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def _other_client(self) -> None:
+        while not self._done.is_set():
+            self.count += 1
+            await asyncio.sleep(0)
+
+    async def __aenter__(self) -> LoopTurns:
+        self._task = asyncio.create_task(self._other_client())
+        await asyncio.sleep(0)
+        self.count = 0
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self._done.set()
+        assert self._task is not None
+        await self._task
+
+
+def costly_searches(monkeypatch: pytest.MonkeyPatch, turns: LoopTurns) -> list[int]:
+    """Every regex search costs 3 ms, as one near MAX_PROGRAM can on a hostile name; the list
+    returned gets, for each search, the loop turn it ran in."""
+    at_turn: list[int] = []
+    original: Callable[[Pattern, str], bool] = Pattern.search
+
+    def slow(p: Pattern, name: str) -> bool:
+        at_turn.append(turns.count)
+        time.sleep(0.003)
+        return original(p, name)
+
+    monkeypatch.setattr(Pattern, "search", slow)
+    return at_turn
+
+
 @pytest.fixture
 def searches(monkeypatch: pytest.MonkeyPatch) -> SearchCounter:
     return SearchCounter(monkeypatch)
@@ -102,22 +144,9 @@ async def test_the_first_scan_lets_other_clients_in_between(
     # The scan yields by time (a match costs a microsecond or a millisecond by pattern); with
     # no time allowed it yields after every name.
     monkeypatch.setattr(manager_module, "SCAN_SLICE", 0.0)
-    turns = 0
-    done = asyncio.Event()
-
-    async def other_client() -> None:
-        nonlocal turns
-        while not done.is_set():
-            turns += 1
-            await asyncio.sleep(0)
-
-    other = asyncio.create_task(other_client())
-    await asyncio.sleep(0)
-    turns = 0
-    await many.pull_any("^nothing-matches$", 0)
-    done.set()
-    await other
-    assert turns >= QUEUES // 16 - 1, f"the loop was given {turns} turns"
+    async with LoopTurns() as turns:
+        await many.pull_any("^nothing-matches$", 0)
+    assert turns.count >= QUEUES // 16 - 1, f"the loop was given {turns.count} turns"
 
 
 async def test_matching_the_queues_created_since_lets_other_clients_in_between(
@@ -127,42 +156,16 @@ async def test_matching_the_queues_created_since_lets_other_clients_in_between(
     await many.pull_any("^late-", 0)
     for i in range(2000):
         await many.ensure(f"late-{i}")
-    turns = 0
-    done = asyncio.Event()
-
-    async def other_client() -> None:
-        nonlocal turns
-        while not done.is_set():
-            turns += 1
-            await asyncio.sleep(0)
-
-    other = asyncio.create_task(other_client())
-    await asyncio.sleep(0)
-    turns = 0
-    assert len(await many.match("^late-")) == 2000
-    done.set()
-    await other
-    assert turns >= 2000 // 16 - 1, f"the loop was given {turns} turns"
+    async with LoopTurns() as turns:
+        assert len(await many.match("^late-")) == 2000
+    assert turns.count >= 2000 // 16 - 1, f"the loop was given {turns.count} turns"
 
 
 async def test_a_pull_any_over_many_queues_lets_other_clients_in_between(many: QueueManager) -> None:
     await many.pull_any("^q-", 0)  # the selection is made: what follows only tries the queues
-    turns = 0
-    done = asyncio.Event()
-
-    async def other_client() -> None:
-        nonlocal turns
-        while not done.is_set():
-            turns += 1
-            await asyncio.sleep(0)
-
-    other = asyncio.create_task(other_client())
-    await asyncio.sleep(0)
-    turns = 0
-    assert await many.pull_any("^q-", 0) is None
-    done.set()
-    await other
-    assert turns >= QUEUES // manager_module.SCAN_CHUNK - 1, f"the loop was given {turns} turns"
+    async with LoopTurns() as turns:
+        assert await many.pull_any("^q-", 0) is None
+    assert turns.count >= QUEUES // manager_module.SCAN_CHUNK - 1, f"the loop was given {turns.count} turns"
 
 
 async def test_a_pull_any_cancelled_while_it_registers_leaves_no_waiter_behind(many: QueueManager) -> None:
@@ -255,38 +258,18 @@ async def test_a_new_queue_is_matched_against_waiting_regexes_in_turns(monkeypat
     m = await _manager(0)
     n = 20
     waiters = await _waiting(m, [f"^new-|w{i}" for i in range(n)], 10)
-    steps = 0
-    done = asyncio.Event()
-
-    async def other_client() -> None:
-        nonlocal steps
-        while not done.is_set():
-            steps += 1
-            await asyncio.sleep(0)
-
-    at_step: list[int] = []
-    original = Pattern.search
-
-    def slow(p: Pattern, name: str) -> bool:
-        at_step.append(steps)
-        time.sleep(0.003)
-        return original(p, name)
-
-    monkeypatch.setattr(Pattern, "search", slow)
-    other = asyncio.create_task(other_client())
     try:
-        await asyncio.sleep(0)
-        await m.ensure("new-1")
-        assert at_step == [], "creating the queue matches no waiting regex itself"
-        for i in range(n):
-            await m.push("new-1", make_item(b"m%d" % i))
-        got = await asyncio.wait_for(asyncio.gather(*waiters), 10)
+        async with LoopTurns() as turns:
+            at_step = costly_searches(monkeypatch, turns)
+            await m.ensure("new-1")
+            assert at_step == [], "creating the queue matches no waiting regex itself"
+            for i in range(n):
+                await m.push("new-1", make_item(b"m%d" % i))
+            got = await asyncio.wait_for(asyncio.gather(*waiters), 10)
         assert len(at_step) == n, "each distinct waiting regex is matched once"
         assert len(set(at_step)) == n, f"other tasks ran between matches: steps {at_step}"
         assert sorted(d.message.content[1] for d in got) == sorted(b"m%d" % i for i in range(n))  # type: ignore[attr-defined]
     finally:
-        done.set()
-        await other
         await m.close()
 
 
@@ -340,31 +323,11 @@ async def test_waiting_with_the_costliest_allowed_regexes_does_not_hold_the_loop
 async def test_a_scan_with_costly_matches_yields_after_each_one_over_the_slice(monkeypatch: pytest.MonkeyPatch) -> None:
     # Every search costs 3 ms here, as one near MAX_PROGRAM can on a hostile name.
     m = await _manager(40)
-    steps = 0
-    done = asyncio.Event()
-
-    async def other_client() -> None:
-        nonlocal steps
-        while not done.is_set():
-            steps += 1
-            await asyncio.sleep(0)
-
-    at_step: list[int] = []
-    original = Pattern.search
-
-    def slow(p: Pattern, name: str) -> bool:
-        at_step.append(steps)
-        time.sleep(0.003)
-        return original(p, name)
-
-    monkeypatch.setattr(Pattern, "search", slow)
-    other = asyncio.create_task(other_client())
-    await asyncio.sleep(0)
     try:
-        assert len(await m.match("^q-")) == 40
+        async with LoopTurns() as turns:
+            at_step = costly_searches(monkeypatch, turns)
+            assert len(await m.match("^q-")) == 40
     finally:
-        done.set()
-        await other
         await m.close()
     assert len(at_step) == 40 and len(set(at_step)) == 40, f"searches per loop step: {at_step}"
 
@@ -373,31 +336,11 @@ async def test_concurrent_scans_take_their_slices_of_matching_one_at_a_time(monk
     # Five requests with costly regexes (3 ms a search here) over the same names: the loop runs
     # one slice of matching between two rounds of other tasks, not one per request.
     m = await _manager(10)
-    steps = 0
-    done = asyncio.Event()
-
-    async def other_client() -> None:
-        nonlocal steps
-        while not done.is_set():
-            steps += 1
-            await asyncio.sleep(0)
-
-    at_step: list[int] = []
-    original = Pattern.search
-
-    def slow(p: Pattern, name: str) -> bool:
-        at_step.append(steps)
-        time.sleep(0.003)
-        return original(p, name)
-
-    monkeypatch.setattr(Pattern, "search", slow)
-    other = asyncio.create_task(other_client())
-    await asyncio.sleep(0)
     try:
-        found = await asyncio.gather(*(m.match(f"^q-|r{i}") for i in range(5)))
+        async with LoopTurns() as turns:
+            at_step = costly_searches(monkeypatch, turns)
+            found = await asyncio.gather(*(m.match(f"^q-|r{i}") for i in range(5)))
     finally:
-        done.set()
-        await other
         await m.close()
     assert [len(f) for f in found] == [10] * 5
     assert len(at_step) == 50

@@ -57,11 +57,11 @@ class Node:
         self.reply_api = True
         """Whether the node serves pylmq's reply_many and claim (until it says it does not)."""
         self.queue_size: int | None = None
+        """Messages ``opts.queue`` held after the last pull-many over HTTP (``None``: unknown)."""
         self.holder: str | None = None
         """The holder tag pull-many requests carry (a stream reader's), for :meth:`claim_holder`."""
         self.holder_api = True
         """Whether the node takes holder tags (until it refuses one: a pylmq node before them)."""
-        """Messages ``opts.queue`` held after the last pull-many over HTTP (``None``: unknown)."""
         self._http: AsyncHttpClient | None = None
         self._rpc: AsyncRpcClient | None = None
         if opts.api == "http":

@@ -12,7 +12,8 @@ Routes (also under LMQ's older prefixes ``/msgs`` and ``/props``)::
     GET    /messages?qre=&t=&cf=      pull-any        POST /messages?qre=        fan-out push
     POST   /messages/:name/:id?reply=ack|nack|ext
     POST   /replies/:name             ack, nack or ext of many ids (pylmq extension)
-    POST   /claims/:name              take messages back by id (pylmq extension)
+    POST   /claims/:name              take messages back by id (pylmq extension); a body
+                                      {"holder": TAG} takes back all a ?holder=TAG pull-many got
     DELETE /queues/:name
     GET|PUT|DELETE   /properties      default list    GET|PATCH|DELETE /properties/:name
     GET    /stats
@@ -301,6 +302,17 @@ def _ids_body(request: Request, keys: tuple[str, ...]) -> dict[str, Any]:
     return doc
 
 
+def _holder_claim(request: Request) -> Any:
+    """The tag of a claim whose body is ``{"holder": TAG}`` (checked by the manager), else
+    None: the body must then be ``{"ids": [...]}``, and :func:`_ids_body` says what is wrong."""
+    if len(request.body) > MAX_REPLY_BODY or b'"holder"' not in request.body:
+        return None
+    doc = _json_body(request)
+    if not isinstance(doc, dict) or set(doc) != {"holder"}:
+        return None
+    return doc["holder"]
+
+
 # -- responses for deliveries ------------------------------------------------------------------
 
 # Headers that would change the framing of our response if a stored message carried them.
@@ -538,7 +550,7 @@ class HttpApi:
         query = request.query
         count, timeout = _count(query.get("n")), parse_timeout(query.get("t"))
         name = _queue_name(name)
-        taken = await self.manager.pull_many(name, count, timeout)
+        taken = await self.manager.pull_many(name, count, timeout, holder=query.get("holder"))
         # What the queue still holds (waiting or in processing): a consumer's backlog, for free.
         head = _MSGPACK_HEAD + b"x-lmq-queue-size: %d\r\n" % self.manager.store.size(name)
         return Response(200, head, encode_deliveries(taken), tuple(taken) or None)
@@ -552,8 +564,13 @@ class HttpApi:
         return _json({"ok": outcome.ok, "not_found": outcome.not_found})
 
     async def claim(self, request: Request, name: str) -> Response:
-        ids = _ids_body(request, ("ids",))["ids"]
-        outcome = await self.manager.claim(_queue_name(name), ids)
+        holder = _holder_claim(request)
+        if holder is not None:
+            # {"holder": TAG}: every message delivered to that tag (a pylmq extension).
+            outcome = await self.manager.claim_holder(_queue_name(name), holder)
+        else:
+            ids = _ids_body(request, ("ids",))["ids"]
+            outcome = await self.manager.claim(_queue_name(name), ids)
         doc = {
             "messages": [_claimed(d) for d in outcome.delivered],
             "not_found": outcome.not_found,

@@ -24,11 +24,14 @@ Methods, as LMQ's ``lmq_api`` (all names and ids are strings; timeouts are secon
   not pulled since); each is delivered again with the same id and a new deadline (one not held
   spends a retry, see docs/spark.md). A map ``{"messages": [pull maps], "not_found": [ids],
   "later": [ids left alone once the answer reached 16 MiB]}``. At most 10,000 ids.
+  ``claim(name, {"holder": tag})`` takes back, likewise, every message a ``pull_many`` with
+  that holder tag was given and that is still claimable (``not_found`` is empty).
 - ``delete(name)``: ``"ok"``, also for a queue that does not exist (as LMQ).
 - pylmq's extensions (LMQ has none): ``push_many(name, [content, ...])`` pushes each content as
   ``push`` does, with one store commit for all, and replies the count; ``pull_many(name, count[,
-  timeout])`` replies an array of up to ``count`` pull maps (empty when none came within
-  ``timeout``). At most 10,000 messages a call (and 16 MiB of pulled payload).
+  timeout[, holder]])`` replies an array of up to ``count`` pull maps (empty when none came
+  within ``timeout``); ``holder``, a tag of 1 to 64 printable ASCII characters, makes the node
+  remember whom they went to (see ``claim``). At most 10,000 messages a call (and 16 MiB of pulled payload).
 - ``update_props(name, props)`` merges into the queue's own properties, ``update_props(name)``
   resets them; ``set_default_props([[regexp, props], ...])``; ``get_default_props()``. Props keys
   are ``pack`` (LMQ's accum; ``accum`` is accepted too), ``retry``, ``timeout``, in seconds.
@@ -347,7 +350,14 @@ async def _push_many(m: QueueManager, p: Sequence[Any]) -> Reply:
 
 async def _pull_many(m: QueueManager, p: Sequence[Any]) -> Reply:
     name, count = _name(p[0]), _count(p[1])
-    return tuple(await m.pull_many(name, count, _timeout(p[1:])))
+    holder = _text(p[3]) if len(p) > 3 and p[3] is not None else None
+    return tuple(await m.pull_many(name, count, _timeout(p[1:]), holder=holder))
+
+
+def _text(x: Any) -> Any:
+    """A msgpack raw as text (old clients send strings as raw bytes); else as it came, for
+    the manager to refuse."""
+    return x.decode("latin-1") if type(x) is bytes else x
 
 
 async def _done(m: QueueManager, p: Sequence[Any]) -> Reply:
@@ -382,9 +392,15 @@ _K_MESSAGES, _K_NOT_FOUND, _K_LATER = pack("messages"), pack("not_found"), pack(
 
 async def _claim(m: QueueManager, p: Sequence[Any]) -> Reply:
     name, ids = _name(p[0]), p[1]
-    if not isinstance(ids, list | tuple):
+    if isinstance(ids, dict):
+        keys = [_text(k) for k in ids]
+        if keys != ["holder"]:
+            raise BadRequest('claim takes an array of message ids or a map {"holder": tag}')
+        outcome = await m.claim_holder(name, _text(next(iter(ids.values()))))
+    elif not isinstance(ids, list | tuple):
         raise BadRequest(f"ids must be an array of message ids, got {type(ids).__name__}")
-    outcome = await m.claim(name, [_id(i) for i in ids])
+    else:
+        outcome = await m.claim(name, [_id(i) for i in ids])
     messages = [encode_delivery(d) for d in outcome.delivered]
     return b"".join(
         [
@@ -452,7 +468,7 @@ _METHODS: Final[dict[str, tuple[Handler, int, int, bool]]] = {
     "get_default_props": (_get_default_props, 0, 0, False),
     # pylmq's extensions: LMQ has no batch forms.
     "push_many": (_push_many, 2, 2, False),
-    "pull_many": (_pull_many, 2, 3, True),
+    "pull_many": (_pull_many, 2, 4, True),
 }
 
 

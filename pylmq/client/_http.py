@@ -151,10 +151,13 @@ class AsyncHttpClient:
         LMQ): each a body or ``(content_type, body)``; at most 10,000. The count pushed."""
         return await self._send(proto.push_many(queue, messages))
 
-    async def pull_many(self, queue: str, count: int, timeout: float | None = None) -> list[Message]:
+    async def pull_many(
+        self, queue: str, count: int, timeout: float | None = None, holder: str | None = None
+    ) -> list[Message]:
         """Take up to ``count`` messages in one request (pylmq's extension): waits up to
-        ``timeout`` for the first, then takes what is there; ``[]`` when none came."""
-        return await self._send(proto.pull_many(queue, count, timeout))
+        ``timeout`` for the first, then takes what is there; ``[]`` when none came. A
+        ``holder`` tag (1-64 printable ASCII) lets :meth:`claim` take them back by it."""
+        return await self._send(proto.pull_many(queue, count, timeout, holder))
 
     async def ack(self, queue: str, msg_id: str) -> None:
         """Done: delete the message. :class:`~pylmq.errors.MessageNotFound` when the id is
@@ -169,13 +172,17 @@ class AsyncHttpClient:
         """Retain: extend the deadline by the queue's timeout."""
         await self._send(proto.ext(queue, msg_id))
 
-    async def claim(self, queue: str, ids: Sequence[str]) -> ClaimResult[Message]:
+    async def claim(self, queue: str, ids: Sequence[str] = (), *, holder: str | None = None) -> ClaimResult[Message]:
         """Take messages back by the id of their last delivery (a pylmq extension), e.g. after
         a restart lost track of them: each still in processing under that id, or available
         again under it (nacked, or past its deadline and not pulled since), comes back with the
         same id and a new deadline; one not held spends a retry, as a redelivery would. Ids past
-        the answer's 16 MiB come back in ``later``. At most 10,000 ids."""
-        return await self._send(proto.claim(queue, ids))
+        the answer's 16 MiB come back in ``later``. At most 10,000 ids.
+
+        With ``holder`` instead of ids: every message still claimable that a
+        ``pull_many(..., holder=)`` with that tag was given (the node remembers tags in
+        memory only)."""
+        return await self._send(proto.claim(queue, ids, holder))
 
     async def reply_many(self, queue: str, reply: ReplyMany, ids: Sequence[str]) -> ReplyResult:
         """``reply`` (``ack``, ``nack`` or ``ext``) for every id in one request and one group

@@ -296,12 +296,17 @@ class PulledMessages(list[Message]):
     queue_size: int | None = None
 
 
-def pull_many(queue: str, count: int, timeout: float | None = None) -> HttpRequest[list[Message]]:
+def pull_many(
+    queue: str, count: int, timeout: float | None = None, holder: str | None = None
+) -> HttpRequest[list[Message]]:
     """pylmq's batch pull: up to ``count`` messages (waiting up to ``timeout`` for the first);
-    a compound message has its ``parts`` and an empty ``body`` and ``content_type``."""
+    a compound message has its ``parts`` and an empty ``body`` and ``content_type``. A
+    ``holder`` tag makes the node remember whom they went to (see :func:`claim`)."""
     query = {"n": str(count)}
     if timeout is not None:
         query["t"] = _seconds(timeout)
+    if holder is not None:
+        query["holder"] = holder
 
     def decode(resp: HttpResponse) -> list[Message]:
         _check(resp)
@@ -371,8 +376,11 @@ def _claimed(doc: Any) -> Message:
     return Message(queue, msg_id, "compound", left, compound.MSGPACK_CONTENT_TYPE, raw, parts)
 
 
-def claim(queue: str, ids: Sequence[str]) -> HttpRequest[ClaimResult[Message]]:
-    """``POST /claims/:name`` (a pylmq extension): take messages back by id."""
+def claim(queue: str, ids: Sequence[str] = (), holder: str | None = None) -> HttpRequest[ClaimResult[Message]]:
+    """``POST /claims/:name`` (a pylmq extension): take messages back by id, or with
+    ``holder`` (and no ids) all those pull-many calls with that tag were given."""
+    if holder is not None and ids:
+        raise errors.BadRequest("a claim names ids or a holder, not both")
 
     def decode(resp: HttpResponse) -> ClaimResult[Message]:
         _check(resp)
@@ -385,7 +393,7 @@ def claim(queue: str, ids: Sequence[str]) -> HttpRequest[ClaimResult[Message]]:
         later = _ids(doc, "later") if "later" in doc else ()  # a node before the size bound
         return ClaimResult(tuple(_claimed(m) for m in doc["messages"]), _ids(doc, "not_found"), later)
 
-    body = json.dumps({"ids": list(ids)}).encode()
+    body = json.dumps({"ids": list(ids)} if holder is None else {"holder": holder}).encode()
     return HttpRequest("POST", f"/claims/{_q(queue)}", decode, body, dict(_JSON))
 
 

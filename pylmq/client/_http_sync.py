@@ -164,8 +164,10 @@ class HttpClient:
     def push_many(self, queue: str, messages: Sequence[bytes | str | tuple[str | None, bytes | str]]) -> int:
         return self._send(proto.push_many(queue, messages))
 
-    def pull_many(self, queue: str, count: int, timeout: float | None = None) -> list[Message]:
-        return self._send(proto.pull_many(queue, count, timeout))
+    def pull_many(
+        self, queue: str, count: int, timeout: float | None = None, holder: str | None = None
+    ) -> list[Message]:
+        return self._send(proto.pull_many(queue, count, timeout, holder))
 
     def ack(self, queue: str, msg_id: str) -> None:
         self._send(proto.ack(queue, msg_id))
@@ -176,9 +178,9 @@ class HttpClient:
     def ext(self, queue: str, msg_id: str) -> None:
         self._send(proto.ext(queue, msg_id))
 
-    def claim(self, queue: str, ids: Sequence[str]) -> ClaimResult[Message]:
+    def claim(self, queue: str, ids: Sequence[str] = (), *, holder: str | None = None) -> ClaimResult[Message]:
         """See the asyncio client's ``claim``."""
-        return self._send(proto.claim(queue, ids))
+        return self._send(proto.claim(queue, ids, holder))
 
     def reply_many(self, queue: str, reply: ReplyMany, ids: Sequence[str]) -> ReplyResult:
         """See :meth:`AsyncHttpClient.reply_many <pylmq.client.AsyncHttpClient.reply_many>`."""

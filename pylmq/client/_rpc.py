@@ -216,10 +216,12 @@ class AsyncRpcClient:
         at most 10,000. The count pushed."""
         return await self._call(proto.push_many(queue, contents))
 
-    async def pull_many(self, queue: str, count: int, timeout: float | None = None) -> list[RpcMessage]:
+    async def pull_many(
+        self, queue: str, count: int, timeout: float | None = None, holder: str | None = None
+    ) -> list[RpcMessage]:
         """Take up to ``count`` messages in one call (pylmq's extension); ``[]`` when none came
         within ``timeout`` s."""
-        return await self._call(proto.pull_many(queue, count, timeout))
+        return await self._call(proto.pull_many(queue, count, timeout, holder))
 
     async def done(self, queue: str, msg_id: str) -> None:
         """Ack. :class:`~pylmq.errors.MessageNotFound` for an unknown, expired or redelivered id."""
@@ -237,13 +239,17 @@ class AsyncRpcClient:
     ext = retain
     nack = release
 
-    async def claim(self, queue: str, ids: Sequence[str]) -> ClaimResult[RpcMessage]:
+    async def claim(self, queue: str, ids: Sequence[str] = (), *, holder: str | None = None) -> ClaimResult[RpcMessage]:
         """Take messages back by the id of their last delivery (a pylmq extension), e.g. after
         a restart lost track of them: each still in processing under that id, or available
         again under it (nacked, or past its deadline and not pulled since), comes back with the
         same id and a new deadline; one not held spends a retry, as a redelivery would. Ids past
-        the answer's 16 MiB come back in ``later``. At most 10,000 ids."""
-        return await self._call(proto.claim(queue, ids))
+        the answer's 16 MiB come back in ``later``. At most 10,000 ids.
+
+        With ``holder`` instead of ids: every message still claimable that a
+        ``pull_many(..., holder=)`` with that tag was given (the node remembers tags in
+        memory only)."""
+        return await self._call(proto.claim(queue, ids, holder))
 
     async def reply_many(self, queue: str, reply: ReplyMany, ids: Sequence[str]) -> ReplyResult:
         """``reply`` (``ack``, ``nack`` or ``ext``) for every id in one call and one group commit

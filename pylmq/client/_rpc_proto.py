@@ -141,9 +141,15 @@ def _messages(result: Any) -> list[RpcMessage]:
     return out
 
 
-def pull_many(queue: str, count: int, timeout: float | None = None) -> RpcCall[list[RpcMessage]]:
-    """pylmq's batch pull: up to ``count`` messages, waiting up to ``timeout`` for the first."""
-    return RpcCall("pull_many", [queue, count, *_timeout(timeout)], _messages, timeout)
+def pull_many(
+    queue: str, count: int, timeout: float | None = None, holder: str | None = None
+) -> RpcCall[list[RpcMessage]]:
+    """pylmq's batch pull: up to ``count`` messages, waiting up to ``timeout`` for the first;
+    a ``holder`` tag makes the node remember whom they went to (see :func:`claim`)."""
+    params: list[Any] = [queue, count, *_timeout(timeout)]
+    if holder is not None:
+        params += [None, holder] if timeout is None else [holder]
+    return RpcCall("pull_many", params, _messages, timeout)
 
 
 def done(queue: str, msg_id: str) -> RpcCall[None]:
@@ -186,8 +192,13 @@ def _claim_result(result: Any) -> ClaimResult[RpcMessage]:
     return ClaimResult(tuple(m for m in got if m is not None), _ids(result, "not_found"), later)
 
 
-def claim(queue: str, ids: Sequence[str]) -> RpcCall[ClaimResult[RpcMessage]]:
-    """``claim`` (a pylmq extension): take messages back by id."""
+def claim(queue: str, ids: Sequence[str] = (), holder: str | None = None) -> RpcCall[ClaimResult[RpcMessage]]:
+    """``claim`` (a pylmq extension): take messages back by id, or with ``holder`` (and no
+    ids) all those pull-many calls with that tag were given."""
+    if holder is not None:
+        if ids:
+            raise BadRequest("a claim names ids or a holder, not both")
+        return RpcCall("claim", [queue, {"holder": holder}], _claim_result)
     return RpcCall("claim", [queue, list(ids)], _claim_result)
 
 

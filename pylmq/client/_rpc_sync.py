@@ -143,8 +143,10 @@ class RpcClient:
     def push_many(self, queue: str, contents: Sequence[Any]) -> int:
         return self._call(proto.push_many(queue, contents))
 
-    def pull_many(self, queue: str, count: int, timeout: float | None = None) -> list[RpcMessage]:
-        return self._call(proto.pull_many(queue, count, timeout))
+    def pull_many(
+        self, queue: str, count: int, timeout: float | None = None, holder: str | None = None
+    ) -> list[RpcMessage]:
+        return self._call(proto.pull_many(queue, count, timeout, holder))
 
     def done(self, queue: str, msg_id: str) -> None:
         self._call(proto.done(queue, msg_id))
@@ -159,9 +161,9 @@ class RpcClient:
     ext = retain
     nack = release
 
-    def claim(self, queue: str, ids: Sequence[str]) -> ClaimResult[RpcMessage]:
+    def claim(self, queue: str, ids: Sequence[str] = (), *, holder: str | None = None) -> ClaimResult[RpcMessage]:
         """See the asyncio client's ``claim``."""
-        return self._call(proto.claim(queue, ids))
+        return self._call(proto.claim(queue, ids, holder))
 
     def reply_many(self, queue: str, reply: ReplyMany, ids: Sequence[str]) -> ReplyResult:
         """See :meth:`AsyncRpcClient.reply_many <pylmq.client.AsyncRpcClient.reply_many>`."""

@@ -20,7 +20,8 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from pylmq.core.clock import Clock, SystemClock
-from pylmq.core.message import Item, Message, parse_uuid
+from pylmq.core.holders import HolderBook, check_holder
+from pylmq.core.message import Item, Message, parse_uuid, uuid_text
 from pylmq.core.pattern import Pattern, compile_pattern
 from pylmq.core.props import (
     DefaultList,
@@ -159,6 +160,8 @@ class QueueManager:
         self._selected = 0  # names in self._selections
         self._defaults: DefaultMatcher | None = None  # the store's default list, compiled
         self.props_version = 0  # moves when the default list changes (Queue's PropsSource)
+        # Holder tags of deliveries (pylmq/core/holders.py), per queue; in memory only.
+        self._holders: dict[str, HolderBook] = {}
         self._any_turn = 0  # where the next pull-any starts looking: every queue gets turns
         self._closed = False
         # Set while the node must not serve queues at all (a cluster member that cannot reach
@@ -359,6 +362,7 @@ class QueueManager:
 
     async def delete(self, name: str) -> None:
         q = self._queues.pop(name, None)
+        self._holders.pop(name, None)
         try:
             existed = await self.store.delete(name)
         finally:
@@ -404,14 +408,24 @@ class QueueManager:
         return await (await self.ensure(name)).push_many(items)
 
     async def pull_many(
-        self, name: str, count: int, timeout: float | None, max_bytes: int = MAX_BATCH_BYTES
+        self,
+        name: str,
+        count: int,
+        timeout: float | None,
+        max_bytes: int = MAX_BATCH_BYTES,
+        holder: str | None = None,
     ) -> list[Delivery]:
         """Up to ``count`` messages of one queue, made durable by one commit. Waits up to
         ``timeout`` for the first only when none is there; then takes what is deliverable at
         once, until ``count``, ``max_bytes`` of payload (at least one message is taken), or a
-        client waiting on the queue (a long poll is not starved by batches)."""
+        client waiting on the queue (a long poll is not starved by batches).
+
+        With a ``holder`` tag (a pylmq extension), the node remembers that these deliveries
+        went to it, for :meth:`claim_holder`."""
         if not 1 <= count <= MAX_BATCH:
             raise BadRequest(f"a pull takes 1 to {MAX_BATCH} messages, got {count}")
+        if holder is not None:
+            check_holder(holder)
         q = await self.ensure(name)
         taken: list[Delivery] = []
         try:
@@ -432,6 +446,12 @@ class QueueManager:
             for d in taken:
                 await self._put_back(d)
             raise
+        if holder is not None and taken:
+            # Recorded before the answer leaves: a caller killed as it arrives can claim them.
+            book = self._holders.get(name)
+            if book is None:
+                book = self._holders[name] = HolderBook()
+            book.record(holder, [d.message.uuid for d in taken])
         return taken
 
     async def _take_at_once(self, q: Queue, taken: list[Delivery], count: int, max_bytes: int) -> None:
@@ -533,13 +553,25 @@ class QueueManager:
     async def put_back(self, name: str, id_: str | bytes) -> None:
         """Server-side put back, for an adapter whose client vanished after a pull returned."""
         q = self._require(name)
-        await q.put_back(_uuid(id_))
+        u = _uuid(id_)
+        await q.put_back(u)
+        self._forget(name, (u,))
 
     async def ack(self, name: str, id_: str | bytes) -> None:
-        await self._require(name).ack(_uuid(id_))
+        u = _uuid(id_)
+        await self._require(name).ack(u)
+        self._forget(name, (u,))
 
     async def nack(self, name: str, id_: str | bytes) -> None:
-        await self._require(name).nack(_uuid(id_))
+        u = _uuid(id_)
+        await self._require(name).nack(u)
+        self._forget(name, (u,))
+
+    def _forget(self, name: str, uuids: Iterable[bytes]) -> None:
+        """These deliveries are over: their holder tags, if any, go."""
+        book = self._holders.get(name)
+        if book is not None:
+            book.forget(uuids)
 
     async def ext(self, name: str, id_: str | bytes) -> None:
         await self._require(name).ext(_uuid(id_))
@@ -556,6 +588,8 @@ class QueueManager:
         q = self._require(name)
         parsed = [parse_uuid(i) for i in ids]
         found = await q.reply_many(reply, [u for u in parsed if u is not None])
+        if reply != "ext":
+            self._forget(name, [u for u in parsed if u is not None])
         outcome = ReplyOutcome([], [])
         answers = iter(found)
         for id_, u in zip(ids, parsed, strict=True):
@@ -589,6 +623,29 @@ class QueueManager:
             else:
                 assert isinstance(msg, Message)
                 outcome.delivered.append(Delivery(name, msg))
+        return outcome
+
+    async def claim_holder(self, name: str, holder: str, max_bytes: int = MAX_BATCH_BYTES) -> ClaimOutcome:
+        """Take back, as :meth:`claim` by their ids, every message still claimable whose
+        delivery went to ``holder`` (a pull-many with that tag), oldest delivery first: for a
+        caller that lost even the ids (see pylmq/core/holders.py). ``not_found`` stays empty;
+        ``later`` names those past ``max_bytes``, still recorded: claim by the tag again."""
+        check_holder(holder)
+        q = self._require(name)
+        book = self._holders.get(name)
+        uuids = book.of(holder) if book is not None else []
+        got = await q.claim(uuids, max_bytes) if uuids else []
+        outcome = ClaimOutcome([], [])
+        gone: list[bytes] = []
+        for i, u in enumerate(uuids):
+            if i >= len(got):
+                outcome.later.append(uuid_text(u))
+            elif (msg := got[i]) is None:
+                gone.append(u)  # acked elsewhere, redelivered, discarded: the record is stale
+            else:
+                outcome.delivered.append(Delivery(name, msg))
+        if book is not None and gone:
+            book.forget(gone)
         return outcome
 
     # -- properties ------------------------------------------------------------------------------
@@ -655,6 +712,7 @@ class QueueManager:
 
     async def on_remote_queue_deleted(self, name: str) -> None:
         q = self._queues.pop(name, None)
+        self._holders.pop(name, None)
         if q is not None:
             await self._close_queue(q)
 

@@ -19,7 +19,15 @@ from pylmq.client._http import AsyncHttpClient
 from pylmq.client._message import ClaimResult, Message, ReplyResult, RpcMessage
 from pylmq.client._rpc import AsyncRpcClient
 from pylmq.client._urls import parse_rpc_addresses
-from pylmq.errors import LMQError, MessageNotFound, NotFound, NotSupported, QueueNotFound, UnknownMethod
+from pylmq.errors import (
+    BadRequest,
+    LMQError,
+    MessageNotFound,
+    NotFound,
+    NotSupported,
+    QueueNotFound,
+    UnknownMethod,
+)
 from pylmq.spark._options import LmqOptions
 from pylmq.spark._rows import Push, Row, message_row
 
@@ -50,6 +58,10 @@ class Node:
         """Whether the node serves pylmq's reply_many and claim (until it says it does not)."""
         self.queue_size: int | None = None
         """Messages ``opts.queue`` held after the last pull-many over HTTP (``None``: unknown)."""
+        self.holder: str | None = None
+        """The holder tag pull-many requests carry (a stream reader's), for :meth:`claim_holder`."""
+        self.holder_api = True
+        """Whether the node takes holder tags (until it refuses one: a pylmq node before them)."""
         self._http: AsyncHttpClient | None = None
         self._rpc: AsyncRpcClient | None = None
         if opts.api == "http":
@@ -117,17 +129,55 @@ class Node:
         queue = self.opts.queue
         assert queue is not None
         msgs: list[Message] | list[RpcMessage]
+        holder = self.holder if self.holder_api else None
         try:
             if self._http is not None:
-                msgs = await self._http.pull_many(queue, count, timeout)
+                msgs = await self._http.pull_many(queue, count, timeout, holder)
                 self.queue_size = getattr(msgs, "queue_size", None)
             else:
                 assert self._rpc is not None
-                msgs = await self._rpc.pull_many(queue, count, timeout)
+                msgs = await self._rpc.pull_many(queue, count, timeout, holder)
         except _NO_EXTENSION as e:
             self._no_batch_api("pull-many", e)
             return None
+        except BadRequest as e:
+            # An RPC node before holder tags refuses the 4th argument; one over HTTP ignores
+            # the query parameter (its claim by holder is refused below instead).
+            if holder is None:
+                raise
+            self._no_holder_api(e)
+            return await self.pull_batch(count, timeout)
         return [message_row(m) for m in msgs]
+
+    def _no_holder_api(self, e: LMQError) -> None:
+        if self.holder_api:
+            log.warning(
+                "lmq: the node takes no holder tags (%s): a driver killed in a trigger's pull leaves "
+                "its messages to the queue's timeout",
+                e,
+            )
+        self.holder_api = False
+
+    async def claim_holder(self, queue: str) -> list[Row] | None:
+        """Take back every message of ``queue`` that pull-many calls with :attr:`holder` were
+        given and that is still claimable (pylmq's claim by holder), as rows, oldest delivery
+        first; ``None`` when the node cannot (no holder tags, no claim)."""
+        if self.holder is None or not self.holder_api or not self.reply_api:
+            return None
+        client: Any = self._http if self._http is not None else self._rpc
+        try:
+            result: ClaimResult[Any] | None = await self._ids_request(partial(client.claim, queue, holder=self.holder))
+        except BadRequest as e:
+            self._no_holder_api(e)
+            return None
+        if result is None:
+            return None
+        rows = [message_row(m) for m in result.messages]
+        if result.later:
+            # Past the answer's 16 MiB: the rest by id (a claim by holder again would take the
+            # same first ones again).
+            rows += (await self.claim(queue, list(result.later)))[0]
+        return rows
 
     async def push_batch(self, queue: str, pushes: Sequence[Push]) -> None:
         """Push to one queue in one request (pylmq's push-many); one by one where the node

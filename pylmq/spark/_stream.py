@@ -10,9 +10,12 @@ Who holds what
   {queue: ids}}``: ``R`` names one reader instance (a fresh random id each time the query
   starts), ``N`` counts the messages it pulled, and ``ids`` lists the LMQ ids of the messages
   the batch delivers (packed: base64 of the 16-byte uuids, in pull order; about 21 kB of JSON
-  per 1,000 messages). Spark writes ``offsets/N`` durably *before* it runs the batch. A message
-  keeps its id while in processing, after its deadline passed until someone pulls it, and after
-  a nack, so the id is enough to find it on the node again.
+  per 1,000 messages), and ``"holder"``: the query's holder tag, drawn by its first run and
+  taken over by each restarted run from the offset it starts at. Every pull-many carries it,
+  and the node remembers which deliveries went to it. Spark writes ``offsets/N`` durably
+  *before* it runs the batch. A message keeps its id while in processing, after its deadline
+  passed until someone pulls it, and after a nack, so the id is enough to find it on the node
+  again.
 * **The reader** (in Spark's driver-side Python worker) holds the messages pulled in
   :meth:`latestOffset` until they are acked, and hands them to Spark's tasks inside the
   partitions of :meth:`partitions`.
@@ -38,6 +41,11 @@ driver), the new reader acts on the offsets of the earlier run before it pulls a
   and its watermark cannot pass them.
 * **The last committed batch** (whose acks the crash may have cut short) is acked: its messages
   still on the node are claimed and acked, not processed again.
+* **Messages pulled in a trigger whose offset was never written** (the driver died between
+  :meth:`latestOffset`'s pull and Spark's write of the offset): before its first pull, the new
+  reader claims by the holder tag everything the node still records as delivered to the
+  query; what it does not hold already as a replayed or settled batch's goes first into the
+  next batch, ahead of anything newer.
 
 The guarantee
 -------------
@@ -49,13 +57,15 @@ is processed twice, or comes back after newer ones, only when it left the query'
     while the query was down (the reader logs how many of a replayed batch were gone: those
     are processed by whoever pulled them, not lost, and not by this batch);
 (b) the driver died between pulling a batch's messages in :meth:`latestOffset` and Spark
-    writing that batch's offset: at most one trigger's messages (``maxMessagesPerTrigger``) are
-    in no offset; they come back after the queue's ``timeout`` as new messages (one retry
-    spent), possibly behind newer ones, so a watermarked aggregation may drop them as late.
-    The span is not short: Spark plans the batch and writes the offset file after
-    ``latestOffset`` returns; measured with 100 messages a trigger on a loaded 2-core host, 278
-    to 332 ms of each trigger (46 ms to 4.7 s seen), so a kill -9 of a busy query often lands
-    in it. The restart cannot take them back: their ids are in no offset;
+    writing that batch's offset (278 to 332 ms of each trigger measured with 100 messages a
+    trigger on a loaded 2-core host, 46 ms to 4.7 s seen: a kill -9 of a busy query often
+    lands in it), and the restart cannot take them back by the holder tag: the node has no
+    holder tags (Erlang LMQ, a pylmq node before them, pull-any with ``qre``), the node
+    restarted meanwhile (it keeps tags in memory only), the query's very first run died
+    before writing any offset (its tag was in none), or another consumer pulled them after
+    their timeout. Then at most one trigger's messages (``maxMessagesPerTrigger``) come back
+    after the queue's ``timeout`` as new messages (one retry spent), possibly behind newer
+    ones, so a watermarked aggregation may drop them as late;
 (c) the node could not be reached to extend them for a whole ``timeout`` and another consumer
     pulled them (the reader takes back what nobody pulled; it logs the rest as duplicates).
 
@@ -166,6 +176,11 @@ class LmqStreamReader(DataSourceStreamReader):
         self.shape: ReadShape | None = None
         """The columns of a user schema; ``None``: every message column."""
         self.run = uuid.uuid4().hex
+        self.holder = uuid.uuid4().hex
+        """The holder tag of the query's pulls: this run's own until an offset brings the one
+        the query started with (see :meth:`_restart_holder`)."""
+        self._holder_fixed = False
+        self._adopted = False
         self._seq = 0
         self._latest: dict[str, Any] | None = None
         # Touched only on the loop thread, so no lock guards them; the asyncio lock below keeps
@@ -231,7 +246,7 @@ class LmqStreamReader(DataSourceStreamReader):
         return report
 
     def initialOffset(self) -> dict[str, Any]:
-        return {"run": self.run, "seq": 0, "ids": {}}
+        return {"run": self.run, "seq": 0, "ids": {}, "holder": self.holder}
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
         """Pull what the queue has (up to ``maxMessagesPerTrigger``), number it, and record
@@ -243,6 +258,8 @@ class LmqStreamReader(DataSourceStreamReader):
         pull, so none of its messages can be pulled again as new."""
         if self._latest is None:
             self._latest = start if start is not None else self.initialOffset()
+        if start is not None:
+            self._restart_holder(start)
         if start is not None and start.get("run") != self.run:
             self._call(self._settle(start) if self.opts.ack_on == "trigger" else self._hold(start))
         if self.opts.ack_on == "trigger":
@@ -251,11 +268,17 @@ class LmqStreamReader(DataSourceStreamReader):
         max_rows = getattr(limit, "max_rows", None)
         if isinstance(max_rows, int) and max_rows > 0:
             cap = min(cap, max_rows)
-        if self._call(self._pull(cap)):
+        adopted = 0
+        if not self._adopted:
+            # Before anything new: what an earlier run pulled under the query's holder tag
+            # and no offset names (exception (b)) goes first into the next batch.
+            adopted = self._call(self._adopt_orphans())
+        if (self._call(self._pull(cap - adopted)) if cap > adopted else 0) or adopted:
             self._latest = self._offset()
         return self._latest
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        self._restart_holder(end)
         if _key(start) == _key(end):
             # A batch with no range (Spark runs one when only the watermark moved): no rows,
             # whatever the end offset's ids say (they belong to the batch that ended there).
@@ -295,16 +318,58 @@ class LmqStreamReader(DataSourceStreamReader):
             self._loop.close()
             self._loop = None
 
+    def _restart_holder(self, offset: dict[str, Any]) -> None:
+        """Take the query's holder tag from the first offset Spark gives this reader, before
+        it pulls anything: a restarted reader then pulls and claims under the tag its
+        predecessors used (also one that died before writing any offset of its own, as it
+        started from this same offset)."""
+        if self._holder_fixed:
+            return
+        self._holder_fixed = True
+        tag = offset.get("holder")
+        if isinstance(tag, str) and tag:
+            self.holder = tag
+
     # -- on the loop thread ----------------------------------------------------------------------
 
     def _offset(self) -> dict[str, Any]:
         """This run's latest offset: the ids of every message pulled and in no batch yet (the
-        batch Spark plans next carries exactly those)."""
+        batch Spark plans next carries exactly those), and the query's holder tag."""
         msgs = [self._held[i] for i in self._pulled.values() if i in self._held]
-        return {"run": self.run, "seq": self._seq, "ids": {q: encode_ids(ids) for q, ids in _by_queue(msgs).items()}}
+        ids = {q: encode_ids(ids) for q, ids in _by_queue(msgs).items()}
+        return {"run": self.run, "seq": self._seq, "ids": ids, "holder": self.holder}
+
+    async def _adopt_orphans(self) -> int:
+        """Once, before the first pull: claim by holder tag what earlier runs of the query
+        pulled and still hold; those this reader does not hold already (as a replayed or
+        settled batch's) are orphans, pulled in a trigger whose offset was never written.
+        They become this run's first pulled messages. The count adopted."""
+        self._adopted = True
+        self._holder_fixed = True  # pulls from now on carry this tag
+        node = self._get_node()
+        node.holder = self.holder
+        queue = self.opts.queue
+        if queue is None or not node.batches:
+            return 0  # pull-any and one-at-a-time pulls carry no tag
+        async with self._lock():
+            rows = await node.claim_holder(queue)
+        orphans = [r for r in rows or () if r[1] not in self._held]
+        for row in orphans:
+            self._seq += 1
+            self._held[row[1]] = InFlight(row[0], row[1], row)
+            self._pulled[self._seq] = row[1]
+        if orphans:
+            await self._learn_timeouts({queue})
+            log.warning(
+                "lmq stream: %d messages pulled by an earlier run in a trigger that wrote no offset "
+                "(the driver died in it) are taken back and go first into the next batch",
+                len(orphans),
+            )
+        return len(orphans)
 
     async def _pull(self, cap: int) -> int:
         node = self._get_node()
+        node.holder = self.holder
         rows: list[Row] = []
         try:
             first = await node.pull(self.opts.timeout)

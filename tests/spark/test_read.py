@@ -191,11 +191,11 @@ def slow_pulls(monkeypatch: pytest.MonkeyPatch, lmq_node: NodeThread, queue: str
             await asyncio.sleep(delay)
         return await pull(name, timeout)
 
-    async def slow_many(name: str, count: int, timeout: float | None, *args: Any) -> Any:
+    async def slow_many(name: str, count: int, timeout: float | None, *args: Any, **kwargs: Any) -> Any:
         if name == queue:
             count = min(count, 10)
             await asyncio.sleep(delay * count)
-        return await pull_many(name, count, timeout, *args)
+        return await pull_many(name, count, timeout, *args, **kwargs)
 
     monkeypatch.setattr(manager, "pull", slow)
     monkeypatch.setattr(manager, "pull_many", slow_many)

@@ -104,6 +104,8 @@ QUEUE_CREATED, QUEUE_DELETED = A("queue_created"), A("queue_deleted")
 SYNC_NOTIFY, EXIT, OK, ERROR = A("sync_notify"), A("EXIT"), A("ok"), A("error")
 TABLE, SIMPLE = A("table"), A("simple")
 REFRESH_INTERVAL = 1.0
+PROBATION = 1.5
+"""Seconds a node that stopped serving must be among the running Mnesia nodes before it serves."""
 REJOIN_INTERVAL = 2.0
 REJOINING = "rejoining"  # a mode of the Cluster only: the store stays local, the APIs answer 503
 CALL_TIMEOUT = 15.0
@@ -147,6 +149,17 @@ class Cluster:
         self._not_pylmq: set[str] = set()
         self._sync_lock = asyncio.Lock()
         self._op_lock = asyncio.Lock()
+        # One membership refresh at a time; `_heard_again` counts stalled peers heard from again,
+        # so that a refresh whose answer may predate one's drop from Mnesia discards it.
+        self._refresh_lock = asyncio.Lock()
+        self._heard_again = 0
+        # Erlang peers that stopped serving (down, out of Mnesia, or stalled and heard from
+        # again) -> since when refreshes have found them among the running Mnesia nodes without
+        # a gap (None: not listed at the last refresh). They serve again once listed for
+        # PROBATION seconds: just after the others drop a node, Mnesia may still list it for
+        # some milliseconds while its transactions already go on without it (seen on a loaded
+        # host), and a node back from such a partition holds a stale copy.
+        self._probation: dict[str, float | None] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._pushed: set[str] = set()  # queues pushed to since the last new_message broadcast
         self._refresher: asyncio.Task[None] | None = None
@@ -300,7 +313,8 @@ class Cluster:
         await self._check_joinable(node)
         self._forget_members()
         self.sub_node = node
-        await self._refresh_members()
+        async with self._refresh_lock:
+            await self._refresh_members()
         await self._resync()
         problem = self._unservable_seed()
         if problem is not None:
@@ -325,6 +339,7 @@ class Cluster:
 
     def _forget_members(self) -> None:
         self.sub_node, self.running, self.cluster_db_nodes = None, [], []
+        self._probation.clear()
         self.db_nodes.clear()
         self.python_nodes.clear()
 
@@ -565,7 +580,8 @@ class Cluster:
 
     async def _refresh_or_log(self) -> None:
         try:
-            await self._refresh_members()
+            async with self._refresh_lock:
+                await self._refresh_members()
         except (DistError, TimeoutError, ClusterError) as e:
             log.info("cluster membership refresh failed: %s", e)
 
@@ -573,6 +589,7 @@ class Cluster:
         node = self.sub_node
         if node is None:
             return
+        heard_again = self._heard_again
         names: set[str] = set()
         # A node whose Mnesia stopped (a graceful stop: Mnesia ends before the node does) still
         # answers; it no longer lists itself as running, so ask the next serving peer instead.
@@ -594,14 +611,29 @@ class Cluster:
         serving = []
         for n in sorted(names):
             if n not in self.running:
+                if n in self._probation:
+                    now = asyncio.get_running_loop().time()
+                    since = self._probation[n]
+                    if since is None:
+                        self._probation[n] = since = now
+                    if now - since < PROBATION:
+                        continue
                 try:
                     await self.dist.connect(n)
                 except DistError as e:
                     log.info("cannot reach Erlang node %s: %s", n, e.detail)
                     continue
                 self._announce(n)
+                self._probation.pop(n, None)
                 log.info("Erlang node %s serves the cluster", n)
             serving.append(n)
+        for n in self._probation:
+            if n not in names:
+                self._probation[n] = None
+        if self._heard_again != heard_again:
+            # A stalled peer was heard from again meanwhile: this answer may predate the other
+            # nodes dropping it from Mnesia. The refresh that its return started decides.
+            return
         gone = [p for p in self.running if p not in serving]
         # Keep the subscription node first: it is the one whose events the mirror follows.
         self.running = sorted(serving, key=lambda n: n != self.sub_node)
@@ -663,6 +695,7 @@ class Cluster:
         or go standalone when it was the last one."""
         if self.mode != CLUSTER:
             return
+        self._probation[peer] = None
         log.warning("Erlang node %s is down (%s); %d left", peer, reason, len(self.running))
         if not self.running:
             self._spawn(self._go_standalone(), "cluster-standalone")
@@ -683,6 +716,8 @@ class Cluster:
             # again only once a refresh finds it among the serving node's running Mnesia nodes.
             log.warning("Erlang node %s is heard from again; serving through it once Mnesia runs it", peer)
             self.running.remove(peer)
+            self._probation[peer] = None
+            self._heard_again += 1
             self._spawn(self._refresh_or_log(), "cluster-refresh")
             return
         if stalled and peer == self.sub_node and live:

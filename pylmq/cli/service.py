@@ -157,10 +157,6 @@ class Service:
                 if answer is not Atom("ok"):
                     log.error("could not join the cluster at start; retrying %s", pairs(node=node, answer=repr(answer)))
                     await self.cluster.restore(self.join_at_start)
-        else:
-            d.register_function(console.MODULE, "join", console.not_supported)
-            d.register_function(console.MODULE, "leave", console.not_supported)
-            d.register_function(console.MODULE, "standalone", console.not_supported)
         d.register_function(console.MODULE, "stop", self._stop_requested)
         # What LMQ's nodetool sends for `stop` and `pid`-style queries, so its scripts work too.
         d.register_function("init", "stop", self._stop_requested)

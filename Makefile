@@ -63,7 +63,7 @@ pytest: $(STAMP) tools interop statsd
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
-# The benchmark (bench/, issue #5): `make bench` (< 15 min) or `make bench QUICK=1` (< 3 min,
+# The benchmark (bench/README.md): `make bench` (< 15 min) or `make bench QUICK=1` (< 3 min,
 # also run by `make test` as a smoke test: no thresholds). BENCH_ARGS passes more options.
 # An external LMQ measured in the same run (e.g. the original Erlang LMQ):
 #   make bench LMQ_URL=http://127.0.0.1:9980 LMQ_RPC=127.0.0.1:18800 LMQ_PID=<its beam.smp pid>

@@ -1,4 +1,4 @@
-"""``python -m bench``: measure pylmq against its references in one run (issue #5).
+"""``python -m bench``: measure pylmq against its references in one run.
 
     python -m bench                  # full run (under 15 minutes)
     python -m bench --quick          # smoke run (under 3 minutes): fewer targets, small counts

@@ -1,4 +1,4 @@
-"""results.json, results.md (the table, the ratios, the targets of issue #5) and chart.png."""
+"""results.json, results.md (the table, the ratios, the performance targets) and chart.png."""
 
 from __future__ import annotations
 
@@ -88,7 +88,8 @@ def _ratio_table(rows: list[dict[str, Any]]) -> str:
 
 
 def check_targets(cells: list[Cell]) -> list[dict[str, Any]]:
-    """The targets of issue #5, each met, missed or not measured, with its numbers."""
+    """The performance targets (docs/decisions/performance-targets.md), each met, missed or not
+    measured, with its numbers."""
     out: list[dict[str, Any]] = []
 
     def add(name: str, value: float | None, limit: str, ok: bool | None, detail: str) -> None:
@@ -183,7 +184,7 @@ def write(out: Path, cells: list[Cell], meta: dict[str, Any]) -> str:
         + table(cells)
         + "\n## Ratios (pylmq rate / reference rate, same workload and parameter)\n\n"
         + _ratio_table(rows)
-        + "\n## Targets of issue #5\n\n"
+        + "\n## Performance targets\n\n"
         + _targets_md(checks)
         + "\nChart: chart.png\n"
     )

@@ -16,8 +16,11 @@ Crashes: as with lager, error.log and console.log get one line saying what crash
 and crash.log gets the full report with the Python traceback. :func:`install_crash_handler`
 routes unhandled asyncio task exceptions there; a ``log.exception(...)`` does the same.
 
-Code logs with ``get_logger(__name__).info("event", key=value)`` (structlog); records from
-plain :mod:`logging` loggers (aiohttp, asyncio) land in the same files.
+Code logs through the standard :mod:`logging` module: ``log = logging.getLogger("pylmq.x")``,
+then ``log.warning("queue %s: ...", name)`` (arguments formatted only when a handler wants the
+line), or ``log.log(NOTICE, ...)`` for lager's extra levels; :func:`pairs` writes ``key=value``
+pairs. Records of other libraries' loggers (asyncio, pyspark) land in the same files. Why not
+structlog: docs/decisions/logging-front-end.md.
 """
 
 from __future__ import annotations
@@ -31,11 +34,9 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO, cast
-
-import structlog
 
 from pylmq.config.lager import LAGER_LEVELS, LagerConfig, RotationSpec, levels_for, parse_date_spec
 from pylmq.config.settings import Settings
@@ -43,17 +44,17 @@ from pylmq.core.clock import Clock, SystemClock
 
 __all__ = [
     "LEVEL_NUMBERS",
+    "NOTICE",
     "CrashLogHandler",
     "LagerFileHandler",
-    "LagerLogger",
     "LoggingSetup",
     "configure_logging",
     "escape_controls",
     "format_line",
-    "get_logger",
     "install_crash_handler",
     "log_crash",
     "next_rotation",
+    "pairs",
     "rotate_files",
 ]
 
@@ -71,6 +72,7 @@ LEVEL_NUMBERS: dict[str, int] = {
 }
 for _name in ("notice", "alert", "emergency"):
     logging.addLevelName(LEVEL_NUMBERS[_name], _name.upper())
+NOTICE = LEVEL_NUMBERS["notice"]
 
 # lager truncates formatted messages at 4096 bytes (DEFAULT_TRUNCATION)
 MAX_MESSAGE = 4096
@@ -332,52 +334,7 @@ class CrashLogHandler(logging.Handler):
         super().close()
 
 
-# -- structlog -----------------------------------------------------------------------------
-
-
-class LagerLogger(structlog.BoundLoggerBase):
-    """A structlog logger with a method per lager level; ``event`` plus ``key=value`` pairs."""
-
-    _logger: logging.Logger
-
-    def _at(self, level: str, event: str, kw: dict[str, Any]) -> None:
-        levelno = LEVEL_NUMBERS[level]
-        if not self._logger.isEnabledFor(levelno):
-            return  # cheap when the level is off: no formatting, no call-site lookup
-        frame = sys._getframe(2)
-        kw["_lager"] = (levelno, f"<{_task_name()}>@{frame.f_globals.get('__name__', '?')}:"
-                                 f"{frame.f_code.co_name}:{frame.f_lineno}")  # fmt: skip
-        self._proxy_to_logger("log", event, **kw)
-
-    def debug(self, event: str, **kw: Any) -> None:
-        self._at("debug", event, kw)
-
-    def info(self, event: str, **kw: Any) -> None:
-        self._at("info", event, kw)
-
-    def notice(self, event: str, **kw: Any) -> None:
-        self._at("notice", event, kw)
-
-    def warning(self, event: str, **kw: Any) -> None:
-        self._at("warning", event, kw)
-
-    def error(self, event: str, **kw: Any) -> None:
-        self._at("error", event, kw)
-
-    def critical(self, event: str, **kw: Any) -> None:
-        self._at("critical", event, kw)
-
-    def alert(self, event: str, **kw: Any) -> None:
-        self._at("alert", event, kw)
-
-    def emergency(self, event: str, **kw: Any) -> None:
-        self._at("emergency", event, kw)
-
-    def exception(self, event: str, **kw: Any) -> None:
-        """``error`` with the current exception: one line here, the traceback in crash.log."""
-        kw.setdefault("exc_info", True)
-        self._at("error", event, kw)
-
+# -- key=value pairs -----------------------------------------------------------------------
 
 _NEEDS_QUOTES = re.compile(r"[\s\"'=]")
 
@@ -389,25 +346,10 @@ def _value_text(value: Any) -> str:
     return repr(text) if not text or _NEEDS_QUOTES.search(text) else text
 
 
-def _to_stdlib(
-    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    levelno, who = event_dict.pop("_lager")
-    exc_info = event_dict.pop("exc_info", None)
-    if exc_info is True:
-        exc_info = sys.exc_info()
-    elif isinstance(exc_info, BaseException):
-        exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
-    event = str(event_dict.pop("event", ""))
-    pairs = " ".join(f"{k}={_value_text(v)}" for k, v in event_dict.items())
-    message = f"{event} {pairs}" if pairs else event
-    # "%s" keeps a '%' in the message from being read as a format directive
-    return (levelno, "%s", message), {"exc_info": exc_info or None, "extra": {"lager_who": who}}
-
-
-def get_logger(name: str) -> LagerLogger:
-    """A structlog logger writing through the handlers :func:`configure_logging` set up."""
-    return LagerLogger(logging.getLogger(name), [structlog.contextvars.merge_contextvars, _to_stdlib], {})
+def pairs(**values: Any) -> str:
+    """``key=value`` words for a log line; a value that is empty or holds a space, a quote or
+    ``=`` is quoted (``repr``), so that the words split back unambiguously."""
+    return " ".join(f"{k}={_value_text(v)}" for k, v in values.items())
 
 
 # -- setup ---------------------------------------------------------------------------------

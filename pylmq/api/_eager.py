@@ -2,9 +2,9 @@
 
 Most requests on a node never wait: a push, a pull of a queued message or an ack on the memory
 store run to their answer without suspending. Creating a task for each costs a task object, a
-trip through the loop's ready queue and the weak set of all tasks, about a tenth of a request's
-CPU on workload 3 of ``python -m bench``. Python 3.12's eager task factory does the same;
-pylmq runs on 3.11.
+trip through the loop's ready queue and the weak set of all tasks: a measurable part of a
+request's CPU (docs/decisions/eager-requests.md). Python 3.12's eager task factory does the same;
+pylmq supports 3.11.
 
 The coroutine's first step runs in the caller (a protocol callback, so no task is current
 during it: code on the request path must not need ``asyncio.current_task()``). If it suspends,

@@ -448,9 +448,9 @@ def _node_lists(manager: QueueManager, node: str) -> tuple[list[str], list[str]]
 
 
 STATS_STEP = 32
-"""Queues that :func:`stats_body` encodes between two yields to the loop (about 50 us each, most
-of it the retention figures and JSON): with 100k queues the whole document (37 MB) held the loop
-for seconds in one step."""
+"""Queues that :func:`stats_body` encodes between two yields to the loop: one queue's entry is
+mostly its retention figures and JSON, and a whole document of many queues in one step held the
+loop for seconds (docs/decisions/stats-at-scale.md)."""
 STATS_SLICE = 0.002
 """Seconds of work after which :func:`stats_body` yields before a step is full: a queue whose
 props must be looked up again (the default list changed, or the node restarted) may search

@@ -1,10 +1,8 @@
 """pylmq's HTTP/1.1 server: httptools' parser (llhttp, as in uvicorn) under one asyncio protocol.
 
-Why not aiohttp's server: on workload 3 of ``python -m bench`` (push, pull, ack over keep-alive
-connections) aiohttp's own request and response path, even its low-level server answering
-constants, took more CPU per request than pylmq's queue work, and held a node to about 0.3 of
-what the machine's loopback HTTP can carry (``python -m bench.http_overhead`` measures it). The
-API itself (:mod:`pylmq.api.http`) knows nothing of sockets; this module only frames bytes.
+Why not aiohttp's server: its request and response path alone took more CPU per request than
+pylmq's queue work (docs/decisions/own-http-server.md). The API itself (:mod:`pylmq.api.http`)
+knows nothing of sockets; this module only frames bytes.
 
 What one connection does:
 

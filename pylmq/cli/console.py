@@ -13,7 +13,7 @@ Terms (shaped after LMQ's ``lmq:status/0`` and ``lmq:stats/0``, queue names as b
     stats()  -> [{Name, [{push, Rates}, {pull, Rates}, {retention, Stats}]}]
                 Rates = [{count, C}, {one, R}, {five, R}, {fifteen, R}, {day, R}]  (per second)
                 Stats = [{n, N}, {min, S}, {max, S}, {arithmetic_mean, S}, {median, S}] (seconds)
-    join(Node), leave() -> {error, {not_supported, Text}} until mixed clusters are supported
+    join(Node), leave(), standalone() -> ok | {error, {Reason, Detail}}  (docs/mixed-clusters.md)
     stop() -> ok, then the node stops gracefully (also as init:stop(), what nodetool sends)
 """
 
@@ -26,17 +26,14 @@ from pylmq.dist.terms import Atom, Term
 from pylmq.metrics import HistogramStats, MeterRates, QueueMetrics, QueueStats
 
 __all__ = [
-    "JOIN_NOT_SUPPORTED",
     "MODULE",
     "format_stats",
     "format_status",
-    "not_supported",
     "stats_term",
     "status_term",
 ]
 
 MODULE = "lmq_console"
-JOIN_NOT_SUPPORTED = "joining or leaving a cluster is not supported until the mixed-cluster support lands"
 
 A = Atom
 _NO_RATES = MeterRates(0, 0.0, 0.0, 0.0, 0.0)
@@ -96,11 +93,6 @@ def stats_term(manager: QueueManager, metrics: QueueMetrics | None) -> Term:
         s = metrics.stats(name) if metrics is not None else None
         out.append((name.encode(), _queue_stats_term(s or _IDLE)))
     return out
-
-
-def not_supported(*_args: Term) -> Term:
-    """join/leave until the mixed-cluster support replaces them."""
-    return (A("error"), (A("not_supported"), JOIN_NOT_SUPPORTED.encode()))
 
 
 # -- printing, on the admin side ------------------------------------------------------------------

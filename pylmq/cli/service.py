@@ -11,6 +11,7 @@ that configuration errors can still be reported before any file exists.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Awaitable
 from pathlib import Path
@@ -23,7 +24,7 @@ from pylmq.config import Settings
 from pylmq.core.clock import SystemClock
 from pylmq.dist import Atom, Node, erl_string, start_node
 from pylmq.errors import ClusterError, ConfigError, DistError
-from pylmq.log import get_logger
+from pylmq.log import NOTICE, pairs
 from pylmq.metrics import PeriodicGauges, QueueMetrics, StatsdEmitter
 from pylmq.node import LMQNode, NodeOptions, make_store
 from pylmq.store.local import LocalStore
@@ -31,7 +32,7 @@ from pylmq.store.mnesia import MnesiaStore
 
 __all__ = ["Service", "node_options"]
 
-log = get_logger("pylmq.service")
+log = logging.getLogger(__name__)
 
 
 def node_options(s: Settings) -> NodeOptions:
@@ -97,7 +98,7 @@ class Service:
     async def start(self) -> None:
         s = self.settings
         for notice in s.notices:
-            log.notice(notice)
+            log.log(NOTICE, "%s", notice)
         if self.statsd is not None:
             await self.statsd.start()
         try:
@@ -121,7 +122,7 @@ class Service:
             raise
         if self.pid_file is not None:
             self.pid_file.write_text(f"{os.getpid()}\n")
-        log.info("pylmq started", node=self.node_name, http=self.node.http_address, rpc=self.node.rpc_address)
+        log.info("pylmq started %s", pairs(node=self.node_name, http=self.node.http_address, rpc=self.node.rpc_address))
 
     async def _start_dist(self, name: str) -> None:
         cookie = self.settings.cookie
@@ -154,12 +155,8 @@ class Service:
                 node = self.join_at_start.nodes[0]
                 answer = await self._join(Atom(node))
                 if answer is not Atom("ok"):
-                    log.error("could not join the cluster at start; retrying", node=node, answer=repr(answer))
+                    log.error("could not join the cluster at start; retrying %s", pairs(node=node, answer=repr(answer)))
                     await self.cluster.restore(self.join_at_start)
-        else:
-            d.register_function(console.MODULE, "join", console.not_supported)
-            d.register_function(console.MODULE, "leave", console.not_supported)
-            d.register_function(console.MODULE, "standalone", console.not_supported)
         d.register_function(console.MODULE, "stop", self._stop_requested)
         # What LMQ's nodetool sends for `stop` and `pid`-style queries, so its scripts work too.
         d.register_function("init", "stop", self._stop_requested)
@@ -188,14 +185,14 @@ class Service:
         return await _answer(self.cluster.standalone())
 
     def _stop_requested(self, *_args: object) -> Atom:
-        log.notice("stop requested over distribution")
+        log.log(NOTICE, "stop requested over distribution")
         self.stopped.set()
         return Atom("ok")
 
     async def stop(self) -> None:
         """Graceful: API listeners close, in-flight requests finish, the store is flushed."""
         await self._shutdown()
-        log.info("pylmq stopped", node=self.node_name)
+        log.info("pylmq stopped %s", pairs(node=self.node_name))
 
     async def _shutdown(self) -> None:
         if self.gauges is not None:

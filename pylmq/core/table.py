@@ -10,10 +10,10 @@ Complexity: every operation is O(log n) amortised in queue depth, most O(1); not
 queue (LMQ's ``rfind`` does, for every ack). Orders drop removed records lazily, when they come
 first.
 
-Memory (issue #5: a million queued 100-byte messages in 300 MB): :class:`Message` is the value
-the table hands out, but a deep queue of them costs about 500 bytes a message (the object, its id
-tuple, float, uuid bytes, content tuple, index entry). So normal messages are kept as *compact
-records*: one ``bytes`` each, ``ts`` (big-endian double) | uuid (16) | state | retry | metadata
+Memory (docs/decisions/compact-queue-records.md): :class:`Message` is the value the table hands
+out, but a deep queue of them costs about 500 bytes a message (the object, its id tuple, float,
+uuid bytes, content tuple, index entry) and the cyclic GC walks each. So normal messages are
+kept as *compact records*: one ``bytes`` each, ``ts`` (big-endian double) | uuid (16) | state | retry | metadata
 ref | body, 60 bytes over the body's own size. ``ts`` is positive, so the bytes of ``(ts,
 uuid)`` sort as the id does and orders compare records in C:
 

@@ -1,4 +1,5 @@
-"""Stores: where queue tables live (`memory`, the durable default, later `mnesia`)."""
+"""Stores: where queue tables live: ``memory``, ``durable`` (the default), and Mnesia's tables
+when the node is in a mixed cluster (:mod:`pylmq.store.mnesia`)."""
 
 from pylmq.store.base import Store
 from pylmq.store.memory import MemoryStore

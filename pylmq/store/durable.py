@@ -35,14 +35,11 @@ tried again with back-off; a compaction that fails is tried again with back-off.
 ``disk_reserve_bytes``) pushes and new queues are refused with ``store_full``; past it, every
 change is, so the journal neither grows for ever nor meets a full disk.
 
-Why a journal rather than SQLite (``python -m bench.store_journal``): the in-process tables are
+Why a journal rather than SQLite (docs/decisions/durable-journal.md): the in-process tables are
 needed anyway (LMQ's rules in O(log n) on a heap and an index), so the question is only how to
-make their mutations durable. With one transaction per group commit, SQLite in WAL mode keeps up
-(the journal was 1.1-1.4 times faster in the medians of interleaved runs) but writes whole WAL
-pages, about 12 KB per push/pull/ack cycle at low concurrency against the journal's 235 bytes,
-and keeps a second indexed copy of every message. The journal's price is compaction, which runs
-in a thread on a frozen copy of the state: the loop only pays for the freeze (tens of ms for a
-million messages) and shares the GIL while the snapshot is written.
+make their mutations durable; SQLite would write whole WAL pages and keep a second indexed copy
+of every message. The journal's price is compaction, which runs in a thread on a frozen copy of
+the state: the loop only pays for the freeze and shares the GIL while the snapshot is written.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Observable facts of LMQ's HTTP API found by the compatibility audit (LMQ's handlers and its
-test suite lmq_api_http_SUITE), each checked through a real socket."""
+"""Observable facts of LMQ's HTTP API (read from LMQ's handlers and its test suite
+lmq_api_http_SUITE; docs/lmq-contract.md), each checked through a real socket."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Waiter and wake-up edge cases found by the audit: a store that suspends inside its operations
+"""Waiter and wake-up edge cases: a store that suspends inside its operations
 (as the Mnesia store does, one transaction on a peer per call) opens windows that the memory
 store never does."""
 

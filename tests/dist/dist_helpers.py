@@ -1,4 +1,4 @@
-"""Helpers for the dist tests (and bench/dist_rpc.py): Erlang code evaluated on a peer over rpc.
+"""Helpers for the dist tests: Erlang code evaluated on a peer over rpc.
 
 Test modules import these by name (``from dist_helpers import ...``): a name of their own, since
 every tests/<dir>/conftest.py is imported as the one module ``conftest``.

@@ -15,7 +15,16 @@ import pytest
 
 from pylmq.config import LagerConfig, LogHandler, parse_date_spec
 from pylmq.core.clock import ManualClock
-from pylmq.log import LoggingSetup, configure_logging, get_logger, install_crash_handler, log_crash, next_rotation
+from pylmq.log import (
+    LEVEL_NUMBERS,
+    NOTICE,
+    LoggingSetup,
+    configure_logging,
+    install_crash_handler,
+    log_crash,
+    next_rotation,
+    pairs,
+)
 
 Configure = Callable[..., LoggingSetup]
 STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}"
@@ -51,17 +60,23 @@ def test_lines_have_lagers_layout(configure: Configure, tmp_path: Path) -> None:
     clock = ManualClock(local(2026, 4, 13, 10, 20, 30) + 0.123)
     configure(clock=clock)
     call_line = sys._getframe().f_lineno + 1
-    get_logger("pylmq.api").info("push", queue="q/1", size=12)
+    logging.getLogger(__name__).info("push %s", pairs(queue="q/1", size=12))
     (line,) = lines(tmp_path / "log" / "console.log")
     where = f"{__name__}:test_lines_have_lagers_layout:{call_line}"
     assert line == f"2026-04-13 10:20:30.123 [info] <main>@{where} push queue=q/1 size=12"
 
 
+def test_pairs_quote_values_that_would_not_split_back() -> None:
+    assert pairs(node="lmq@host", n=3, ratio=0.5, ok=True) == "node=lmq@host n=3 ratio=0.5 ok=True"
+    assert pairs(http=("127.0.0.1", 9980)) == "http=\"('127.0.0.1', 9980)\""
+    assert pairs(empty="", spaced="a b", eq="k=v", raw=b"x") == "empty='' spaced='a b' eq='k=v' raw=\"b'x'\""
+
+
 def test_every_lager_level_and_handler_thresholds(configure: Configure, tmp_path: Path) -> None:
     configure()
-    log = get_logger("t")
+    log = logging.getLogger("t")
     for level in ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"):
-        getattr(log, level)(f"at {level}")
+        log.log(LEVEL_NUMBERS[level], f"at {level}")
     console = [re.sub(f"^{STAMP} ", "", line).split(" ", 1)[0] for line in lines(tmp_path / "log" / "console.log")]
     error = [re.sub(f"^{STAMP} ", "", line).split(" ", 1)[0] for line in lines(tmp_path / "log" / "error.log")]
     assert console == ["[info]", "[notice]", "[warning]", "[error]", "[critical]", "[alert]", "[emergency]"]
@@ -71,8 +86,8 @@ def test_every_lager_level_and_handler_thresholds(configure: Configure, tmp_path
 def test_notice_level_drops_info_access_lines(configure: Configure, tmp_path: Path) -> None:
     configure(LagerConfig(handlers=(LogHandler("console.log", "notice"),)))
     logging.getLogger("aiohttp.access").info('127.0.0.1 "POST /messages/q HTTP/1.1" 200')
-    get_logger("pylmq.api").info("access", path="/messages/q")
-    get_logger("pylmq.node").notice("started")
+    logging.getLogger("pylmq.access").info("GET %s 200", "/messages/q")
+    logging.getLogger("pylmq.node").log(NOTICE, "started")
     got = lines(tmp_path / "log" / "console.log")
     assert len(got) == 1 and got[0].endswith(" started"), got
     assert not logging.getLogger("aiohttp.access").isEnabledFor(logging.INFO), "info must be cut off at the root"
@@ -90,7 +105,7 @@ def test_daily_rotation_at_midnight_keeps_count_files(configure: Configure, tmp_
     clock = ManualClock(local(2026, 3, 10, 23, 59, 59))
     configure(LagerConfig(handlers=(LogHandler("console.log", "info", size=0, date="$D0", count=3),),
                           crash_log=None), clock=clock)  # fmt: skip
-    log = get_logger("t")
+    log = logging.getLogger("t")
     for day in range(10, 15):  # five days, four midnights
         log.info(f"day {day} late")
         clock.advance(2)  # past midnight
@@ -111,9 +126,9 @@ def test_daily_rotation_at_midnight_keeps_count_files(configure: Configure, tmp_
 def test_no_line_after_midnight_means_no_rotation_yet(configure: Configure, tmp_path: Path) -> None:
     clock = ManualClock(local(2026, 3, 10, 12, 0, 0))
     configure(LagerConfig(handlers=(LogHandler("console.log", "info"),), crash_log=None), clock=clock)
-    get_logger("t").info("noon")
+    logging.getLogger("t").info("noon")
     clock.advance(3600)
-    get_logger("t").info("one")
+    logging.getLogger("t").info("one")
     assert not (tmp_path / "log" / "console.log.0").exists()
 
 
@@ -122,7 +137,7 @@ def test_size_rotation_and_count_zero(configure: Configure, tmp_path: Path) -> N
                                     LogHandler("none.log", "info", size=200, date="", count=0)),
                           crash_log=None))  # fmt: skip
     for i in range(12):
-        get_logger("t").info(f"line {i:02d} " + "x" * 40)
+        logging.getLogger("t").info(f"line {i:02d} " + "x" * 40)
     log_dir = tmp_path / "log"
     assert sorted(p.name for p in log_dir.iterdir()) == ["big.log", "big.log.0", "big.log.1", "none.log"]
     # a line is 100..200 bytes here: each file takes two lines, then passes 200 bytes and rotates
@@ -136,7 +151,7 @@ def test_size_rotation_and_count_zero(configure: Configure, tmp_path: Path) -> N
 def test_file_moved_away_is_reopened(configure: Configure, tmp_path: Path) -> None:
     clock = ManualClock(local(2026, 3, 10, 12, 0, 0))
     configure(clock=clock)
-    log = get_logger("t")
+    log = logging.getLogger("t")
     log.info("before")
     console = tmp_path / "log" / "console.log"
     console.rename(tmp_path / "log" / "console.log.moved")
@@ -150,7 +165,7 @@ def test_logged_exception_is_one_line_and_a_crash_report(configure: Configure, t
     try:
         {}["missing"]
     except KeyError:
-        get_logger("pylmq.api").exception("request failed", path="/messages/q")
+        logging.getLogger("pylmq.api").exception("request failed %s", pairs(path="/messages/q"))
     (line,) = lines(tmp_path / "log" / "error.log")
     assert line.endswith(" request failed path=/messages/q: KeyError: 'missing'"), line
     crash = (tmp_path / "log" / "crash.log").read_text()
@@ -210,7 +225,7 @@ def test_settings_log_dir_places_every_file(tmp_path: Path) -> None:
     root_level = logging.getLogger().level
     setup = configure_logging(Settings(log_dir=tmp_path / "elsewhere"))
     try:
-        get_logger("t").error("disk full")
+        logging.getLogger("t").error("disk full")
     finally:
         setup.close()
         logging.getLogger().setLevel(root_level)

@@ -9,7 +9,7 @@ import pytest
 
 from pylmq.config import LagerConfig
 from pylmq.core.clock import ManualClock
-from pylmq.log import configure_logging, escape_controls, format_line, get_logger
+from pylmq.log import configure_logging, escape_controls, format_line, pairs
 
 
 @pytest.mark.parametrize(
@@ -31,7 +31,7 @@ def test_a_value_with_a_newline_cannot_forge_a_line(tmp_path: Path) -> None:
     setup = configure_logging(LagerConfig(), tmp_path / "log", clock=ManualClock(1_700_000_000.0))
     try:
         logging.getLogger("pylmq.access").info("rpc %s push %s ok", "peer", "q\n9999-01-01 [emergency] forged")
-        get_logger("pylmq.api").warning("bad", queue="x\r\ny")
+        logging.getLogger("pylmq.api").warning("bad %s", pairs(queue="x\r\ny"))
         try:
             raise ValueError("why\nnot")
         except ValueError:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from pylmq.cli.console import (
-    JOIN_NOT_SUPPORTED,
     format_stats,
     format_status,
-    not_supported,
     stats_term,
     status_term,
 )
@@ -68,10 +66,6 @@ def test_stats_are_laid_out_like_lmq_console() -> None:
         "  pull rate: 1min 1.23, 5min 0.50, 15min 0.25, 1day 0.00\n"
         "  retention time: min 0.001, max 2.500, mean 1.000, median 0.750\n"
     )
-
-
-def test_join_answers_an_error_term_with_the_reason() -> None:
-    assert not_supported(A("lmq@a")) == (A("error"), (A("not_supported"), JOIN_NOT_SUPPORTED.encode()))
 
 
 async def test_stats_term_lists_idle_queues_with_zeros() -> None:

@@ -1,5 +1,5 @@
-"""Observable facts of LMQ's MessagePack-RPC API found by the compatibility audit (lmq_api and
-its msgpack-rpc server), each checked over a real socket."""
+"""Observable facts of LMQ's MessagePack-RPC API (read from lmq_api and its msgpack-rpc server;
+docs/lmq-contract.md), each checked over a real socket."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ def read(spark: SparkSession, url: str, queue: str, **options: str) -> DataFrame
 def test_ack_refuses_a_cache_that_was_never_filled(
     spark: SparkSession, url: str, queue: str, http: HttpClient, lmq_node: NodeThread
 ) -> None:
-    # The misuse: ack() would fill the cache (pull) and ack before any processing.
+    # The misuse: ack() would fill the cache (pull) and ack before any processing.
     http.push_many(queue, ["a", "b", "c"])
     df = read(spark, url, queue).cache()
     with pytest.raises(Exception, match=r"ack\(df\) refused: its cache\(\) was never filled"):

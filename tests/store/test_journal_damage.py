@@ -55,7 +55,7 @@ def files(d: Path) -> dict[str, bytes]:
 
 
 async def push_and_ack(open_store: OpenStore, pushed: int = 250, acked: int = 50) -> DurableStore:
-    """The issue's journal: ``pushed`` messages m0.., ``acked`` of them pulled and acked."""
+    """A journal of ``pushed`` messages m0.., ``acked`` of them pulled and acked."""
     s = await open_store()
     for i in range(pushed):
         await s.enqueue("q", make_item(b"m%d" % i), 2, 0)

@@ -2,7 +2,7 @@
 ``timeout``) and RE2 (``google-re2``), measured on what pylmq asks of them. The numbers behind
 docs/decisions/regex-engine.md.
 
-    .venv/bin/python bench/regex_engines.py [--quick]
+    python -m bench.studies.regex_engines [--quick]
 
 1. catastrophic backtracking: time of one search of a hostile pattern, growing names;
 2. compile: time (and for ``regex`` memory, in a child process) of normal and hostile patterns;

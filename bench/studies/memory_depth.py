@@ -1,4 +1,4 @@
-"""``python -m bench.memory_depth``: what a deep queue costs in the memory store (issue #5).
+"""``python -m bench.studies.memory_depth``: what a deep queue costs in the memory store.
 
 Fills one queue of the memory store with N 100-byte messages through the QueueManager (as the
 HTTP push does: content-type ``application/octet-stream``) and prints the process RSS before
@@ -149,14 +149,14 @@ def manager_ops(count: int) -> dict[str, float]:
 
 
 def _part(args: list[str]) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-m", "bench.memory_depth", "--part", *args],
+    out = subprocess.run([sys.executable, "-m", "bench.studies.memory_depth", "--part", *args],
                          check=True, capture_output=True, text=True, timeout=600)  # fmt: skip
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench.memory_depth", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.studies.memory_depth", description=__doc__.split("\n")[0])
     ap.add_argument("-n", type=int, default=1_000_000, help="messages to fill (default 1M)")
     ap.add_argument("--ops", type=int, default=100_000, help="operations per timing round")
     ap.add_argument("--part", nargs="+", help=argparse.SUPPRESS)

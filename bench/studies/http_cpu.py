@@ -3,7 +3,7 @@ fed as bytes to one server connection (httptools parsing, routing, the queue man
 memory store or the durable one, the answer's bytes) with a transport that only collects what is written. What a
 loopback socket adds (send, recv, epoll: about as much again on this machine) is not in it.
 
-    .venv/bin/python bench/http_cpu.py [--cycles 30000] [--profile]
+    python -m bench.studies.http_cpu [--cycles 30000] [--profile]
 """
 
 from __future__ import annotations
@@ -11,10 +11,8 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 _HOST = b"Host: 127.0.0.1:9980\r\n"
@@ -49,7 +47,6 @@ class CollectingTransport:
 
 
 async def measure(cycles: int, profile: bool, store_kind: str) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from pylmq.api.http import HttpApi
     from pylmq.api.http_server import HttpServer, _Connection
     from pylmq.core.manager import QueueManager

@@ -1,8 +1,9 @@
-"""Why the durable store is an append-only journal: measurements behind the choice (issue #2).
+"""Why the durable store is an append-only journal: measurements behind the choice
+(docs/decisions/durable-journal.md).
 
-    python -m bench.store_journal                 # all sections (a few minutes)
-    python -m bench.store_journal commit mix      # group commit throughput; log vs SQLite
-    python -m bench.store_journal compaction --sizes 100000,1000000
+    python -m bench.studies.store_journal                 # all sections (a few minutes)
+    python -m bench.studies.store_journal commit mix      # group commit throughput; log vs SQLite
+    python -m bench.studies.store_journal compaction --sizes 100000,1000000
 
 Sections:
 
@@ -322,7 +323,7 @@ async def bench_compaction(sizes: list[int]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.store_journal", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.studies.store_journal", description=__doc__.split("\n\n")[0])
     p.add_argument("sections", nargs="*", default=["commit", "mix", "compaction"])
     p.add_argument("--seconds", type=float, default=2.0, help="per measurement (default %(default)s)")
     p.add_argument("--sizes", default="100000,1000000", help="queue sizes for compaction")

@@ -7,8 +7,11 @@ import pytest
 from pylmq.core import QueueManager, make_item
 from pylmq.core.clock import ManualClock
 from pylmq.core.holders import MAX_HOLDER_LENGTH, HolderBook, check_holder
+from pylmq.core.manager import MAX_REPLY_IDS
+from pylmq.core.message import uuid_text
 from pylmq.errors import BadRequest, QueueNotFound
 from pylmq.store import MemoryStore
+from tests.core.test_manager_selection import LoopTurns
 
 
 def u(i: int) -> bytes:
@@ -138,3 +141,35 @@ async def test_deleting_the_queue_forgets_its_tags(manager: QueueManager) -> Non
     await manager.delete("q")
     await push(manager, 1)
     assert (await manager.claim_holder("q", "r")).delivered == []
+
+
+async def test_claim_by_holder_of_many_records_lets_other_clients_in_between(manager: QueueManager) -> None:
+    # A claim by ids takes at most MAX_REPLY_IDS so that one request holds the loop for
+    # milliseconds; a claim by holder may name up to 200,000 records (3.8 s in one go measured):
+    # it must claim them in slices of that size and let other clients in between.
+    n = 2 * MAX_REPLY_IDS + 5
+    await manager.update_props("q", {"timeout": 300.0, "retry": 5})
+    for i in range(0, n, MAX_REPLY_IDS):
+        await manager.push_many("q", [make_item(b"%d" % j) for j in range(i, min(n, i + MAX_REPLY_IDS))])
+    pulled = []
+    while len(pulled) < n:
+        pulled += await manager.pull_many("q", MAX_REPLY_IDS, 0, holder="r")
+    async with LoopTurns() as turns:
+        out = await manager.claim_holder("q", "r")
+    assert [d.message.uuid for d in out.delivered] == [d.message.uuid for d in pulled]
+    assert out.later == [] and out.not_found == []
+    assert turns.count >= 2, f"the claim of {n} records let other clients in {turns.count} times"
+
+
+async def test_claim_by_holder_stops_at_max_bytes_across_slices(manager: QueueManager) -> None:
+    n = MAX_REPLY_IDS + 10
+    await manager.update_props("q", {"timeout": 300.0, "retry": 5})
+    for i in range(0, n, MAX_REPLY_IDS):
+        await manager.push_many("q", [make_item(b"x" * 10) for _ in range(i, min(n, i + MAX_REPLY_IDS))])
+    pulled = []
+    while len(pulled) < n:
+        pulled += await manager.pull_many("q", MAX_REPLY_IDS, 0, holder="r")
+    budget = (MAX_REPLY_IDS + 3) * pulled[0].message.nbytes()
+    out = await manager.claim_holder("q", "r", max_bytes=budget)
+    assert len(out.delivered) == MAX_REPLY_IDS + 3
+    assert out.later == [uuid_text(d.message.uuid) for d in pulled[MAX_REPLY_IDS + 3 :]]

@@ -629,12 +629,27 @@ class QueueManager:
         """Take back, as :meth:`claim` by their ids, every message still claimable whose
         delivery went to ``holder`` (a pull-many with that tag), oldest delivery first: for a
         caller that lost even the ids (see pylmq/core/holders.py). ``not_found`` stays empty;
-        ``later`` names those past ``max_bytes``, still recorded: claim by the tag again."""
+        ``later`` names those past ``max_bytes``, still recorded: claim by the tag again. Claims
+        :data:`MAX_REPLY_IDS` at a time, letting other clients in between."""
         check_holder(holder)
         q = self._require(name)
         book = self._holders.get(name)
         uuids = book.of(holder) if book is not None else []
-        got = await q.claim(uuids, max_bytes) if uuids else []
+        got: list[Message | None] = []
+        size = 0
+        # A tag may name up to MAX_RECORDS deliveries: claimed in slices of what a claim by ids
+        # takes, with a turn for other clients between two, so that no slice holds the loop long.
+        for start in range(0, len(uuids), MAX_REPLY_IDS):
+            if start:
+                await asyncio.sleep(0)
+            if size >= max_bytes:
+                break
+            part = uuids[start : start + MAX_REPLY_IDS]
+            taken = await q.claim(part, max_bytes - size)
+            got += taken
+            size += sum(m.nbytes() for m in taken if m is not None)
+            if len(taken) < len(part):
+                break  # max_bytes reached inside the slice
         outcome = ClaimOutcome([], [])
         gone: list[bytes] = []
         for i, u in enumerate(uuids):

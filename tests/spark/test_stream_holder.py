@@ -125,3 +125,24 @@ def test_a_node_without_holder_tags_reads_as_before(
     following = second.latestOffset(end, None)
     assert bodies(second.partitions(end, following)) == ["m6", "m7", "m8"], "today's behaviour: (b) stays"
     second.stop()
+
+
+@pytest.mark.parametrize("api", ["http", "rpc"])
+def test_a_stop_between_a_trigger_pull_and_its_offset_leaves_those_messages_first(node: NodeThread, api: str) -> None:
+    # Spark stops the reader (query.stop(), or a failure such as the offset log's write) after
+    # latestOffset pulled m3-m5 and before their offset was written. Nacked, they would sort at
+    # the time of the nack, behind m6-m8, and lose their holder records: the restart would read
+    # m6-m8 first and a watermarked query could drop m3-m5 as late.
+    push(node, 9)
+    first = reader(node, api)
+    start = first.initialOffset()
+    end = first.latestOffset(start, None)
+    assert bodies(first.partitions(start, end)) == ["m0", "m1", "m2"]
+    first.latestOffset(end, None)  # acks batch 0, pulls m3-m5: no offset names them
+    first.stop()
+    second = reader(node, api)
+    following = second.latestOffset(end, None)
+    assert bodies(second.partitions(end, following)) == ["m3", "m4", "m5"], "the unwritten trigger's first"
+    after = second.latestOffset(following, None)
+    assert bodies(second.partitions(following, after)) == ["m6", "m7", "m8"]
+    second.stop()

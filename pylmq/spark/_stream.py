@@ -64,8 +64,10 @@ is processed twice, or comes back after newer ones, only when it left the query'
     lands in it), and the restart cannot take them back by the holder tag: the node has no
     holder tags (Erlang LMQ, a pylmq node before them, pull-any with ``qre``), the node
     restarted meanwhile (it keeps tags in memory only), the query's very first run died
-    before writing any offset (its tag was in none), or another consumer pulled them after
-    their timeout. Then at most one trigger's messages (``maxMessagesPerTrigger``) come back
+    before writing any offset (its tag was in none), the node dropped the query's records
+    (its book keeps 1,024 tags and 200,000 recorded deliveries a queue, the oldest going
+    first), Spark is 4.0 or 4.1 (see below), or another consumer pulled them after their
+    timeout. Then at most one trigger's messages (``maxMessagesPerTrigger``) come back
     after the queue's ``timeout`` as new messages (one retry spent), possibly behind newer
     ones, so a watermarked aggregation may drop them as late;
 (c) the node could not be reached to extend them for a whole ``timeout`` and another consumer
@@ -75,6 +77,13 @@ So per crash or outage at most one batch's worth is affected: in (a) and (b) at 
 ``maxMessagesPerTrigger`` messages, in (c) at most the messages held, one batch with
 ``ackOn=trigger``, two with ``ackOn=commit``. None of these is lost: each is processed by the
 query later or by the consumer that pulled it.
+
+Spark 4.0 and 4.1 call :meth:`latestOffset` without its ``start``: a restarted reader learns
+the query's offsets only from :meth:`partitions`, after its first pull. There, unless the
+restart begins with a replay, it pulls under a fresh tag (the trigger a kill cut short is
+case (b)), and it does not ack the last committed batch first: those of its messages whose
+acks the crash cut short come back after their ``timeout`` and are processed again. The
+restart guarantees above need Spark 4.2 or later.
 
 Duplicates within the query's own output come only from a sink that is not idempotent per
 batch id: a replayed batch is the same batch again (Spark's ``foreachBatch`` gets the same

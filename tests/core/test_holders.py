@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from pylmq.core import QueueManager, make_item
@@ -175,3 +177,38 @@ async def test_claim_by_holder_stops_at_max_bytes_across_slices(manager: QueueMa
     out = await manager.claim_holder("q", "r", max_bytes=budget)
     assert len(out.delivered) == MAX_REPLY_IDS + 3
     assert out.later == [uuid_text(d.message.uuid) for d in pulled[MAX_REPLY_IDS + 3 :]]
+
+
+async def test_a_tagged_pull_whose_client_left_before_the_answer_stays_claimable_by_the_tag(
+    manager: QueueManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stream reader's driver killed while the node makes its pull-many durable: the node puts
+    # the messages back, and a put-back message sorts at the time of the put-back, behind every
+    # message pushed before. The restarted reader claims by its tag before pulling: the put-back
+    # messages must be among what it gets back, first, not left to come after newer ones.
+    await push(manager, 5)
+    durable = asyncio.Event()
+
+    async def slow_barrier() -> None:
+        await durable.wait()
+
+    monkeypatch.setattr(manager.store, "barrier", slow_barrier)
+    pull = asyncio.create_task(manager.pull_many("q", 3, 0, holder="r"))
+    await asyncio.sleep(0)
+    pull.cancel()  # the connection is lost: the HTTP server cancels the request's task
+    durable.set()  # the put-backs' own barriers
+    with pytest.raises(asyncio.CancelledError):
+        async with asyncio.timeout(5):
+            await pull
+    out = await manager.claim_holder("q", "r")
+    assert [d.message.content[1] for d in out.delivered] == [b"0", b"1", b"2"]
+
+
+async def test_an_answer_never_written_is_put_back_and_stays_claimable_by_its_tag(manager: QueueManager) -> None:
+    # The API servers put back a pull-many answer still unsent when the client's connection is
+    # lost (pylmq/api/_putback.py): the tag's holder never got those messages.
+    await push(manager, 5)
+    got = await manager.pull_many("q", 3, 0, holder="r")
+    for d in got:
+        await manager.put_back("q", d.message.uuid)
+    assert [d.message.uuid for d in (await manager.claim_holder("q", "r")).delivered] == [d.message.uuid for d in got]

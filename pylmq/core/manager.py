@@ -443,16 +443,23 @@ class QueueManager:
             await self.store.barrier()
         except BaseException:
             # A client that left (or a store that failed) gets nothing: all goes back, retry intact.
+            # Recorded all the same: put back, they sort behind newer messages, and the tag's
+            # holder (a stream reader killed meanwhile) claims them back first when it restarts.
+            if holder is not None and taken:
+                self._record(name, holder, taken)
             for d in taken:
                 await self._put_back(d)
             raise
         if holder is not None and taken:
             # Recorded before the answer leaves: a caller killed as it arrives can claim them.
-            book = self._holders.get(name)
-            if book is None:
-                book = self._holders[name] = HolderBook()
-            book.record(holder, [d.message.uuid for d in taken])
+            self._record(name, holder, taken)
         return taken
+
+    def _record(self, name: str, holder: str, taken: list[Delivery]) -> None:
+        book = self._holders.get(name)
+        if book is None:
+            book = self._holders[name] = HolderBook()
+        book.record(holder, [d.message.uuid for d in taken])
 
     async def _take_at_once(self, q: Queue, taken: list[Delivery], count: int, max_bytes: int) -> None:
         size = sum(d.message.nbytes() for d in taken)
@@ -551,11 +558,10 @@ class QueueManager:
             log.exception("could not put back message %s of %s", d.message.uuid.hex(), d.queue)
 
     async def put_back(self, name: str, id_: str | bytes) -> None:
-        """Server-side put back, for an adapter whose client vanished after a pull returned."""
-        q = self._require(name)
-        u = _uuid(id_)
-        await q.put_back(u)
-        self._forget(name, (u,))
+        """Server-side put back, for an adapter whose client vanished after a pull returned. A
+        holder tag's record stays: its holder never got the message, and claims it back by
+        the tag (first, where a pull would find it behind newer messages) if it comes back."""
+        await self._require(name).put_back(_uuid(id_))
 
     async def ack(self, name: str, id_: str | bytes) -> None:
         u = _uuid(id_)

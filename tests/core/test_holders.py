@@ -118,13 +118,17 @@ async def test_claim_by_holder_after_the_deadline_spends_a_retry_and_skips_redel
     assert (await manager.claim_holder("q", "r")).delivered[0].message.uuid == left.message.uuid
 
 
-async def test_reply_many_and_put_back_forget_the_tag(manager: QueueManager) -> None:
-    await push(manager, 3)
-    got = await manager.pull_many("q", 3, 0, holder="r")
+async def test_reply_many_forgets_the_tag_and_put_back_keeps_it(manager: QueueManager) -> None:
+    await push(manager, 4)
+    got = await manager.pull_many("q", 4, 0, holder="r")
     await manager.reply_many("q", "ack", [got[0].message.uuid.hex()])
-    await manager.put_back("q", got[1].message.uuid)
+    await manager.reply_many("q", "nack", [got[3].message.uuid.hex()])
+    await manager.put_back("q", got[1].message.uuid)  # its client never had it: kept
     await manager.reply_many("q", "ext", [got[2].message.uuid.hex()])  # still held: kept
-    assert [d.message.uuid for d in (await manager.claim_holder("q", "r")).delivered] == [got[2].message.uuid]
+    assert [d.message.uuid for d in (await manager.claim_holder("q", "r")).delivered] == [
+        got[1].message.uuid,
+        got[2].message.uuid,
+    ]
 
 
 async def test_claim_by_holder_checks_its_tag_and_queue(manager: QueueManager) -> None:
@@ -180,21 +184,25 @@ async def test_claim_by_holder_stops_at_max_bytes_across_slices(manager: QueueMa
 
 
 async def test_a_tagged_pull_whose_client_left_before_the_answer_stays_claimable_by_the_tag(
-    manager: QueueManager, monkeypatch: pytest.MonkeyPatch
+    manager: QueueManager, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A stream reader's driver killed while the node makes its pull-many durable: the node puts
     # the messages back, and a put-back message sorts at the time of the put-back, behind every
     # message pushed before. The restarted reader claims by its tag before pulling: the put-back
     # messages must be among what it gets back, first, not left to come after newer ones.
-    await push(manager, 5)
-    durable = asyncio.Event()
+    for i in range(5):
+        await manager.push("q", make_item(b"%d" % i))
+        clock.advance(0.001)  # in push order
+    in_barrier, durable = asyncio.Event(), asyncio.Event()
 
     async def slow_barrier() -> None:
+        in_barrier.set()
         await durable.wait()
 
     monkeypatch.setattr(manager.store, "barrier", slow_barrier)
     pull = asyncio.create_task(manager.pull_many("q", 3, 0, holder="r"))
-    await asyncio.sleep(0)
+    async with asyncio.timeout(5):
+        await in_barrier.wait()
     pull.cancel()  # the connection is lost: the HTTP server cancels the request's task
     durable.set()  # the put-backs' own barriers
     with pytest.raises(asyncio.CancelledError):

@@ -220,3 +220,31 @@ async def test_an_answer_never_written_is_put_back_and_stays_claimable_by_its_ta
     for d in got:
         await manager.put_back("q", d.message.uuid)
     assert [d.message.uuid for d in (await manager.claim_holder("q", "r")).delivered] == [d.message.uuid for d in got]
+
+
+async def test_a_pull_that_ends_after_its_queue_was_deleted_leaves_no_tags_behind(
+    manager: QueueManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pull-many waits for its barrier (an fsync on a durable node) while a DELETE removes the
+    # queue and its tags; recording then would leave a book for a queue that no longer exists,
+    # which nothing drops until a queue of that name is deleted again: one create-pull-delete
+    # per name, and the node's memory grows with every name.
+    await push(manager, 3)
+    in_barrier, durable = asyncio.Event(), asyncio.Event()
+    barrier = manager.store.barrier
+
+    async def slow_barrier() -> None:
+        if not durable.is_set():
+            in_barrier.set()
+            await durable.wait()
+        await barrier()
+
+    monkeypatch.setattr(manager.store, "barrier", slow_barrier)
+    pull = asyncio.create_task(manager.pull_many("q", 3, 0, holder="r"))
+    async with asyncio.timeout(5):
+        await in_barrier.wait()
+    durable.set()
+    await manager.delete("q")
+    async with asyncio.timeout(5):
+        await pull
+    assert "q" not in manager._holders, "a book for a deleted queue"

@@ -446,19 +446,21 @@ class QueueManager:
             # Recorded all the same: put back, they sort behind newer messages, and the tag's
             # holder (a stream reader killed meanwhile) claims them back first when it restarts.
             if holder is not None and taken:
-                self._record(name, holder, taken)
+                self._record(q, holder, taken)
             for d in taken:
                 await self._put_back(d)
             raise
         if holder is not None and taken:
             # Recorded before the answer leaves: a caller killed as it arrives can claim them.
-            self._record(name, holder, taken)
+            self._record(q, holder, taken)
         return taken
 
-    def _record(self, name: str, holder: str, taken: list[Delivery]) -> None:
-        book = self._holders.get(name)
+    def _record(self, q: Queue, holder: str, taken: list[Delivery]) -> None:
+        if self._queues.get(q.name) is not q:
+            return  # deleted while the pull waited: its tags went with it, none may come back
+        book = self._holders.get(q.name)
         if book is None:
-            book = self._holders[name] = HolderBook()
+            book = self._holders[q.name] = HolderBook()
         book.record(holder, [d.message.uuid for d in taken])
 
     async def _take_at_once(self, q: Queue, taken: list[Delivery], count: int, max_bytes: int) -> None:

@@ -6,11 +6,14 @@ reader killed between its pull and the write of the offset naming them) can take
 back by the tag alone (:meth:`QueueManager.claim_holder
 <pylmq.core.manager.QueueManager.claim_holder>`).
 
-A record lives as long as its delivery: an ack, nack or put-back through this node drops it;
-one whose delivery ended otherwise (deadline passed and redelivered under a new uuid, answered
-through another node) stays until a claim by its tag finds it gone or the book, full, drops
-its oldest records. The book is bounded: :data:`MAX_RECORDS` records and :data:`MAX_HOLDERS`
-tags per queue, the least recently used tag going first.
+A record lives as long as its delivery: an ack or nack through this node drops it; one whose
+delivery ended otherwise (deadline passed and redelivered under a new uuid, answered through
+another node) stays until a claim by its tag finds it gone or the book, full, drops its oldest
+records. A put-back (the caller left before it had the answer) keeps it: put back, a message
+sorts behind the ones pushed before the put-back, and a stream reader killed during its
+pull-many claims it back by the tag, first, when it restarts. The book is bounded:
+:data:`MAX_RECORDS` records and :data:`MAX_HOLDERS` tags per queue, the least recently used
+tag going first.
 
 Kept in memory only: a node restart forgets every tag (the messages themselves stay and come
 back by their deadline as before); journaling the tags is left for later.

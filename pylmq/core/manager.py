@@ -443,16 +443,25 @@ class QueueManager:
             await self.store.barrier()
         except BaseException:
             # A client that left (or a store that failed) gets nothing: all goes back, retry intact.
+            # Recorded all the same: put back, they sort behind newer messages, and the tag's
+            # holder (a stream reader killed meanwhile) claims them back first when it restarts.
+            if holder is not None and taken:
+                self._record(q, holder, taken)
             for d in taken:
                 await self._put_back(d)
             raise
         if holder is not None and taken:
             # Recorded before the answer leaves: a caller killed as it arrives can claim them.
-            book = self._holders.get(name)
-            if book is None:
-                book = self._holders[name] = HolderBook()
-            book.record(holder, [d.message.uuid for d in taken])
+            self._record(q, holder, taken)
         return taken
+
+    def _record(self, q: Queue, holder: str, taken: list[Delivery]) -> None:
+        if self._queues.get(q.name) is not q:
+            return  # deleted while the pull waited: its tags went with it, none may come back
+        book = self._holders.get(q.name)
+        if book is None:
+            book = self._holders[q.name] = HolderBook()
+        book.record(holder, [d.message.uuid for d in taken])
 
     async def _take_at_once(self, q: Queue, taken: list[Delivery], count: int, max_bytes: int) -> None:
         size = sum(d.message.nbytes() for d in taken)
@@ -551,11 +560,10 @@ class QueueManager:
             log.exception("could not put back message %s of %s", d.message.uuid.hex(), d.queue)
 
     async def put_back(self, name: str, id_: str | bytes) -> None:
-        """Server-side put back, for an adapter whose client vanished after a pull returned."""
-        q = self._require(name)
-        u = _uuid(id_)
-        await q.put_back(u)
-        self._forget(name, (u,))
+        """Server-side put back, for an adapter whose client vanished after a pull returned. A
+        holder tag's record stays: its holder never got the message, and claims it back by
+        the tag (first, where a pull would find it behind newer messages) if it comes back."""
+        await self._require(name).put_back(_uuid(id_))
 
     async def ack(self, name: str, id_: str | bytes) -> None:
         u = _uuid(id_)
@@ -629,12 +637,27 @@ class QueueManager:
         """Take back, as :meth:`claim` by their ids, every message still claimable whose
         delivery went to ``holder`` (a pull-many with that tag), oldest delivery first: for a
         caller that lost even the ids (see pylmq/core/holders.py). ``not_found`` stays empty;
-        ``later`` names those past ``max_bytes``, still recorded: claim by the tag again."""
+        ``later`` names those past ``max_bytes``, still recorded: claim by the tag again. Claims
+        :data:`MAX_REPLY_IDS` at a time, letting other clients in between."""
         check_holder(holder)
         q = self._require(name)
         book = self._holders.get(name)
         uuids = book.of(holder) if book is not None else []
-        got = await q.claim(uuids, max_bytes) if uuids else []
+        got: list[Message | None] = []
+        size = 0
+        # A tag may name up to MAX_RECORDS deliveries: claimed in slices of what a claim by ids
+        # takes, with a turn for other clients between two, so that no slice holds the loop long.
+        for start in range(0, len(uuids), MAX_REPLY_IDS):
+            if start:
+                await asyncio.sleep(0)
+            if size >= max_bytes:
+                break
+            part = uuids[start : start + MAX_REPLY_IDS]
+            taken = await q.claim(part, max_bytes - size)
+            got += taken
+            size += sum(m.nbytes() for m in taken if m is not None)
+            if len(taken) < len(part):
+                break  # max_bytes reached inside the slice
         outcome = ClaimOutcome([], [])
         gone: list[bytes] = []
         for i, u in enumerate(uuids):

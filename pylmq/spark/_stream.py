@@ -42,7 +42,9 @@ driver), the new reader acts on the offsets of the earlier run before it pulls a
 * **The last committed batch** (whose acks the crash may have cut short) is acked: its messages
   still on the node are claimed and acked, not processed again.
 * **Messages pulled in a trigger whose offset was never written** (the driver died between
-  :meth:`latestOffset`'s pull and Spark's write of the offset): before its first pull, the new
+  :meth:`latestOffset`'s pull and Spark's write of the offset, or the query stopped or failed
+  there: :meth:`stop` leaves them in processing rather than nack them, as a nack would put
+  them behind newer messages and drop their holder records): before its first pull, the new
   reader claims by the holder tag everything the node still records as delivered to the
   query; what it does not hold already as a replayed or settled batch's goes first into the
   next batch, ahead of anything newer.
@@ -62,8 +64,10 @@ is processed twice, or comes back after newer ones, only when it left the query'
     lands in it), and the restart cannot take them back by the holder tag: the node has no
     holder tags (Erlang LMQ, a pylmq node before them, pull-any with ``qre``), the node
     restarted meanwhile (it keeps tags in memory only), the query's very first run died
-    before writing any offset (its tag was in none), or another consumer pulled them after
-    their timeout. Then at most one trigger's messages (``maxMessagesPerTrigger``) come back
+    before writing any offset (its tag was in none), the node dropped the query's records
+    (its book keeps 1,024 tags and 200,000 recorded deliveries a queue, the oldest going
+    first), Spark is 4.0 or 4.1 (see below), or another consumer pulled them after their
+    timeout. Then at most one trigger's messages (``maxMessagesPerTrigger``) come back
     after the queue's ``timeout`` as new messages (one retry spent), possibly behind newer
     ones, so a watermarked aggregation may drop them as late;
 (c) the node could not be reached to extend them for a whole ``timeout`` and another consumer
@@ -73,6 +77,13 @@ So per crash or outage at most one batch's worth is affected: in (a) and (b) at 
 ``maxMessagesPerTrigger`` messages, in (c) at most the messages held, one batch with
 ``ackOn=trigger``, two with ``ackOn=commit``. None of these is lost: each is processed by the
 query later or by the consumer that pulled it.
+
+Spark 4.0 and 4.1 call :meth:`latestOffset` without its ``start``: a restarted reader learns
+the query's offsets only from :meth:`partitions`, after its first pull. There, unless the
+restart begins with a replay, it pulls under a fresh tag (the trigger a kill cut short is
+case (b)), and it does not ack the last committed batch first: those of its messages whose
+acks the crash cut short come back after their ``timeout`` and are processed again. The
+restart guarantees above need Spark 4.2 or later.
 
 Duplicates within the query's own output come only from a sink that is not idempotent per
 batch id: a replayed batch is the same batch again (Spark's ``foreachBatch`` gets the same
@@ -180,6 +191,9 @@ class LmqStreamReader(DataSourceStreamReader):
         """The holder tag of the query's pulls: this run's own until an offset brings the one
         the query started with (see :meth:`_restart_holder`)."""
         self._holder_fixed = False
+        self._tag_written = False
+        """Whether Spark wrote an offset carrying :attr:`holder`: only then can a restart claim
+        by it what this reader leaves in processing."""
         self._adopted = False
         self._seq = 0
         self._latest: dict[str, Any] | None = None
@@ -260,6 +274,7 @@ class LmqStreamReader(DataSourceStreamReader):
             self._latest = start if start is not None else self.initialOffset()
         if start is not None:
             self._restart_holder(start)
+            self._note_written(start)
         if start is not None and start.get("run") != self.run:
             self._call(self._settle(start) if self.opts.ack_on == "trigger" else self._hold(start))
         if self.opts.ack_on == "trigger":
@@ -279,6 +294,7 @@ class LmqStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         self._restart_holder(end)
+        self._note_written(end)
         if _key(start) == _key(end):
             # A batch with no range (Spark runs one when only the watermark moved): no rows,
             # whatever the end offset's ids say (they belong to the batch that ended there).
@@ -329,6 +345,12 @@ class LmqStreamReader(DataSourceStreamReader):
         tag = offset.get("holder")
         if isinstance(tag, str) and tag:
             self.holder = tag
+
+    def _note_written(self, offset: dict[str, Any]) -> None:
+        """``offset`` came from Spark's checkpoint (not this run's initial offset): if it carries
+        the tag this reader pulls under, a restart will claim by that tag."""
+        if offset.get("holder") == self.holder and (offset.get("run") != self.run or int(offset.get("seq", 0)) > 0):
+            self._tag_written = True
 
     # -- on the loop thread ----------------------------------------------------------------------
 
@@ -542,12 +564,21 @@ class LmqStreamReader(DataSourceStreamReader):
         if node is None:
             return
         try:
-            # Messages in no batch go back now. Those of batches stay in processing: a restart
-            # takes them back by id (and before their timeout, nobody else can take them).
+            # Those of batches stay in processing: a restart takes them back by id (and before
+            # their timeout, nobody else can take them). So do messages in no batch when a
+            # restart can claim them by the holder tag: a nack would sort them at the time of the
+            # nack, behind newer messages, and drop their holder records. Else they go back now.
             rows = [self._held[i].row for i in self._pulled.values() if i in self._held]
             self._pulled.clear()
             self._held.clear()
-            if rows:
+            if rows and self._tag_written and node.holder_api and node.batches:
+                log.info(
+                    "lmq stream: %d messages pulled for a batch Spark did not plan stay in processing: a "
+                    "restart takes them back first by the holder tag, or the queue redelivers them after "
+                    "its timeout",
+                    len(rows),
+                )
+            elif rows:
                 async with asyncio.timeout(STOP_GRACE):
                     await give_back(node, rows)
         finally:

@@ -125,3 +125,58 @@ def test_a_node_without_holder_tags_reads_as_before(
     following = second.latestOffset(end, None)
     assert bodies(second.partitions(end, following)) == ["m6", "m7", "m8"], "today's behaviour: (b) stays"
     second.stop()
+
+
+@pytest.mark.parametrize("api", ["http", "rpc"])
+def test_a_stop_between_a_trigger_pull_and_its_offset_leaves_those_messages_first(node: NodeThread, api: str) -> None:
+    # Spark stops the reader (query.stop(), or a failure such as the offset log's write) after
+    # latestOffset pulled m3-m5 and before their offset was written. Nacked, they would sort at
+    # the time of the nack, behind m6-m8, and lose their holder records: the restart would read
+    # m6-m8 first and a watermarked query could drop m3-m5 as late.
+    push(node, 9)
+    first = reader(node, api)
+    start = first.initialOffset()
+    end = first.latestOffset(start, None)
+    assert bodies(first.partitions(start, end)) == ["m0", "m1", "m2"]
+    first.latestOffset(end, None)  # acks batch 0, pulls m3-m5: no offset names them
+    first.stop()
+    second = reader(node, api)
+    following = second.latestOffset(end, None)
+    assert bodies(second.partitions(end, following)) == ["m3", "m4", "m5"], "the unwritten trigger's first"
+    after = second.latestOffset(following, None)
+    assert bodies(second.partitions(following, after)) == ["m6", "m7", "m8"]
+    second.stop()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Spark 4.0/4.1 call latestOffset() without its start: a restarted reader pulls under a fresh "
+    "tag before any offset tells it the query's (documented as exception (b))",
+)
+def test_a_restart_called_as_spark_4_1_calls_it_puts_the_orphans_first(node: NodeThread) -> None:
+    end, _ = crash_in_the_window(node, "http")
+    second = reader(node)
+    following = second.latestOffset()  # pyspark 4.0/4.1: no start, no limit
+    assert bodies(second.partitions(end, following)) == ["m3", "m4", "m5"], "the orphans first, nothing newer"
+    second.stop()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Spark 4.0/4.1 call latestOffset() without its start: a restarted reader never learns which "
+    "committed batch to ack, and its messages come back after their timeout as new (documented)",
+)
+def test_a_restart_called_as_spark_4_1_calls_it_acks_the_committed_batch(node: NodeThread) -> None:
+    push(node, 3)
+    first = reader(node)
+    start = first.initialOffset()
+    end = first.latestOffset(start, None)
+    first.partitions(start, end)  # batch 0 runs and Spark commits it; the driver dies before the acks
+    kill(first)
+    second = reader(node)
+    following = second.latestOffset()  # pyspark 4.0/4.1: no start, no limit
+    if following != end:
+        second.partitions(end, following)
+        second.commit(following)
+    assert node.node.store.messages("q") == [], "the committed batch is acked, not left to its timeout"
+    second.stop()

@@ -82,8 +82,8 @@ Spark 4.0 and 4.1 call :meth:`latestOffset` without its ``start``: a restarted r
 the query's offsets only from :meth:`partitions`, after its first pull. There, unless the
 restart begins with a replay, it pulls under a fresh tag (the trigger a kill cut short is
 case (b)), and it does not ack the last committed batch first: those of its messages whose
-acks the crash cut short come back after their ``timeout`` and are processed again. The
-restart guarantees above need Spark 4.2 or later.
+acks the crash cut short come back after their ``timeout`` and are processed again. So the
+``spark`` extra requires pyspark 4.2 or later.
 
 Duplicates within the query's own output come only from a sink that is not idempotent per
 batch id: a replayed batch is the same batch again (Spark's ``foreachBatch`` gets the same

@@ -146,37 +146,3 @@ def test_a_stop_between_a_trigger_pull_and_its_offset_leaves_those_messages_firs
     after = second.latestOffset(following, None)
     assert bodies(second.partitions(following, after)) == ["m6", "m7", "m8"]
     second.stop()
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="Spark 4.0/4.1 call latestOffset() without its start: a restarted reader pulls under a fresh "
-    "tag before any offset tells it the query's (documented as exception (b))",
-)
-def test_a_restart_called_as_spark_4_1_calls_it_puts_the_orphans_first(node: NodeThread) -> None:
-    end, _ = crash_in_the_window(node, "http")
-    second = reader(node)
-    following = second.latestOffset()  # pyspark 4.0/4.1: no start, no limit
-    assert bodies(second.partitions(end, following)) == ["m3", "m4", "m5"], "the orphans first, nothing newer"
-    second.stop()
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="Spark 4.0/4.1 call latestOffset() without its start: a restarted reader never learns which "
-    "committed batch to ack, and its messages come back after their timeout as new (documented)",
-)
-def test_a_restart_called_as_spark_4_1_calls_it_acks_the_committed_batch(node: NodeThread) -> None:
-    push(node, 3)
-    first = reader(node)
-    start = first.initialOffset()
-    end = first.latestOffset(start, None)
-    first.partitions(start, end)  # batch 0 runs and Spark commits it; the driver dies before the acks
-    kill(first)
-    second = reader(node)
-    following = second.latestOffset()  # pyspark 4.0/4.1: no start, no limit
-    if following != end:
-        second.partitions(end, following)
-        second.commit(following)
-    assert node.node.store.messages("q") == [], "the committed batch is acked, not left to its timeout"
-    second.stop()

@@ -23,9 +23,9 @@ from pylmq.api._limits import (
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.manager import QueueManager
 from pylmq.core.queue import QueueObserver
+from pylmq.core.store import Store
 from pylmq.errors import ConfigError
 from pylmq.metrics import QueueMetrics
-from pylmq.store.base import Store
 from pylmq.store.durable import DEFAULT_FSYNC, FSYNC_POLICIES
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.holders import HolderBook, check_holder
@@ -32,12 +32,9 @@ from pylmq.core.props import (
     merge_props,
 )
 from pylmq.core.queue import Delivery, Queue, QueueObserver, Waiter
+from pylmq.core.store import Store
 from pylmq.core.table import AccumResult
 from pylmq.errors import BadRequest, InvalidQueueName, LMQError, MessageNotFound, QueueNotFound
-
-if TYPE_CHECKING:
-    # Only for types: pylmq.store imports pylmq.core, so a runtime import here is circular.
-    from pylmq.store.base import Store
 
 __all__ = [
     "MAX_BATCH",

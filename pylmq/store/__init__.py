@@ -1,6 +1,8 @@
-"""Stores: where queue tables live (`memory`, the durable default, later `mnesia`)."""
+"""Stores: where queue tables live (`memory`, the durable default, `mnesia` on Erlang LMQ nodes).
 
-from pylmq.store.base import Store
+The protocol they implement is :class:`pylmq.core.store.Store`.
+"""
+
 from pylmq.store.memory import MemoryStore
 
-__all__ = ["MemoryStore", "Store"]
+__all__ = ["MemoryStore"]

@@ -19,6 +19,7 @@ from pylmq.cli import console
 from pylmq.cluster import Cluster, membership
 from pylmq.cluster.cluster import not_connected_yet, rejoining_error
 from pylmq.cluster.membership import Membership
+from pylmq.cluster.mnesia_store import MnesiaStore
 from pylmq.config import Settings
 from pylmq.core.clock import SystemClock
 from pylmq.dist import Atom, Node, erl_string, start_node
@@ -27,7 +28,6 @@ from pylmq.log import get_logger
 from pylmq.metrics import PeriodicGauges, QueueMetrics, StatsdEmitter
 from pylmq.node import LMQNode, NodeOptions, make_store
 from pylmq.store.local import LocalStore
-from pylmq.store.mnesia import MnesiaStore
 
 __all__ = ["Service", "node_options"]
 

@@ -49,7 +49,7 @@ timeout after the call was sent, so that its outcome is unknown:
   the same delivery, and in both the message's fate is what LMQ gives it anyway.
 - ``create``/``delete``/props/default props are idempotent and are retried.
 
-Transactions on one queue's table are admitted by a :class:`~pylmq.store.gate.QueueGate`:
+Transactions on one queue's table are admitted by a :class:`~pylmq.cluster.gate.QueueGate`:
 enqueues together, the others (dequeue, done, retain, release, put_back: they lock the whole
 table) one at a time, since concurrent ones make Mnesia restart them after random sleeps. Those
 that wait for their turn are sent in one rpc (``lists:zipwith3(fun erlang:apply/3, ...)``), so
@@ -78,6 +78,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Protocol
 
+from pylmq.cluster.gate import QueueGate
 from pylmq.cluster.mirror import Mirror
 from pylmq.cluster.terms import (
     default_list_to_term,
@@ -93,7 +94,6 @@ from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult
 from pylmq.dist.terms import Atom, Export, Term
 from pylmq.errors import ClusterError, InvalidProps, NodeDown, NotSupported, PeerStalled, RemoteError
-from pylmq.store.gate import QueueGate
 from pylmq.store.local import LocalStore
 
 __all__ = [
@@ -108,7 +108,7 @@ __all__ = [
     "erlang_props_problem",
 ]
 
-log = logging.getLogger("pylmq.store.mnesia")
+log = logging.getLogger("pylmq.cluster.mnesia_store")
 
 A = Atom
 LOCAL, CLUSTER, STANDALONE = "local", "cluster", "standalone"
@@ -361,7 +361,7 @@ class MnesiaStore:
 
     @asynccontextmanager
     async def _gated(self, name: str, *, exclusive: bool) -> AsyncIterator[None]:
-        """Admit a message transaction on ``name`` through its gate (see pylmq.store.gate):
+        """Admit a message transaction on ``name`` through its gate (see pylmq.cluster.gate):
         enqueues together, any other alone."""
         gate = self._gates.get(name)
         if gate is None:
@@ -376,7 +376,7 @@ class MnesiaStore:
     async def _table_call(self, name: str, function: str, args: list[Term]) -> tuple[Term, bool]:
         """``lmq_lib:function(args)``, a transaction that locks the table of queue ``name``
         (dequeue, done, retain, release, put_back), retried on another peer if its outcome is
-        unknown. Those of one queue run one at a time (pylmq.store.gate), and the ones that
+        unknown. Those of one queue run one at a time (pylmq.cluster.gate), and the ones that
         wait for their turn go together in one rpc, run one after the other on the peer."""
         fut: asyncio.Future[tuple[Term, bool]] = asyncio.get_running_loop().create_future()
         self._table_calls.setdefault(name, []).append((function, args, fut))

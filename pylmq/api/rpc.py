@@ -1,6 +1,6 @@
 """The MessagePack-RPC API (docs/lmq-contract.md#messagepack-rpc-api) on asyncio: parse, call the manager, encode.
 
-One :class:`asyncio.Protocol` per connection feeds a :class:`~pylmq.api.msgpack_rpc.Decoder`;
+One :class:`asyncio.Protocol` per connection feeds a :class:`~pylmq.wire.msgpack_rpc.Decoder`;
 every request runs as its own task, so requests pipelined on one connection are served
 concurrently (a long-poll pull does not hold up a push behind it) and each response carries its
 request's msgid, in completion order. Responses finished in the same loop iteration go out in one
@@ -42,7 +42,7 @@ item (pushed over HTTP with another content-type, or x-msgpack bytes that do not
 as its body in the old spec's raw type, as LMQ's server packs binaries (current clients read it as
 str), or as bin when the body is not UTF-8 (no current client could decode it as str).
 
-Errors go in the error slot as ``[reason, detail]`` (see :mod:`pylmq.api.msgpack_rpc`), e.g.
+Errors go in the error slot as ``[reason, detail]`` (see :mod:`pylmq.wire.msgpack_rpc`), e.g.
 ``["not_found", "..."]`` for an unknown or expired id, ``["queue_not_found", ...]``,
 ``["invalid_regex", ...]``, ``["invalid_props", ...]``, ``["bad_request", ...]`` for wrong
 argument types or counts, ``["unknown_method", ...]``, ``["bad_message", ...]`` for a frame that
@@ -105,17 +105,6 @@ from pylmq.api._limits import (
     default_max_connections,
 )
 from pylmq.api._putback import Deliveries, PutBacks
-from pylmq.api.msgpack_rpc import (
-    DEFAULT_MAX_MESSAGE_SIZE,
-    Decoder,
-    Event,
-    Invalid,
-    Notification,
-    Request,
-    encode_error,
-    encode_result_raw,
-    pack,
-)
 from pylmq.core.manager import MAX_BATCH, QueueManager, validate_name
 from pylmq.core.message import Item, MessageType, content_type_of, make_item, uuid_text
 from pylmq.core.props import RawProps, export_props, parse_default_list, parse_props
@@ -131,6 +120,17 @@ from pylmq.errors import (
     RequestTimeout,
     ShuttingDown,
     UnknownMethod,
+)
+from pylmq.wire.msgpack_rpc import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    Decoder,
+    Event,
+    Invalid,
+    Notification,
+    Request,
+    encode_error,
+    encode_result_raw,
+    pack,
 )
 
 __all__ = ["DEFAULT_MAX_INFLIGHT", "RpcServer"]

@@ -69,7 +69,7 @@ PULL_BATCH = 2000
 """Messages asked for per pull-many request: past a few hundred the request's own cost is noise,
 and a batch this size is a few hundred KB for small messages."""
 PUSH_BATCH = 5000
-"""Rows per push-many request (at most :data:`pylmq.core.manager.MAX_BATCH`)."""
+"""Rows per push-many request (at most :data:`pylmq.wire.batch.MAX_BATCH`)."""
 PUSH_BATCH_BYTES = 8 * 1024 * 1024
 """Body bytes per push-many request: well under the node's request bound (64 MiB)."""
 BATCHES_IN_FLIGHT = 4

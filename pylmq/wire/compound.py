@@ -15,8 +15,8 @@ from typing import Any
 
 import msgpack
 
-from pylmq.core.message import DEFAULT_CONTENT_TYPE, Item, Metadata
 from pylmq.errors import BadRequest
+from pylmq.wire.items import DEFAULT_CONTENT_TYPE, Item, Metadata
 
 __all__ = [
     "MSGPACK_CONTENT_TYPE",

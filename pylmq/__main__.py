@@ -135,7 +135,7 @@ def _tune_gc() -> None:
 
 
 async def run(settings: Settings, pid_file: Path | None = None, console: bool = False, statsd: bool = True) -> None:
-    from pylmq.cli.service import Service
+    from pylmq.node.service import Service
 
     install_crash_handler()
     service = Service(settings, pid_file=pid_file, statsd=statsd)

@@ -10,7 +10,7 @@ A pull that gets nothing in time returns ``None``. Errors are the :mod:`pylmq.er
 :class:`~pylmq.errors.MessageNotFound`, :class:`~pylmq.errors.QueueNotFound`,
 :class:`~pylmq.errors.BadRequest` (with the node's reason), :class:`~pylmq.errors.Unreachable`
 when no node answers, :class:`~pylmq.errors.ProtocolError` when an answer makes no sense.
-Test nodes for all of this are in :mod:`pylmq.client.testing`.
+Test nodes for all of this are in :mod:`pylmq.node.testing`.
 """
 
 from pylmq.client._http import AsyncHttpClient

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pylmq.cli.service import node_options
 from pylmq.config import LagerConfig, LogHandler, Settings, load_settings
 from pylmq.errors import ConfigError, ConfigSyntaxError
+from pylmq.node.service import node_options
 from pylmq.store.durable import DEFAULT_FSYNC
 
 REPO = Path(__file__).resolve().parents[2]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from pylmq.cli.console import (
+from pylmq.core.clock import SystemClock
+from pylmq.core.manager import QueueManager
+from pylmq.dist.terms import Atom
+from pylmq.metrics import QueueMetrics
+from pylmq.node.console import (
     JOIN_NOT_SUPPORTED,
     format_stats,
     format_status,
@@ -10,10 +14,6 @@ from pylmq.cli.console import (
     stats_term,
     status_term,
 )
-from pylmq.core.clock import SystemClock
-from pylmq.core.manager import QueueManager
-from pylmq.dist.terms import Atom
-from pylmq.metrics import QueueMetrics
 from pylmq.store.memory import MemoryStore
 
 A = Atom

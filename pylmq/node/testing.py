@@ -27,7 +27,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, TypeVar
 
-from pylmq.node import LMQNode, NodeOptions
+from pylmq.node.lmq_node import LMQNode, NodeOptions
 
 __all__ = ["NodeThread", "http_url", "local_options", "refused_address", "refused_url", "running_node"]
 

@@ -15,7 +15,6 @@ import os
 from collections.abc import Awaitable
 from pathlib import Path
 
-from pylmq.cli import console
 from pylmq.cluster import Cluster, membership
 from pylmq.cluster.cluster import not_connected_yet, rejoining_error
 from pylmq.cluster.membership import Membership
@@ -26,7 +25,8 @@ from pylmq.dist import Atom, Node, erl_string, start_node
 from pylmq.errors import ClusterError, ConfigError, DistError
 from pylmq.log import get_logger
 from pylmq.metrics import PeriodicGauges, QueueMetrics, StatsdEmitter
-from pylmq.node import LMQNode, NodeOptions, make_store
+from pylmq.node import console
+from pylmq.node.lmq_node import LMQNode, NodeOptions, make_store
 from pylmq.store.local import LocalStore
 
 __all__ = ["Service", "node_options"]

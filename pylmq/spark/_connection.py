@@ -15,10 +15,15 @@ from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar
 
-from pylmq.client._http import AsyncHttpClient
-from pylmq.client._message import ClaimResult, Message, ReplyResult, RpcMessage
-from pylmq.client._rpc import AsyncRpcClient
-from pylmq.client._urls import parse_rpc_addresses
+from pylmq.client import (
+    AsyncHttpClient,
+    AsyncRpcClient,
+    ClaimResult,
+    Message,
+    ReplyResult,
+    RpcMessage,
+    parse_rpc_addresses,
+)
 from pylmq.errors import (
     BadRequest,
     LMQError,
@@ -31,7 +36,7 @@ from pylmq.errors import (
 from pylmq.spark._options import LmqOptions
 from pylmq.spark._rows import Push, Row, message_row
 
-__all__ = ["REPLY_CHUNK", "Node", "Reply", "reply_all", "run_window"]
+__all__ = ["REPLY_CHUNK", "NodeConnection", "Reply", "reply_all", "run_window"]
 
 log = logging.getLogger("pylmq.spark")
 
@@ -48,7 +53,7 @@ Reply = str
 """``ack``, ``nack`` or ``ext``."""
 
 
-class Node:
+class NodeConnection:
     """A connection to the node(s) of ``opts.urls`` (the first that answers, then the next)."""
 
     def __init__(self, opts: LmqOptions) -> None:
@@ -72,7 +77,7 @@ class Node:
             (host, port), *rest = parse_rpc_addresses(list(opts.urls))
             self._rpc = AsyncRpcClient(host, port, fallbacks=rest, request_timeout=opts.request_timeout)
 
-    async def __aenter__(self) -> Node:
+    async def __aenter__(self) -> NodeConnection:
         return self
 
     async def __aexit__(
@@ -336,7 +341,7 @@ async def run_window(items: Iterable[T], op: Callable[[T], Awaitable[None]], win
         raise failure[0]
 
 
-async def reply_all(node: Node, reply: Reply, targets: Iterable[tuple[str, str]]) -> tuple[int, int]:
+async def reply_all(node: NodeConnection, reply: Reply, targets: Iterable[tuple[str, str]]) -> tuple[int, int]:
     """Send ``reply`` for every ``(queue, id)``, many ids a request; ``(done, not_found)``. A
     message that is not found was redelivered (its deadline passed) or answered already: not an
     error for at-least-once, the caller counts it. Any other failure is raised."""

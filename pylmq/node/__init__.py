@@ -7,6 +7,6 @@ it (StatsD, Erlang distribution, the mixed cluster) from :class:`~pylmq.config.S
 :mod:`~pylmq.node.testing` runs a node in a thread for tests and examples.
 """
 
-from pylmq.node.lmq_node import STORE_KINDS, LMQNode, NodeOptions, make_store, parse_hostport
+from pylmq.node.lmq_node import LMQNode, NodeOptions, make_store, parse_hostport
 
-__all__ = ["STORE_KINDS", "LMQNode", "NodeOptions", "make_store", "parse_hostport"]
+__all__ = ["LMQNode", "NodeOptions", "make_store", "parse_hostport"]

@@ -23,10 +23,10 @@ from pylmq.api._limits import (
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.manager import QueueManager
 from pylmq.core.queue import QueueObserver
-from pylmq.core.store import Store
+from pylmq.core.store import DEFAULT_FSYNC, DEFAULT_STORE, FSYNC_POLICIES, STORE_KINDS, Store
 from pylmq.errors import ConfigError
 from pylmq.metrics import QueueMetrics
-from pylmq.store.durable import DEFAULT_FSYNC, FSYNC_POLICIES
+from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
 
 if TYPE_CHECKING:
     from pylmq.api.http_server import HttpServer
@@ -35,7 +35,6 @@ __all__ = ["LMQNode", "NodeOptions", "make_store", "parse_hostport"]
 
 log = logging.getLogger("pylmq.node")
 
-STORE_KINDS = ("memory", "durable")
 _CANCEL_GRACE = 1.0  # seconds for cancelled HTTP requests to end (puts back included) at a stop
 
 
@@ -56,9 +55,9 @@ def parse_hostport(text: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
 
 @dataclass
 class NodeOptions:
-    http: tuple[str, int] | None = ("0.0.0.0", 9980)
-    rpc: tuple[str, int] | None = ("0.0.0.0", 18800)
-    store: str = "durable"
+    http: tuple[str, int] | None = ("0.0.0.0", DEFAULT_HTTP_PORT)
+    rpc: tuple[str, int] | None = ("0.0.0.0", DEFAULT_RPC_PORT)
+    store: str = DEFAULT_STORE
     data_dir: Path = field(default_factory=lambda: Path("data"))
     fsync: str = DEFAULT_FSYNC
     fsync_interval: float = 1.0  # seconds between fsyncs with fsync="interval"

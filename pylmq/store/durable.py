@@ -67,8 +67,9 @@ from typing import Any, TypeVar
 from pylmq.core.clock import Clock
 from pylmq.core.message import Item, Message, Retry
 from pylmq.core.props import DefaultList, RawProps
+from pylmq.core.store import DEFAULT_FSYNC, FSYNC_POLICIES
 from pylmq.core.table import AccumResult, QueueTable
-from pylmq.errors import JournalCorrupt, ShuttingDown, StoreError, StoreFull
+from pylmq.errors import ConfigError, JournalCorrupt, ShuttingDown, StoreError, StoreFull
 from pylmq.store.check import (
     check_segment,
     fsync_dir,
@@ -98,16 +99,10 @@ from pylmq.store.journal import (
 )
 from pylmq.store.local import LocalStore
 
-__all__ = ["FSYNC_POLICIES", "DurableStats", "DurableStore", "JournalIO"]
+__all__ = ["DurableStats", "DurableStore", "JournalIO"]
 
 log = logging.getLogger("pylmq.store.durable")
 
-FSYNC_POLICIES = ("always", "interval", "none")
-DEFAULT_FSYNC = "interval"
-"""Like Redis's ``appendfsync everysec``: an answered change survives the node process crashing
-or being killed (it is in the page cache); a power cut or an OS crash can lose the last
-``fsync_interval`` of them. ``always`` closes that window at about half the throughput
-(``python -m bench``)."""
 _CHUNK = 1 << 20
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 
@@ -376,7 +371,7 @@ class DurableStore(LocalStore):
         and attempts to leave the failed state are retried after ``retry_initial`` seconds,
         doubling up to ``retry_max``."""
         if fsync not in FSYNC_POLICIES:
-            raise ValueError(f"fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
+            raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, got {fsync!r}")
         self._log = _Log()
         super().__init__(clock, self._log)
         self.data_dir = Path(data_dir)

@@ -18,13 +18,13 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "dist"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "erlang"))
 
-# tests/dist is on the path only at run time (above): mypy cannot follow these two.
+# tests/erlang is on the path only at run time (above): mypy cannot follow these two.
 from dist_helpers import erl_eval  # type: ignore[import-not-found]
 from otp_nodes import COOKIE, ErlNode, Runtime, ensure_epmd  # type: ignore[import-not-found]
 
-from pylmq.dist import Atom, Node, decode, encode
+from pylmq.erlang import Atom, Node, decode, encode
 
 
 def codec(rounds: int = 2000) -> tuple[float, float, int]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from pylmq.config import Settings, load_settings
 from pylmq.core.store import DEFAULT_FSYNC, FSYNC_POLICIES, STORE_KINDS
-from pylmq.dist import is_long_name
+from pylmq.erlang import is_long_name
 from pylmq.errors import ConfigError, LMQError
 from pylmq.log import configure_logging, install_crash_handler
 from pylmq.node import parse_hostport

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from pylmq.cli.maint import Maint, read_target
-from pylmq.dist.terms import Atom, Term, to_text
+from pylmq.erlang.terms import Atom, Term, to_text
 from pylmq.errors import LMQError
 from pylmq.node import console
 

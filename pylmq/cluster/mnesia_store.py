@@ -25,7 +25,7 @@ The store has three modes:
 
 Every call is bounded: it fails after ``rpc_timeout`` seconds (a few by default, configurable),
 and sooner when the link finds its peer stalled (it sends nothing and leaves a probe unanswered,
-see :mod:`pylmq.dist.connection`). Stalled peers are left out of :meth:`PeerLink.peers` until
+see :mod:`pylmq.erlang.connection`). Stalled peers are left out of :meth:`PeerLink.peers` until
 they are heard from again (and the link has found them still running Mnesia with the others), so
 only the calls already sent to a peer when it stalls wait for it.
 A peer that let a call time out is tried after the others for a while (it may be alive but
@@ -92,7 +92,7 @@ from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.message import Item, Message, Retry
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult
-from pylmq.dist.terms import Atom, Export, Term
+from pylmq.erlang.terms import Atom, Export, Term
 from pylmq.errors import ClusterError, InvalidProps, NodeDown, NotSupported, PeerStalled, RemoteError
 from pylmq.store.local import LocalStore
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pylmq.core.message import Content, Item, Message, MessageType, Retry, State
 from pylmq.core.props import DefaultList, RawProps
-from pylmq.dist.terms import Atom, Term
+from pylmq.erlang.terms import Atom, Term
 
 __all__ = [
     "INFINITY",

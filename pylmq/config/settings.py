@@ -63,7 +63,7 @@ class Settings:
     # Bytes/s a body or frame being received must average over each window of body_timeout.
     min_receive_rate: int = 1024
     # In a cluster: ms one call to an Erlang peer may take (pylmq.cluster.mnesia_store), and ms of silence
-    # with a probe unanswered after which a peer is stalled (pylmq.dist.connection).
+    # with a probe unanswered after which a peer is stalled (pylmq.erlang.connection).
     rpc_timeout: int = 5000
     stall_timeout: int = 3000
     vm_env: Mapping[str, str] = field(default_factory=dict)  # -env VAR VALUE from vm.args

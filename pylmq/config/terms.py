@@ -8,7 +8,7 @@ Python shapes: atoms are :class:`Atom` (never equal to a ``str``), except ``true
 which become ``bool``; strings are ``str`` (Erlang reads them as lists of characters, but a
 config file means text); binaries are ``bytes``; lists ``list``; tuples ``tuple``; maps
 ``dict``; an improper list is an :class:`ImproperList`. :class:`Atom` and :class:`ImproperList`
-are those of :mod:`pylmq.dist.terms`, so config and distribution share one atom type.
+are those of :mod:`pylmq.erlang.terms`, so config and distribution share one atom type.
 
 Syntax errors raise :class:`~pylmq.errors.ConfigSyntaxError` naming file, line and column.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from pylmq.dist.terms import Atom, ImproperList
+from pylmq.erlang.terms import Atom, ImproperList
 from pylmq.errors import ConfigError, ConfigSyntaxError
 
 __all__ = ["Atom", "ImproperList", "Term", "parse_terms", "proplist"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from pylmq.core.manager import QueueManager
-from pylmq.dist.terms import Atom, Term
+from pylmq.erlang.terms import Atom, Term
 from pylmq.metrics import HistogramStats, MeterRates, QueueMetrics, QueueStats
 
 __all__ = [

@@ -21,7 +21,7 @@ from pylmq.cluster.membership import Membership
 from pylmq.cluster.mnesia_store import MnesiaStore
 from pylmq.config import Settings
 from pylmq.core.clock import SystemClock
-from pylmq.dist import Atom, Node, erl_string, start_node
+from pylmq.erlang import Atom, Node, erl_string, start_node
 from pylmq.errors import ClusterError, ConfigError, DistError
 from pylmq.log import get_logger
 from pylmq.metrics import PeriodicGauges, QueueMetrics, StatsdEmitter

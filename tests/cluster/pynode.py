@@ -19,8 +19,8 @@ from pathlib import Path
 
 from pylmq.cluster import Cluster
 from pylmq.cluster.mnesia_store import RPC_TIMEOUT, MnesiaStore
-from pylmq.dist import Atom, start_node
-from pylmq.dist.terms import Term
+from pylmq.erlang import Atom, start_node
+from pylmq.erlang.terms import Term
 from pylmq.errors import ClusterError
 from pylmq.node import LMQNode, NodeOptions
 from pylmq.store.durable import DurableStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pylmq.cluster.mirror import LMQ_INFO, QUEUE_INFO, SCHEMA, Mirror
 from pylmq.cluster.terms import message_from_term, message_to_term, props_from_term, props_to_term
 from pylmq.core.message import Message, MessageType, State
-from pylmq.dist.terms import Atom
+from pylmq.erlang.terms import Atom
 
 A = Atom
 Q = A("q1")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pylmq.core.clock import SystemClock
 from pylmq.core.manager import QueueManager
-from pylmq.dist.terms import Atom
+from pylmq.erlang.terms import Atom
 from pylmq.metrics import QueueMetrics
 from pylmq.node.console import (
     JOIN_NOT_SUPPORTED,

@@ -16,7 +16,7 @@ from store_helpers import QuietLink
 
 from pylmq.cluster.mnesia_store import SUSPECT_FOR, MnesiaStore
 from pylmq.core.clock import ManualClock
-from pylmq.dist.terms import Atom, Term
+from pylmq.erlang.terms import Atom, Term
 from pylmq.errors import ClusterError, PeerStalled
 from pylmq.store.memory import MemoryStore
 

@@ -14,7 +14,7 @@ from store_helpers import QuietLink
 from pylmq.api.http import stats_body, stats_document
 from pylmq.cluster.mnesia_store import ERLANG_INT_MAX, MnesiaStore, erlang_props_problem
 from pylmq.core.manager import QueueManager
-from pylmq.dist.terms import Atom, Term
+from pylmq.erlang.terms import Atom, Term
 from pylmq.errors import InvalidProps
 from pylmq.store.memory import MemoryStore
 

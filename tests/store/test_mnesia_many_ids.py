@@ -9,7 +9,7 @@ from store_helpers import QuietLink
 from pylmq.cluster.mnesia_store import MnesiaStore
 from pylmq.core import QueueManager, make_item
 from pylmq.core.message import uuid_text
-from pylmq.dist.terms import Atom, Term
+from pylmq.erlang.terms import Atom, Term
 from pylmq.errors import NotSupported
 from pylmq.store.memory import MemoryStore
 

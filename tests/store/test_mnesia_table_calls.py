@@ -15,7 +15,7 @@ from store_helpers import QuietLink
 from pylmq.cluster.gate import QueueGate
 from pylmq.cluster.mnesia_store import MnesiaStore
 from pylmq.core.message import Item
-from pylmq.dist.terms import Atom, Export, Term
+from pylmq.erlang.terms import Atom, Export, Term
 from pylmq.errors import ClusterError, HandshakeError, NodeDown, PeerStalled
 from pylmq.store.memory import MemoryStore
 

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 from otp_nodes import unique_name
 
-from pylmq.dist import Atom, Node
-from pylmq.dist.epmd import EpmdServer
+from pylmq.erlang import Atom, Node
+from pylmq.erlang.epmd import EpmdServer
 from pylmq.errors import DistError, PeerStalled, ProcessExited, RemoteError
 
 A = Atom

@@ -22,14 +22,14 @@ import struct
 import time
 from typing import Protocol
 
-from pylmq.dist.etf import DecodeError, decode_from
-from pylmq.dist.handshake import Acceptor, Initiator
-from pylmq.dist.terms import Term
+from pylmq.erlang.etf import DecodeError, decode_from
+from pylmq.erlang.handshake import Acceptor, Initiator
+from pylmq.erlang.terms import Term
 from pylmq.errors import CookieMismatch, DistError, HandshakeError
 
 __all__ = ["Connection", "ConnectionOwner", "accept", "dial"]
 
-log = logging.getLogger("pylmq.dist.connection")
+log = logging.getLogger("pylmq.erlang.connection")
 
 TICK = b"\0\0\0\0"
 HANDSHAKE_TIMEOUT = 7.0  # Erlang's net_setuptime default

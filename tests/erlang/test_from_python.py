@@ -10,7 +10,7 @@ import pytest
 from dist_helpers import erl_eval
 from otp_nodes import COOKIE, ErlNode, Runtime, unique_name
 
-from pylmq.dist import Atom, Node
+from pylmq.erlang import Atom, Node
 from pylmq.errors import CookieMismatch, NodeDown, RemoteError
 
 pytestmark = pytest.mark.erl
@@ -95,7 +95,7 @@ async def test_ten_thousand_messages_from_python_arrive_in_order(py: Node, erl: 
 
 def erl_pid(pid: object) -> str:
     """Erlang source that rebuilds ``pid`` on the remote node (binary_to_term of its encoding)."""
-    from pylmq.dist import encode
+    from pylmq.erlang import encode
 
     return f"binary_to_term(<<{','.join(map(str, encode(pid)))}>>)"
 
@@ -115,7 +115,7 @@ async def test_wrong_cookie_from_erlang_is_refused_and_logged(
 ) -> None:
     other = await Node(unique_name("py") + "@127.0.0.1", "another-cookie", listen_host="127.0.0.1").start()
     try:
-        with caplog.at_level(logging.ERROR, logger="pylmq.dist"):
+        with caplog.at_level(logging.ERROR, logger="pylmq.erlang"):
             got = await py.rpc(erl.name, "net_adm", "ping", [A(other.name)], timeout=10)
         assert got is A("pang")
         assert any("cookies differ" in r.getMessage() and erl.name in r.getMessage() for r in caplog.records), [

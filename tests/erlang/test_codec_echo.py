@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from otp_nodes import COOKIE, ErlNode, unique_name
 
-from pylmq.dist import Atom, BitBinary, ImproperList, Key, Node, decode, encode
-from pylmq.dist.terms import Term, freeze, needs_key
+from pylmq.erlang import Atom, BitBinary, ImproperList, Key, Node, decode, encode
+from pylmq.erlang.terms import Term, freeze, needs_key
 
 pytestmark = pytest.mark.erl
 

@@ -11,7 +11,7 @@ import pytest
 from dist_helpers import erl_eval
 from otp_nodes import COOKIE, ensure_epmd, unique_name
 
-from pylmq.dist import Atom, Node, epmd
+from pylmq.erlang import Atom, Node, epmd
 from pylmq.errors import DistError
 
 

@@ -25,16 +25,16 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pylmq.dist import epmd
-from pylmq.dist.connection import Connection, accept, dial
-from pylmq.dist.control import Op, frame
-from pylmq.dist.flags import PYLMQ_FLAGS, Flag
-from pylmq.dist.terms import Atom, Pid, Reference, Term
+from pylmq.erlang import epmd
+from pylmq.erlang.connection import Connection, accept, dial
+from pylmq.erlang.control import Op, frame
+from pylmq.erlang.flags import PYLMQ_FLAGS, Flag
+from pylmq.erlang.terms import Atom, Pid, Reference, Term
 from pylmq.errors import DistError, HandshakeError, NodeDown, PeerStalled, ProcessExited, RemoteError
 
 __all__ = ["Node", "Process", "start_node"]
 
-log = logging.getLogger("pylmq.dist.node")
+log = logging.getLogger("pylmq.erlang.node")
 
 A = Atom
 EMPTY = A("")
@@ -201,7 +201,7 @@ class Node:
         self._epmd_server: epmd.EpmdServer | None = None
         self.functions: dict[tuple[Atom, Atom], Callable[..., Any]] = {}
         self._caller = self._new_process(self._on_call_reply)
-        from pylmq.dist import services
+        from pylmq.erlang import services
 
         services.install(self)
 
@@ -818,7 +818,7 @@ class Node:
             if proc is not None and proc.links.get(control[1]) == 0:
                 del proc.links[control[1]]
         elif op == Op.SPAWN_REQUEST or op == Op.SPAWN_REQUEST_TT:
-            from pylmq.dist import services
+            from pylmq.erlang import services
 
             services.on_spawn_request(self, conn, control, payload if payload is not None else [])
         else:

@@ -12,7 +12,7 @@ import hashlib
 import secrets
 import struct
 
-from pylmq.dist.flags import REQUIRED_FLAGS, Flag, describe, expand, missing
+from pylmq.erlang.flags import REQUIRED_FLAGS, Flag, describe, expand, missing
 from pylmq.errors import CookieMismatch, HandshakeError
 
 __all__ = ["Acceptor", "Initiator", "digest"]

@@ -6,8 +6,8 @@ every tests/<dir>/conftest.py is imported as the one module ``conftest``.
 
 from __future__ import annotations
 
-from pylmq.dist import Node
-from pylmq.dist.terms import Term, erl_string
+from pylmq.erlang import Node
+from pylmq.erlang.terms import Term, erl_string
 
 
 async def erl_eval(node: Node, peer: str, code: str, timeout: float = 20.0) -> Term:

@@ -29,7 +29,7 @@ __all__ = [
     "register",
 ]
 
-log = logging.getLogger("pylmq.dist.epmd")
+log = logging.getLogger("pylmq.erlang.epmd")
 
 ALIVE2_REQ = 120
 ALIVE2_X_RESP = 118

@@ -8,8 +8,8 @@ import zlib
 import pytest
 from otp_nodes import Runtime, eval_erl, runtimes
 
-from pylmq.dist.etf import DecodeError, EncodeError, decode, decode_from, encode
-from pylmq.dist.terms import (
+from pylmq.erlang.etf import DecodeError, EncodeError, decode, decode_from, encode
+from pylmq.erlang.terms import (
     Atom,
     BitBinary,
     Export,

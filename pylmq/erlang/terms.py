@@ -1,6 +1,6 @@
 """Python types for Erlang terms that have no exact Python counterpart.
 
-The mapping (both directions, see :mod:`pylmq.dist.etf`):
+The mapping (both directions, see :mod:`pylmq.erlang.etf`):
 
 ==========================  =========================================================
 Erlang                      Python

@@ -1,4 +1,4 @@
-"""pylmq.dist: a hidden Erlang distribution node in pure asyncio.
+"""pylmq.erlang: a hidden Erlang distribution node in pure asyncio.
 
 Public surface: :func:`start_node` / :class:`Node` (``stop()``, ``rpc``, ``call``, ``cast``,
 ``send``, ``spawn``, ``serve``, ``register_name``, ``register_function``, ``monitor_node``,
@@ -6,10 +6,10 @@ Public surface: :func:`start_node` / :class:`Node` (``stop()``, ``rpc``, ``call`
 types, and the codec (``encode``/``decode``).
 """
 
-from pylmq.dist.etf import DecodeError, EncodeError, decode, encode
-from pylmq.dist.node import Node, Process, is_long_name, start_node
-from pylmq.dist.services import PythonError
-from pylmq.dist.terms import (
+from pylmq.erlang.etf import DecodeError, EncodeError, decode, encode
+from pylmq.erlang.node import Node, Process, is_long_name, start_node
+from pylmq.erlang.services import PythonError
+from pylmq.erlang.terms import (
     Atom,
     BitBinary,
     Export,

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from otp_nodes import COOKIE, ErlNode, Runtime, ensure_epmd, runtimes, unique_name
 
-from pylmq.dist import Node
+from pylmq.erlang import Node
 
 RUNTIMES = runtimes()
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import enum
 import struct
 
-from pylmq.dist.etf import encode_into
-from pylmq.dist.terms import Term
+from pylmq.erlang.etf import encode_into
+from pylmq.erlang.terms import Term
 
 __all__ = ["Op", "frame"]
 

@@ -2,7 +2,7 @@
 
 ``encode(term) -> bytes`` and ``decode(bytes) -> term`` (both with the leading version byte
 131), plus ``decode_from(data, pos)`` for the distribution's back-to-back terms. The Python
-types are those of :mod:`pylmq.dist.terms`; every tag an OTP 17-28 peer can send is decoded
+types are those of :mod:`pylmq.erlang.terms`; every tag an OTP 17-28 peer can send is decoded
 (the atom-cache and dist-header tags are not: pylmq never negotiates them).
 
 Encoding follows what ``term_to_binary(T, [{minor_version, 2}])`` produces, so outputs are
@@ -17,7 +17,7 @@ import struct
 import zlib
 from typing import Any
 
-from pylmq.dist.terms import (
+from pylmq.erlang.terms import (
     FALSE,
     TRUE,
     UNDEFINED,

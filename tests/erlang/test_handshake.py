@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
-from pylmq.dist.flags import PYLMQ_FLAGS, Flag, expand
-from pylmq.dist.handshake import Acceptor, Initiator, digest
+from pylmq.erlang.flags import PYLMQ_FLAGS, Flag, expand
+from pylmq.erlang.handshake import Acceptor, Initiator, digest
 from pylmq.errors import CookieMismatch, HandshakeError
 
 A_NAME, B_NAME = "a@127.0.0.1", "b@127.0.0.1"

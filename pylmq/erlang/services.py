@@ -11,16 +11,16 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pylmq.dist.control import SPAWN_REPLY_LINKED, SPAWN_REPLY_MONITORED, Op, frame
-from pylmq.dist.terms import Atom, Pid, Term
+from pylmq.erlang.control import SPAWN_REPLY_LINKED, SPAWN_REPLY_MONITORED, Op, frame
+from pylmq.erlang.terms import Atom, Pid, Term
 
 if TYPE_CHECKING:
-    from pylmq.dist.connection import Connection
-    from pylmq.dist.node import Node, Process
+    from pylmq.erlang.connection import Connection
+    from pylmq.erlang.node import Node, Process
 
 __all__ = ["PythonError", "install", "on_spawn_request"]
 
-log = logging.getLogger("pylmq.dist.services")
+log = logging.getLogger("pylmq.erlang.services")
 
 A = Atom
 GEN_CALL = A("$gen_call")

@@ -8,7 +8,7 @@ import pytest
 from dist_helpers import erl_eval
 from otp_nodes import ErlNode
 
-from pylmq.dist import Atom, ImproperList, Node, Reference
+from pylmq.erlang import Atom, ImproperList, Node, Reference
 
 pytestmark = pytest.mark.erl
 A = Atom

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pylmq.dist.connection import Connection
+from pylmq.erlang.connection import Connection
 
 
 class _Writer:

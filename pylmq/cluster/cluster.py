@@ -87,7 +87,7 @@ from pylmq.cluster.mnesia_store import (
     erlang_defaults_problem,
     erlang_props_problem,
 )
-from pylmq.cluster.terms import default_list_to_term, message_to_term, name_from_atom, name_to_atom, props_to_term
+from pylmq.cluster.records import default_list_to_term, message_to_term, name_from_atom, name_to_atom, props_to_term
 from pylmq.core.manager import QueueManager
 from pylmq.erlang import Atom, Node, Process
 from pylmq.erlang.terms import Export, Pid, Term

@@ -27,7 +27,7 @@ import heapq
 import logging
 from typing import Protocol
 
-from pylmq.cluster.terms import (
+from pylmq.cluster.records import (
     default_list_from_term,
     message_from_term,
     name_from_atom,

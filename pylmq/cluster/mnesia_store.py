@@ -80,7 +80,7 @@ from typing import Protocol
 
 from pylmq.cluster.gate import QueueGate
 from pylmq.cluster.mirror import Mirror
-from pylmq.cluster.terms import (
+from pylmq.cluster.records import (
     default_list_to_term,
     item_to_term,
     message_from_term,

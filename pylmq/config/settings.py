@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
+from pylmq.config.consult import Atom, Term, parse_terms, proplist
 from pylmq.config.lager import LagerConfig, lager_from_terms
-from pylmq.config.terms import Atom, Term, parse_terms, proplist
 from pylmq.config.vmargs import NameMode, VmArgs, parse_vm_args
 from pylmq.core.store import DEFAULT_FSYNC, DEFAULT_STORE, FSYNC_POLICIES, STORE_KINDS, FsyncPolicy, StoreKind
 from pylmq.errors import ConfigError

@@ -164,7 +164,7 @@ def test_a_bad_fsync_policy_is_a_config_error_wherever_it_is_given(tmp_path: Pat
 
 
 def test_one_set_of_defaults_for_settings_node_options_command_line_and_clients(no_cookie_file: Path) -> None:
-    from pylmq.__main__ import build_parser
+    from pylmq.cli.main import build_parser
     from pylmq.client._urls import DEFAULT_HTTP_URL
     from pylmq.client._urls import DEFAULT_RPC_PORT as CLIENT_RPC_PORT
 

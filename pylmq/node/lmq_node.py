@@ -181,7 +181,7 @@ class LMQNode:
             self._http.begin_stop()
 
     async def _start_rpc(self, host: str, port: int) -> None:
-        from pylmq.api.rpc import RpcServer
+        from pylmq.api.rpc_server import RpcServer
 
         opts = self.opts
         rpc = RpcServer(
@@ -209,7 +209,7 @@ class LMQNode:
         self._close_http_listener()
         if self._rpc is not None:
             # Imported only when an RPC server was started: a node without one does not need it.
-            from pylmq.api.rpc import RpcServer
+            from pylmq.api.rpc_server import RpcServer
 
             if isinstance(self._rpc, RpcServer):
                 await self._rpc.close()

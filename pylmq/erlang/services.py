@@ -6,6 +6,7 @@ Calls from Erlang reach Python code only through ``Node.functions``, the whiteli
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from collections.abc import Callable
@@ -16,7 +17,8 @@ from pylmq.erlang.terms import Atom, Pid, Term
 
 if TYPE_CHECKING:
     from pylmq.erlang.connection import Connection
-    from pylmq.erlang.node import Node, Process
+    from pylmq.erlang.node import Node
+    from pylmq.erlang.process import Process
 
 __all__ = ["PythonError", "install", "on_spawn_request"]
 
@@ -55,7 +57,8 @@ class PythonError(Exception):
 def install(node: Node) -> None:
     """Register the node's ``net_kernel`` and ``rex`` handler processes."""
     node.spawn("net_kernel", _net_kernel)
-    node.spawn("rex", _rex)
+    # rex needs the node (its function whitelist, its tasks), not just the process's Host.
+    node.spawn("rex", functools.partial(_rex, node))
 
 
 def _net_kernel(proc: Process, msg: Term) -> None:
@@ -93,9 +96,8 @@ def _error_reason(e: BaseException) -> Term:
     return (PYTHON, type(e).__name__.encode(), str(e).encode())
 
 
-def _rex(proc: Process, msg: Term) -> None:
+def _rex(node: Node, proc: Process, msg: Term) -> None:
     """The ``rex`` server of OTP <= 24 callers (``rpc:call`` fallback) and jinterface-style calls."""
-    node = proc.node
     if type(msg) is not tuple:
         return
     if len(msg) == 3 and msg[0] is GEN_CALL:

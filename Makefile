@@ -51,6 +51,7 @@ rel: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check pylmq tests bench examples
 	$(BIN)/mypy pylmq
+	$(BIN)/lint-imports --no-cache
 
 # The StatsD daemon (npm) for tests/ops/test_statsd_daemon.py; installed only when missing.
 STATSD_JS := .cache/statsd/node_modules/statsd/stats.js

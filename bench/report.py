@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.model import Cell
-from pylmq.store.durable import DEFAULT_FSYNC
+from pylmq.core.store import DEFAULT_FSYNC
 
 __all__ = ["check_targets", "ratios", "table", "write"]
 

@@ -183,7 +183,7 @@ def parse_result(body: bytes) -> tuple[tuple[str, int], tuple[int, float]]:
 
 def demo(spark: SparkSession, out: str, *, keys: int, windows: int, per_window: int, deadline: float) -> int:
     from pylmq.client import HttpClient
-    from pylmq.client.testing import NodeThread
+    from pylmq.node.testing import NodeThread
 
     events, expected = generate_events(keys, windows, per_window)
     with NodeThread() as node:

@@ -50,7 +50,7 @@ async def measure(cycles: int, profile: bool, store_kind: str) -> None:
     from pylmq.api.http import HttpApi
     from pylmq.api.http_server import HttpServer, _Connection
     from pylmq.core.manager import QueueManager
-    from pylmq.store.base import Store
+    from pylmq.core.store import Store
     from pylmq.store.durable import DurableStore
     from pylmq.store.memory import MemoryStore
 

@@ -19,7 +19,7 @@ Routes (also under LMQ's older prefixes ``/msgs`` and ``/props``)::
     GET    /stats
     POST   /batch/:name               push many       GET  /batch/:name?n=&t=    pull many
 
-``/batch`` is pylmq's extension (LMQ has no batch forms): see :mod:`pylmq.api.batch`.
+``/batch`` is pylmq's extension (LMQ has no batch forms): see :mod:`pylmq.wire.batch`.
 
 This module knows nothing of sockets: :class:`Request` is a parsed request (method, raw target,
 headers, whole body) and :class:`Response` an answer with its header block already encoded.
@@ -46,20 +46,21 @@ from urllib.parse import parse_qsl, unquote, unquote_to_bytes, urlsplit
 import msgpack
 
 from pylmq.api._putback import Deliveries
-from pylmq.api.batch import BAD_HEADER_CHARS, decode_pushes, encode_deliveries
-from pylmq.api.compound import (
-    MSGPACK_CONTENT_TYPE,
-    encode_msgpack,
-    encode_multipart,
-    item_headers,
-    multipart_content_type,
-)
+from pylmq.api.batch import encode_deliveries
 from pylmq.core.manager import MAX_BATCH, QueueManager
 from pylmq.core.message import Item, MessageType, Metadata, make_item, uuid_text
 from pylmq.core.props import export_props, parse_default_list, parse_props
 from pylmq.core.queue import Delivery
 from pylmq.errors import BadRequest, InvalidQueueName, InvalidRegex, LMQError, MessageTooLarge, shown_detail
 from pylmq.metrics import HistogramStats, MeterRates, QueueStats
+from pylmq.wire.batch import BAD_HEADER_CHARS, decode_pushes
+from pylmq.wire.compound import (
+    MSGPACK_CONTENT_TYPE,
+    encode_msgpack,
+    encode_multipart,
+    item_headers,
+    multipart_content_type,
+)
 
 __all__ = [
     "DEFAULT_MAX_BODY",

@@ -131,7 +131,7 @@ class _Connection(asyncio.Protocol):
         self.loop = server.loop
         # None once the connection is lost: the parser refers back to this protocol, and that
         # cycle would keep the connection and its buffers alive until the cyclic collector runs
-        # (rarely, on a node: pylmq.__main__ freezes it and raises its threshold).
+        # (rarely, on a node: pylmq.cli.main freezes it and raises its threshold).
         self.parser: httptools.HttpRequestParser | None = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.idle_since = self.loop.time()

@@ -3,7 +3,7 @@
 ``python -m pylmq.cli.admin --root REL COMMAND``; the release's ``bin/lmq-admin`` passes
 ``--root``. Each command pings the node first (``Node is not running!``, exit 1, when it does
 not answer), then calls ``lmq_console:<command>`` on it over Erlang distribution and prints
-the answer in the layout of LMQ's ``lmq-admin`` (:mod:`pylmq.cli.console`).
+the answer in the layout of LMQ's ``lmq-admin`` (:mod:`pylmq.node.console`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import logging
 import sys
 from pathlib import Path
 
-from pylmq.cli import console
 from pylmq.cli.maint import Maint, read_target
-from pylmq.dist.terms import Atom, Term, to_text
+from pylmq.erlang.terms import Atom, Term, to_text
 from pylmq.errors import LMQError
+from pylmq.node import console
 
 __all__ = ["main"]
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from pylmq.cli.maint import Maint, Target, ensure_epmd, read_target
 from pylmq.config import load_settings
-from pylmq.dist.terms import Atom, to_text
+from pylmq.erlang.terms import Atom, to_text
 from pylmq.errors import DistError, LMQError
 
 __all__ = ["main", "pid_alive"]

@@ -18,8 +18,8 @@ from pathlib import Path
 from types import TracebackType
 
 from pylmq.config import load_settings
-from pylmq.dist import Node
-from pylmq.dist.terms import Term
+from pylmq.erlang import Node
+from pylmq.erlang.terms import Term
 from pylmq.errors import ConfigError, DistError
 
 __all__ = ["Maint", "Target", "ensure_epmd", "read_target"]

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from pylmq.cli.service import Service
+from pylmq.node.service import Service
 
 __all__ = ["start_console"]
 

@@ -5,12 +5,13 @@
 - :class:`AsyncRpcClient` / :class:`RpcClient`: the MessagePack-RPC API (values in, values out;
   the asyncio one pipelines concurrent calls over one connection).
 
-Every client takes one node address or several, tried in turn when a connection cannot be made.
+Every client takes one node address or several, tried in turn when a connection cannot be made
+(:func:`parse_http_urls` and :func:`parse_rpc_addresses` check such a list without connecting).
 A pull that gets nothing in time returns ``None``. Errors are the :mod:`pylmq.errors` tree:
 :class:`~pylmq.errors.MessageNotFound`, :class:`~pylmq.errors.QueueNotFound`,
 :class:`~pylmq.errors.BadRequest` (with the node's reason), :class:`~pylmq.errors.Unreachable`
 when no node answers, :class:`~pylmq.errors.ProtocolError` when an answer makes no sense.
-Test nodes for all of this are in :mod:`pylmq.client.testing`.
+Test nodes for all of this are in :mod:`pylmq.node.testing`.
 """
 
 from pylmq.client._http import AsyncHttpClient
@@ -28,6 +29,7 @@ from pylmq.client._message import (
 )
 from pylmq.client._rpc import AsyncRpcClient
 from pylmq.client._rpc_sync import RpcClient
+from pylmq.client._urls import parse_http_urls, parse_rpc_addresses
 
 __all__ = [
     "DEFAULT_CONTENT_TYPE",
@@ -43,4 +45,6 @@ __all__ = [
     "ReplyResult",
     "RpcClient",
     "RpcMessage",
+    "parse_http_urls",
+    "parse_rpc_addresses",
 ]

@@ -12,8 +12,8 @@ import json
 from typing import Any
 
 from pylmq import errors
-from pylmq.api.msgpack_rpc import error_parts
 from pylmq.errors import LMQError
+from pylmq.wire.msgpack_rpc import error_parts
 
 __all__ = ["error_from_http", "error_from_rpc"]
 

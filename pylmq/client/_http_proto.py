@@ -18,7 +18,6 @@ from urllib.parse import quote, urlencode
 import msgpack
 
 from pylmq import errors
-from pylmq.api import batch, compound
 from pylmq.client._errors import error_from_http
 from pylmq.client._message import (
     DEFAULT_CONTENT_TYPE,
@@ -30,8 +29,9 @@ from pylmq.client._message import (
     ReplyMany,
     ReplyResult,
 )
-from pylmq.core.message import Item
 from pylmq.errors import LMQError, ProtocolError
+from pylmq.wire import batch, compound
+from pylmq.wire.items import Item
 
 __all__ = [
     "HttpRequest",

@@ -9,13 +9,13 @@ from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar
 
-from pylmq.api import msgpack_rpc as wire
 from pylmq.client import _rpc_proto as proto
 from pylmq.client._errors import error_from_rpc
 from pylmq.client._http import read_timeout
 from pylmq.client._message import ClaimResult, ReplyMany, ReplyResult, RpcMessage
 from pylmq.client._urls import DEFAULT_RPC_PORT, parse_rpc_addresses
 from pylmq.errors import LMQError, ProtocolError, Unreachable
+from pylmq.wire import msgpack_rpc as wire
 
 __all__ = ["AsyncRpcClient"]
 

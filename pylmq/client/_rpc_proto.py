@@ -1,6 +1,6 @@
 """The MessagePack-RPC API as data: calls to make and decoders for their results, without I/O.
 
-Framing (requests, responses, the streaming decoder) is :mod:`pylmq.api.msgpack_rpc`, shared
+Framing (requests, responses, the streaming decoder) is :mod:`pylmq.wire.msgpack_rpc`, shared
 with the server. This module knows LMQ's methods (docs/lmq-contract.md#messagepack-rpc-api): their parameters, what
 their results look like and how long the server may hold each one.
 """

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from pylmq.errors import BadRequest
+from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
 
 __all__ = ["DEFAULT_HTTP_URL", "DEFAULT_RPC_PORT", "HttpBase", "parse_http_urls", "parse_rpc_addresses"]
 
-DEFAULT_HTTP_URL = "http://127.0.0.1:9980"
-DEFAULT_RPC_PORT = 18800
+DEFAULT_HTTP_URL = f"http://127.0.0.1:{DEFAULT_HTTP_PORT}"
 
 
 @dataclass(frozen=True, slots=True)

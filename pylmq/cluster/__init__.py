@@ -2,7 +2,7 @@
 
 See :mod:`pylmq.cluster.cluster` for joining, leaving, failover and the standalone fallback,
 :mod:`pylmq.cluster.mirror` for the local mirror of the cluster's tables, and
-:mod:`pylmq.store.mnesia` for the store that runs every queue operation on an Erlang peer.
+:mod:`pylmq.cluster.mnesia_store` for the store that runs every queue operation on an Erlang peer.
 """
 
 from pylmq.cluster.cluster import Cluster

@@ -48,7 +48,7 @@ deadline) and serves (``standalone``, logged at warning and shown by ``lmq-admin
 Several pylmq nodes that lose the cluster together each go on with a full copy (availability
 first: a message may then be delivered by each of them; none is lost).
 
-Stalled peers (a suspended Erlang node: connected, silent, see :mod:`pylmq.dist.connection`):
+Stalled peers (a suspended Erlang node: connected, silent, see :mod:`pylmq.erlang.connection`):
 the store's calls leave them out until they are heard from again and a membership refresh finds
 them among the serving node's running Mnesia nodes (a node the others dropped meanwhile holds a
 partition's stale copy, which Mnesia never merges back), an Erlang node's queue
@@ -78,12 +78,7 @@ from typing import Any
 from pylmq.cluster import membership
 from pylmq.cluster.membership import Membership
 from pylmq.cluster.mirror import ADMIN_TABLES, LMQ_INFO, QUEUE_INFO, SCHEMA
-from pylmq.cluster.terms import default_list_to_term, message_to_term, name_from_atom, name_to_atom, props_to_term
-from pylmq.core.manager import QueueManager
-from pylmq.dist import Atom, Node, Process
-from pylmq.dist.terms import Export, Pid, Term
-from pylmq.errors import ClusterError, ClusterUnavailable, DistError, RemoteError
-from pylmq.store.mnesia import (
+from pylmq.cluster.mnesia_store import (
     CLUSTER,
     ERLANG_INT_MAX,
     LOCAL,
@@ -92,6 +87,11 @@ from pylmq.store.mnesia import (
     erlang_defaults_problem,
     erlang_props_problem,
 )
+from pylmq.cluster.records import default_list_to_term, message_to_term, name_from_atom, name_to_atom, props_to_term
+from pylmq.core.manager import QueueManager
+from pylmq.erlang import Atom, Node, Process
+from pylmq.erlang.terms import Export, Pid, Term
+from pylmq.errors import ClusterError, ClusterUnavailable, DistError, RemoteError
 
 __all__ = ["Cluster", "not_connected_yet", "rejoining_error"]
 

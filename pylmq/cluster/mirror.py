@@ -27,7 +27,7 @@ import heapq
 import logging
 from typing import Protocol
 
-from pylmq.cluster.terms import (
+from pylmq.cluster.records import (
     default_list_from_term,
     message_from_term,
     name_from_atom,
@@ -36,7 +36,7 @@ from pylmq.cluster.terms import (
 from pylmq.core.message import Message, MessageId
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import RECORD_OVERHEAD
-from pylmq.dist.terms import Atom, Term
+from pylmq.erlang.terms import Atom, Term
 
 __all__ = ["ADMIN_TABLES", "LMQ_INFO", "QUEUE_INFO", "SCHEMA", "Mirror", "MirrorListener", "MirrorTable"]
 

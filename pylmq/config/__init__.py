@@ -3,9 +3,9 @@
 See ``etc/app.config`` for the keys pylmq reads and how they map.
 """
 
+from pylmq.config.consult import Atom, ImproperList, Term, parse_terms
 from pylmq.config.lager import LAGER_LEVELS, LagerConfig, LogHandler, RotationSpec, levels_for, parse_date_spec
 from pylmq.config.settings import FsyncPolicy, Settings, StoreKind, load_settings, read_cookie_file
-from pylmq.config.terms import Atom, ImproperList, Term, parse_terms
 from pylmq.config.vmargs import NameMode, VmArgs, parse_vm_args, split_vm_args
 
 __all__ = [

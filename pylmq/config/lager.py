@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pylmq.config.terms import Atom, Term, proplist
+from pylmq.config.consult import Atom, Term, proplist
 from pylmq.errors import ConfigError
 
 __all__ = [

@@ -15,25 +15,25 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
+from pylmq.config.consult import Atom, Term, parse_terms, proplist
 from pylmq.config.lager import LagerConfig, lager_from_terms
-from pylmq.config.terms import Atom, Term, parse_terms, proplist
 from pylmq.config.vmargs import NameMode, VmArgs, parse_vm_args
+from pylmq.core.store import DEFAULT_FSYNC, DEFAULT_STORE, FSYNC_POLICIES, STORE_KINDS, FsyncPolicy, StoreKind
 from pylmq.errors import ConfigError
+from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
 
 __all__ = ["FsyncPolicy", "Settings", "StoreKind", "load_settings", "read_cookie_file"]
 
-StoreKind = Literal["memory", "durable"]
-FsyncPolicy = Literal["always", "interval", "none"]
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     http_host: str = "0.0.0.0"
-    http_port: int = 9980
+    http_port: int = DEFAULT_HTTP_PORT
     rpc_host: str = "0.0.0.0"
-    rpc_port: int = 18800
+    rpc_port: int = DEFAULT_RPC_PORT
     # None: not a distributed node (no -name/-sname), as erl without those flags.
     node_name: str | None = None
     name_mode: NameMode = "long"
@@ -46,9 +46,9 @@ class Settings:
     join: str | None = None  # node to join at start ({lmq, [{join, Node}]})
     lager: LagerConfig = field(default_factory=LagerConfig)
     log_dir: Path | None = None  # when set, every log file goes here (by its file name)
-    store: StoreKind = "durable"
+    store: StoreKind = DEFAULT_STORE
     data_dir: Path = Path("data")
-    fsync: FsyncPolicy = "interval"  # pylmq.store.durable.DEFAULT_FSYNC
+    fsync: FsyncPolicy = DEFAULT_FSYNC
     fsync_interval: int = 1000  # ms, for fsync=interval
     journal_max_bytes: int = 1 << 30  # durable store: pushes refused past it while compaction fails
     disk_reserve_bytes: int = 64 << 20  # durable store: pushes refused below this much free space
@@ -62,8 +62,8 @@ class Settings:
     max_buffered_bytes: int = 0
     # Bytes/s a body or frame being received must average over each window of body_timeout.
     min_receive_rate: int = 1024
-    # In a cluster: ms one call to an Erlang peer may take (pylmq.store.mnesia), and ms of silence
-    # with a probe unanswered after which a peer is stalled (pylmq.dist.connection).
+    # In a cluster: ms one call to an Erlang peer may take (pylmq.cluster.mnesia_store), and ms of silence
+    # with a probe unanswered after which a peer is stalled (pylmq.erlang.connection).
     rpc_timeout: int = 5000
     stall_timeout: int = 3000
     vm_env: Mapping[str, str] = field(default_factory=dict)  # -env VAR VALUE from vm.args
@@ -82,8 +82,8 @@ _SCALAR_TYPES: dict[str, type] = {
 }  # fmt: skip
 _CHOICES: dict[str, tuple[str, ...]] = {
     "name_mode": get_args(NameMode),
-    "store": get_args(StoreKind),
-    "fsync": get_args(FsyncPolicy),
+    "store": STORE_KINDS,
+    "fsync": FSYNC_POLICIES,
 }
 _PORTS = ("http_port", "rpc_port", "statsd_port")
 _AT_LEAST: dict[str, int] = {

@@ -17,7 +17,7 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.holders import HolderBook, check_holder
@@ -32,12 +32,10 @@ from pylmq.core.props import (
     merge_props,
 )
 from pylmq.core.queue import Delivery, Queue, QueueObserver, Waiter
+from pylmq.core.store import Store
 from pylmq.core.table import AccumResult
 from pylmq.errors import BadRequest, InvalidQueueName, LMQError, MessageNotFound, QueueNotFound
-
-if TYPE_CHECKING:
-    # Only for types: pylmq.store imports pylmq.core, so a runtime import here is circular.
-    from pylmq.store.base import Store
+from pylmq.wire.batch import MAX_BATCH
 
 __all__ = [
     "MAX_BATCH",
@@ -65,10 +63,10 @@ RECENT_NAMES = 4096  # queues created lately, which a kept selection has yet to 
 SCAN_CHUNK = 256  # queues tried by one pull-any between two turns given to other tasks
 SCAN_SLICE = 0.002  # seconds of regex matching between two turns given to other tasks
 
-# Batch push and pull (pylmq's extension to LMQ's API): messages per request, and payload bytes a
-# pull-many gathers before it answers. Large enough that a request's fixed cost vanishes, small
-# enough that one request holds the loop for milliseconds, not seconds.
-MAX_BATCH = 10_000
+# Batch push and pull (pylmq's extension to LMQ's API): messages per request (MAX_BATCH, a bound of
+# the wire format, from pylmq.wire.batch), and payload bytes a pull-many gathers before it answers.
+# Large enough that a request's fixed cost vanishes, small enough that one request holds the loop
+# for milliseconds, not seconds.
 MAX_BATCH_BYTES = 16 * 1024 * 1024
 
 

@@ -13,6 +13,9 @@ import re
 import uuid as _uuid
 from dataclasses import dataclass
 
+# The item shape is shared with the clients, so it lives in the wire formats; re-exported here.
+from pylmq.wire.items import DEFAULT_CONTENT_TYPE, Item, Metadata, content_type_of, make_item
+
 __all__ = [
     "DEFAULT_CONTENT_TYPE",
     "Content",
@@ -29,14 +32,6 @@ __all__ = [
     "parse_uuid",
     "uuid_text",
 ]
-
-DEFAULT_CONTENT_TYPE = b"application/octet-stream"
-
-Metadata = tuple[tuple[bytes, bytes], ...]
-"""Headers stored with a body, e.g. ``((b"content-type", b"text/plain"),)``."""
-
-Item = tuple[Metadata, bytes]
-"""One pushed thing: its metadata and its body."""
 
 Content = Item | list[Item]
 """A normal message holds one item; a compound message a list of them."""
@@ -127,26 +122,3 @@ def parse_uuid(text: str | bytes) -> bytes | None:
         return _uuid.UUID(text).bytes
     except (ValueError, AttributeError, TypeError):
         return None
-
-
-_md_cache: dict[bytes, Metadata] = {}
-
-
-def make_item(body: bytes, content_type: bytes | str | None = None) -> Item:
-    """An item with a content-type header; identical metadata tuples are shared."""
-    if content_type is None:
-        return ((), body)
-    ct = content_type.encode("latin-1") if isinstance(content_type, str) else content_type
-    md = _md_cache.get(ct)
-    if md is None:
-        md = ((b"content-type", ct),)
-        if len(_md_cache) < 1024:
-            _md_cache[ct] = md
-    return (md, body)
-
-
-def content_type_of(item: Item) -> bytes:
-    for k, v in item[0]:
-        if k.lower() == b"content-type":
-            return v
-    return DEFAULT_CONTENT_TYPE

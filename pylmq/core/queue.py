@@ -15,16 +15,13 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from pylmq.core.message import Item, Message
 from pylmq.core.props import Props
+from pylmq.core.store import Store
 from pylmq.core.table import AccumResult
 from pylmq.errors import MessageNotFound
-
-if TYPE_CHECKING:
-    # Only for types: pylmq.store imports pylmq.core, so a runtime import here is circular.
-    from pylmq.store.base import Store
 
 __all__ = ["Delivery", "PropsSource", "Queue", "QueueObserver", "Waiter"]
 

@@ -37,8 +37,8 @@ from pyspark.sql.datasource import (
 )
 
 from pylmq.errors import BadRequest, MessagesExpired
+from pylmq.spark._connection import NodeConnection, reply_all, run_window
 from pylmq.spark._keep import Keeper
-from pylmq.spark._node import Node, reply_all, run_window
 from pylmq.spark._options import LmqOptions
 from pylmq.spark._rows import Push, PushColumns, Row, row_push
 from pylmq.spark._shape import ReadShape
@@ -69,7 +69,7 @@ PULL_BATCH = 2000
 """Messages asked for per pull-many request: past a few hundred the request's own cost is noise,
 and a batch this size is a few hundred KB for small messages."""
 PUSH_BATCH = 5000
-"""Rows per push-many request (at most :data:`pylmq.core.manager.MAX_BATCH`)."""
+"""Rows per push-many request (at most :data:`pylmq.wire.batch.MAX_BATCH`)."""
 PUSH_BATCH_BYTES = 8 * 1024 * 1024
 """Body bytes per push-many request: well under the node's request bound (64 MiB)."""
 BATCHES_IN_FLIGHT = 4
@@ -77,7 +77,7 @@ BATCHES_IN_FLIGHT = 4
 busy while the task builds the next batch."""
 
 
-async def pull_many(node: Node, quota: int | None, timeout: float, into: list[Row]) -> None:
+async def pull_many(node: NodeConnection, quota: int | None, timeout: float, into: list[Row]) -> None:
     """Append up to ``quota`` (``None``: no bound) messages to ``into`` until a pull finds none
     within ``timeout``: many per request for one queue, else ``pipeline`` pulls at a time.
     ``into`` holds what was taken even when this raises."""
@@ -120,7 +120,7 @@ async def pull_many(node: Node, quota: int | None, timeout: float, into: list[Ro
         raise _first_error(group) from None
 
 
-async def give_back(node: Node, rows: Sequence[Row]) -> None:
+async def give_back(node: NodeConnection, rows: Sequence[Row]) -> None:
     """Nack messages taken by work that failed, so they are redelivered now rather than after
     the queue's timeout; best effort (the timeout brings them back anyway)."""
     if not rows:
@@ -197,7 +197,7 @@ class LmqBatchReader(DataSourceReader):
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="lmq-read", daemon=True)
         thread.start()
-        node = Node(self.opts)
+        node = NodeConnection(self.opts)
         taken: list[Row] = []  # everything pulled: given back if the task fails
         handed = 0  # of which Spark got the first ``handed``
         pending: concurrent.futures.Future[list[Row]] | None = None
@@ -246,14 +246,14 @@ class LmqBatchReader(DataSourceReader):
                 loop.close()
 
 
-async def _close(node: Node, give: Sequence[Row]) -> None:
+async def _close(node: NodeConnection, give: Sequence[Row]) -> None:
     try:
         await give_back(node, give)
     finally:
         await node.close()
 
 
-async def _pull_once(node: Node, quota: int | None, timeout: float) -> list[Row]:
+async def _pull_once(node: NodeConnection, quota: int | None, timeout: float) -> list[Row]:
     """One round of pulling: a pull-many (one queue), or up to a batch of single pulls (``qre``)."""
     rows: list[Row] = []
     if node.batches:
@@ -281,7 +281,7 @@ async def push_rows(opts: LmqOptions, cols: PushColumns, rows: Iterable[Sequence
     target = opts.qre if opts.qre is not None else opts.queue
     pushes = (row_push(row, cols, target) for row in rows)
 
-    async with Node(opts) as node:
+    async with NodeConnection(opts) as node:
 
         async def one(push: Push) -> None:
             nonlocal pushed

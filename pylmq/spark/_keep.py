@@ -18,7 +18,7 @@ import logging
 from types import TracebackType
 
 from pylmq.errors import MessagesExpired
-from pylmq.spark._node import Node
+from pylmq.spark._connection import NodeConnection
 from pylmq.spark._rows import Row
 
 __all__ = ["DEFAULT_KEEP_INTERVAL", "Keeper"]
@@ -37,7 +37,7 @@ class Keeper:
     some were redelivered meanwhile. ``interval`` None: a third of the queue's timeout; 0: only
     the final extension."""
 
-    def __init__(self, node: Node, rows: list[Row], interval: float | None) -> None:
+    def __init__(self, node: NodeConnection, rows: list[Row], interval: float | None) -> None:
         self.node = node
         self.rows = rows
         self.interval = interval

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, overload
 
-from pylmq.client._urls import parse_http_urls, parse_rpc_addresses
+from pylmq.client import parse_http_urls, parse_rpc_addresses
 from pylmq.errors import BadRequest
 
 __all__ = ["Api", "LmqOptions", "read_options", "write_options"]

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgpack
 
-from pylmq.client._message import DEFAULT_CONTENT_TYPE, Message, RpcMessage
+from pylmq.client import DEFAULT_CONTENT_TYPE, Message, RpcMessage
 from pylmq.errors import BadRequest
 
 __all__ = [

@@ -22,7 +22,7 @@ from pyspark.sql.types import StructType
 
 from pylmq.errors import BadRequest
 from pylmq.spark._batch import REPLYING_PROPERTY, LmqBatchReader, LmqStreamWriter, LmqWriter
-from pylmq.spark._node import Node, Reply, reply_all
+from pylmq.spark._connection import NodeConnection, Reply, reply_all
 from pylmq.spark._options import read_options, write_options
 from pylmq.spark._rows import PushColumns, push_columns
 from pylmq.spark._shape import ReadShape, read_shape
@@ -297,7 +297,7 @@ def _reply(df: DataFrame, reply: Reply, url: str | None) -> ReplyCount:
         import pyarrow as pa
 
         async def go() -> tuple[int, int]:
-            async with Node(opts) as node:
+            async with NodeConnection(opts) as node:
                 pairs = (
                     pair for b in batches for pair in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True)
                 )

@@ -113,7 +113,7 @@ from typing import Any, TypeVar
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from pylmq.spark._batch import give_back, pull_many
-from pylmq.spark._node import Node
+from pylmq.spark._connection import NodeConnection
 from pylmq.spark._options import LmqOptions
 from pylmq.spark._rows import Row
 from pylmq.spark._shape import ReadShape
@@ -212,7 +212,7 @@ class LmqStreamReader(DataSourceStreamReader):
         self._redelivered = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._node: Node | None = None
+        self._node: NodeConnection | None = None
         self._extender: asyncio.Task[None] | None = None
         self._replying: asyncio.Lock | None = None
 
@@ -226,9 +226,9 @@ class LmqStreamReader(DataSourceStreamReader):
             self._loop, self._thread = loop, thread
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
-    def _get_node(self) -> Node:
+    def _get_node(self) -> NodeConnection:
         if self._node is None:
-            self._node = Node(self.opts)
+            self._node = NodeConnection(self.opts)
         return self._node
 
     def _lock(self) -> asyncio.Lock:

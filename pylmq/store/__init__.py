@@ -1,7 +1,9 @@
-"""Stores: where queue tables live: ``memory``, ``durable`` (the default), and Mnesia's tables
-when the node is in a mixed cluster (:mod:`pylmq.store.mnesia`)."""
+"""Stores: where queue tables live: ``memory`` and ``durable`` (the default) here; Mnesia's
+tables, when the node is in a mixed cluster, through :mod:`pylmq.cluster.mnesia_store`.
 
-from pylmq.store.base import Store
+The protocol they implement is :class:`pylmq.core.store.Store`.
+"""
+
 from pylmq.store.memory import MemoryStore
 
-__all__ = ["MemoryStore", "Store"]
+__all__ = ["MemoryStore"]

@@ -52,20 +52,18 @@ import gc
 import logging
 import math
 import os
-import queue
-import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 from pylmq.core.clock import Clock
 from pylmq.core.message import Item, Message, Retry
 from pylmq.core.props import DefaultList, RawProps
+from pylmq.core.store import DEFAULT_FSYNC, FSYNC_POLICIES
 from pylmq.core.table import AccumResult, QueueTable
-from pylmq.errors import JournalCorrupt, ShuttingDown, StoreError, StoreFull
+from pylmq.errors import ConfigError, JournalCorrupt, ShuttingDown, StoreError, StoreFull
 from pylmq.store.check import (
     check_segment,
     fsync_dir,
@@ -93,40 +91,19 @@ from pylmq.store.journal import (
     Record,
     damage_at,
 )
+from pylmq.store.journal_io import JournalIO, Syncer, Worker, fdatasync
 from pylmq.store.local import LocalStore
+from pylmq.store.write_buffer import WriteBuffer, wake_all
 
-__all__ = ["FSYNC_POLICIES", "DurableStats", "DurableStore", "JournalIO"]
+__all__ = ["DurableStats", "DurableStore", "JournalIO"]  # JournalIO: the seam tests give the store
 
 log = logging.getLogger("pylmq.store.durable")
 
-FSYNC_POLICIES = ("always", "interval", "none")
-DEFAULT_FSYNC = "interval"
-"""Like Redis's ``appendfsync everysec``: an answered change survives the node process crashing
-or being killed (it is in the page cache); a power cut or an OS crash can lose the last
-``fsync_interval`` of them. ``always`` closes that window at about half the throughput
-(``python -m bench``)."""
 _CHUNK = 1 << 20
-_fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
 def _segment_name(seq: int) -> str:
     return f"journal-{seq:08d}.log"
-
-
-class JournalIO:
-    """The system calls through which the store writes its journal and watches its disk: one
-    seam where a test puts a full disk or a failing device and nothing else changes."""
-
-    def write(self, fd: int, data: bytes | bytearray | memoryview) -> None:
-        write_all(fd, data)
-
-    def fdatasync(self, fd: int) -> None:
-        _fdatasync(fd)
-
-    def free_bytes(self, path: Path) -> int:
-        """Bytes a writer that is not root may still use on ``path``'s file system."""
-        st = os.statvfs(path)
-        return st.f_bavail * st.f_frsize
 
 
 # What the store accepts: every change; no pushes or new queues (it lets consumers drain and
@@ -153,197 +130,7 @@ class DurableStats:
     free_bytes: int = -1  # on the data directory's file system at the last look (-1: not looked)
 
 
-class _Log:
-    """The :class:`~pylmq.core.table.Journal` the tables write to: frames into the buffer."""
-
-    __slots__ = ("buf", "carry", "carry_bytes", "enc", "failed", "kick", "waiters")
-
-    def __init__(self) -> None:
-        self.enc = Encoder()
-        self.buf = bytearray()
-        # Frames since a compaction froze the state: they go into the new segment as well.
-        self.carry: list[bytes] | None = None
-        self.carry_bytes = 0
-        # One future per barrier() waiting for the records in buf (the next group).
-        self.waiters: list[asyncio.Future[None]] = []
-        # Called when the buffer stops being empty: the store then writes it out soon.
-        self.kick: Callable[[], None] | None = None
-        self.failed = False
-
-    def add(self, frame: bytes) -> None:
-        if self.failed:
-            return
-        if not self.buf and self.kick is not None:
-            self.kick()
-        self.buf += frame
-        if self.carry is not None:
-            self.carry.append(frame)
-            self.carry_bytes += len(frame)
-
-    def put(self, queue: str, msg: Message) -> None:
-        self.add(self.enc.put(queue, msg))
-
-    def move(self, queue: str, old_uuid: bytes, msg: Message) -> None:
-        self.add(self.enc.move(queue, old_uuid, msg))
-
-    def append(self, queue: str, uuid: bytes, item: Item) -> None:
-        self.add(self.enc.append(queue, uuid, item))
-
-    def delete(self, queue: str, uuid: bytes) -> None:
-        self.add(self.enc.delete(queue, uuid))
-
-
 _Frozen = list[tuple[str, RawProps, Iterable[Message]]]
-
-
-def _wake_all(waiters: list[asyncio.Future[None]]) -> None:
-    for fut in waiters:
-        if not fut.done():  # cancelled: its client went away
-            fut.set_result(None)
-
-
-_T = TypeVar("_T")
-
-
-def _settle(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if fut.done():
-        return
-    if error is None:
-        fut.set_result(result)
-    else:
-        fut.set_exception(error)
-
-
-class _Worker:
-    """One thread that runs the journal's blocking calls in order (recovery, installing a
-    compacted segment, the last sync on close) and hands each result to the loop: a queue and
-    ``call_soon_threadsafe``, where ``run_in_executor`` on a ThreadPoolExecutor adds a
-    concurrent future, a lock, a work item and an asyncio future chained to it."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, name: str) -> None:
-        self._loop = loop
-        self._jobs: queue.SimpleQueue[tuple[asyncio.Future[Any], Callable[..., Any], tuple[Any, ...]] | None]
-        self._jobs = queue.SimpleQueue()
-        # A daemon: a loop that ends without close() must not keep the process alive.
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def call(self, fn: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
-        fut: asyncio.Future[_T] = self._loop.create_future()
-        self._jobs.put((fut, fn, args))
-        return fut
-
-    def _run(self) -> None:
-        jobs, reply = self._jobs, self._loop.call_soon_threadsafe
-        while (job := jobs.get()) is not None:
-            fut, fn, args = job
-            try:
-                result, error = fn(*args), None
-            except BaseException as e:
-                result, error = None, e
-            try:
-                reply(_settle, fut, result, error)
-            except RuntimeError:
-                return  # the loop is closed: nobody is left to tell
-            # Nothing of the job stays referenced while the thread waits for the next one.
-            del job, fut, args, result, error
-
-    def shutdown(self) -> None:
-        self._jobs.put(None)
-        self._thread.join()
-
-
-class _Syncer:
-    """A thread that ``fdatasync``s the journal up to where the loop has written it.
-
-    The loop writes each group itself (:meth:`DurableStore._write_out`, a copy into the page
-    cache) and asks for a sync of the bytes up to its end; the thread takes every request made
-    while it synced the previous time as one, so one ``fdatasync`` covers all the groups written
-    meanwhile. Results come back through an eventfd the loop watches: per sync, one system call
-    on each side and no Python code on the loop but the reply.
-    """
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        on_synced: Callable[[int, BaseException | None], None],
-        sync: Callable[[int], None] = _fdatasync,
-    ) -> None:
-        self._loop = loop
-        self._on_synced = on_synced
-        self._sync = sync
-        self._requests: queue.SimpleQueue[tuple[int, int] | None] = queue.SimpleQueue()
-        self._done: collections.deque[tuple[int, BaseException | None]] = collections.deque()
-        # Linux; elsewhere replies go through call_soon_threadsafe.
-        self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC) if hasattr(os, "eventfd") else -1
-        if self._efd >= 0:
-            loop.add_reader(self._efd, self._drain)
-        # A daemon: a loop that ends without close() must not keep the process alive.
-        self._thread = threading.Thread(target=self._run, name="pylmq-journal-sync", daemon=True)
-        self._thread.start()
-
-    def request(self, fd: int, end: int) -> None:
-        """Sync ``fd``; ``end`` (a position in the journal's bytes) comes back when it is done."""
-        self._requests.put((fd, end))
-
-    def _drain(self) -> None:
-        with contextlib.suppress(BlockingIOError):
-            os.eventfd_read(self._efd)
-        self._reply()
-
-    def _reply(self) -> None:
-        done, on_synced = self._done, self._on_synced
-        while done:
-            on_synced(*done.popleft())
-
-    def _run(self) -> None:
-        get, get_nowait, done, efd, sync = (
-            self._requests.get,
-            self._requests.get_nowait,
-            self._done,
-            self._efd,
-            self._sync,
-        )
-        req = get()
-        stopping = req is None
-        while req is not None:
-            fd, end = req
-            req = None
-            # Requests made meanwhile for the same file: one sync covers them all.
-            while True:
-                try:
-                    nxt = get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stopping = True
-                    break
-                if nxt[0] != fd:
-                    req = nxt  # another segment's: synced next
-                    break
-                end = nxt[1]
-            try:
-                sync(fd)
-                error: BaseException | None = None
-            except BaseException as e:
-                error = e
-            done.append((end, error))
-            if efd >= 0:
-                os.eventfd_write(efd, 1)
-            else:
-                self._loop.call_soon_threadsafe(self._reply)
-            del error
-            if req is None and not stopping:
-                req = get()
-                stopping = req is None
-
-    def shutdown(self) -> None:
-        self._requests.put(None)
-        self._thread.join()
-        if self._efd >= 0:
-            self._loop.remove_reader(self._efd)
-            os.close(self._efd)
-        self._reply()
 
 
 class DurableStore(LocalStore):
@@ -373,8 +160,8 @@ class DurableStore(LocalStore):
         and attempts to leave the failed state are retried after ``retry_initial`` seconds,
         doubling up to ``retry_max``."""
         if fsync not in FSYNC_POLICIES:
-            raise ValueError(f"fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
-        self._log = _Log()
+            raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, got {fsync!r}")
+        self._log = WriteBuffer()
         super().__init__(clock, self._log)
         self.data_dir = Path(data_dir)
         self.fsync = fsync
@@ -391,9 +178,9 @@ class DurableStore(LocalStore):
         self._fd = -1
         self._seq = 0
         self._next_check = compact_min_bytes
-        self._io: _Worker | None = None
+        self._io: Worker | None = None
         self._snap_io: ThreadPoolExecutor | None = None
-        self._syncer: _Syncer | None = None
+        self._syncer: Syncer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flusher: asyncio.Task[None] | None = None
         self._write_pending = False  # _write_out is scheduled
@@ -440,7 +227,7 @@ class DurableStore(LocalStore):
         except OSError as e:
             raise StoreError(f"cannot open data directory {self.data_dir}: {e.strerror or e}") from e
         loop = asyncio.get_running_loop()
-        self._io = _Worker(loop, "pylmq-journal")
+        self._io = Worker(loop, "pylmq-journal")
         self._snap_io = ThreadPoolExecutor(1, thread_name_prefix="pylmq-compact")
         try:
             await self._io.call(self._recover)
@@ -454,7 +241,7 @@ class DurableStore(LocalStore):
             self._release()
             raise StoreError(f"cannot recover {self.data_dir}: {e.strerror or e}") from e
         self._loop = loop
-        self._syncer = _Syncer(loop, self._on_synced, self.io.fdatasync)
+        self._syncer = Syncer(loop, self._on_synced, self.io.fdatasync)
         self._log.kick = self._kick
         self._last_sync = time.monotonic()
         self._flusher = loop.create_task(self._run(), name="pylmq-journal-flusher")
@@ -506,7 +293,7 @@ class DurableStore(LocalStore):
             self._compaction = None
         try:
             if self._error is None and self._fd >= 0 and self._io is not None:
-                await self._io.call(_fdatasync, self._fd)
+                await self._io.call(fdatasync, self._fd)
         finally:
             self._release()
         if self._error is not None:
@@ -770,7 +557,7 @@ class DurableStore(LocalStore):
             self._unsynced.append((self._written, waiters))
             self._request_sync()
         else:
-            _wake_all(waiters)
+            wake_all(waiters)
             if self.fsync == "interval" and self._sync_timer is None:
                 assert self._loop is not None
                 delay = max(0.0, self.fsync_interval - (time.monotonic() - self._last_sync))
@@ -803,7 +590,7 @@ class DurableStore(LocalStore):
             self._synced = max(self._synced, end)
             unsynced = self._unsynced
             while unsynced and unsynced[0][0] <= end:
-                _wake_all(unsynced.popleft()[1])
+                wake_all(unsynced.popleft()[1])
         # Every sync asked for is over, failed or not: the file may be closed or replaced.
         done = self._all_synced
         if done is not None and self._sync_replied >= self._sync_asked:
@@ -1167,7 +954,7 @@ class DurableStore(LocalStore):
         self._compaction_succeeded()
         self._update_refusal()
         log.info("compacted %s: segment %d, %d bytes, %.3f s", self.data_dir, seq, size, st.last_compaction_seconds)
-        _wake_all(waiters)
+        wake_all(waiters)
 
     def _install(self, seq: int, fd: int, tail: bytes, old_fd: int) -> None:
         final = self.data_dir / _segment_name(seq)

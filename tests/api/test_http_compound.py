@@ -1,11 +1,12 @@
-"""The compound encodings (pylmq.api.compound), byte for byte, without sockets."""
+"""The compound encodings (pylmq.wire.compound), byte for byte, without sockets."""
 
 from __future__ import annotations
 
 import msgpack
 import pytest
 
-from pylmq.api.compound import (
+from pylmq.errors import BadRequest
+from pylmq.wire.compound import (
     decode_msgpack,
     decode_multipart,
     encode_msgpack,
@@ -13,7 +14,6 @@ from pylmq.api.compound import (
     item_headers,
     multipart_content_type,
 )
-from pylmq.errors import BadRequest
 
 ITEMS = [
     (((b"content-type", b"text/plain"),), b"msg1"),

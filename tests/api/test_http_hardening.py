@@ -21,9 +21,9 @@ import pytest
 from pylmq.api._limits import RESERVED_FDS, ConnectionLimit, default_max_connections
 from pylmq.api.http import HttpApi
 from pylmq.api.http_server import HttpServer
-from pylmq.cli.service import node_options
 from pylmq.config import load_settings
 from pylmq.node import LMQNode, NodeOptions
+from pylmq.node.service import node_options
 
 
 @contextlib.contextmanager

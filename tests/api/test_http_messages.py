@@ -9,7 +9,7 @@ import uuid
 
 import msgpack
 
-from pylmq.api.compound import decode_multipart
+from pylmq.wire.compound import decode_multipart
 
 
 def _ids_differ(a: str, b: str) -> bool:

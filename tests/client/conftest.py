@@ -1,7 +1,7 @@
 """Real pylmq nodes (memory store, 127.0.0.1, port 0) and the four clients against them.
 
 Async tests get a node on their own loop (``node``); blocking clients get one on a background
-thread (``node_thread``), both from :mod:`pylmq.client.testing`.
+thread (``node_thread``), both from :mod:`pylmq.node.testing`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from pylmq.client import AsyncHttpClient, AsyncRpcClient, HttpClient, RpcClient
-from pylmq.client.testing import NodeThread, http_url, running_node
 from pylmq.node import LMQNode
+from pylmq.node.testing import NodeThread, http_url, running_node
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pylmq.client import AsyncHttpClient, Part
-from pylmq.client.testing import http_url, refused_url
 from pylmq.errors import BadRequest, InvalidProps, InvalidRegex, MessageNotFound, QueueNotFound, Unreachable
 from pylmq.node import LMQNode
+from pylmq.node.testing import http_url, refused_url
 
 
 async def test_push_pull_ack_round_trip(http: AsyncHttpClient) -> None:

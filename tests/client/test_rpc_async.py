@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from pylmq.client import AsyncRpcClient
-from pylmq.client.testing import refused_address
 from pylmq.errors import BadRequest, InvalidProps, InvalidRegex, MessageNotFound, ShuttingDown, Unreachable
 from pylmq.node import LMQNode
+from pylmq.node.testing import refused_address
 
 
 async def test_push_pull_done_round_trip(rpc: AsyncRpcClient) -> None:

@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from pylmq.client import AsyncHttpClient, AsyncRpcClient, HttpClient, Part, RpcClient
-from pylmq.client.testing import NodeThread, refused_address, refused_url
 from pylmq.errors import InvalidRegex, MessageNotFound, QueueNotFound, Unreachable
+from pylmq.node.testing import NodeThread, refused_address, refused_url
 
 
 def test_http_push_pull_ack_round_trip(sync_http: HttpClient) -> None:

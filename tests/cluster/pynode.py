@@ -18,12 +18,12 @@ import sys
 from pathlib import Path
 
 from pylmq.cluster import Cluster
-from pylmq.dist import Atom, start_node
-from pylmq.dist.terms import Term
+from pylmq.cluster.mnesia_store import RPC_TIMEOUT, MnesiaStore
+from pylmq.erlang import Atom, start_node
+from pylmq.erlang.terms import Term
 from pylmq.errors import ClusterError
 from pylmq.node import LMQNode, NodeOptions
 from pylmq.store.durable import DurableStore
-from pylmq.store.mnesia import RPC_TIMEOUT, MnesiaStore
 
 A = Atom
 

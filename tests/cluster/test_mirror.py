@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pylmq.cluster.mirror import LMQ_INFO, QUEUE_INFO, SCHEMA, Mirror
-from pylmq.cluster.terms import message_from_term, message_to_term, props_from_term, props_to_term
+from pylmq.cluster.records import message_from_term, message_to_term, props_from_term, props_to_term
 from pylmq.core.message import Message, MessageType, State
-from pylmq.dist.terms import Atom
+from pylmq.erlang.terms import Atom
 
 A = Atom
 Q = A("q1")
@@ -126,7 +126,7 @@ def test_the_default_list_comes_from_lmq_info() -> None:
 
 
 def test_non_ascii_queue_names_map_to_lmqs_latin1_atoms() -> None:
-    from pylmq.cluster.terms import name_from_atom, name_to_atom
+    from pylmq.cluster.records import name_from_atom, name_to_atom
 
     atom = name_to_atom("キュー")
     assert (atom.name, name_from_atom(atom)) == ("キュー".encode().decode("latin-1"), "キュー")

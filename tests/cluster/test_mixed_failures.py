@@ -43,7 +43,7 @@ def test_a_killed_pylmq_nodes_in_flight_messages_are_redelivered_by_the_others(f
 
 def test_killing_an_erlang_peer_under_load_loses_nothing(fresh: Mixed, queue: str) -> None:
     # A pull whose peer dies after committing leaves that message in processing: it comes back
-    # at its deadline (documented in pylmq/store/mnesia.py), so the wait below outlasts it.
+    # at its deadline (documented in pylmq/cluster/mnesia_store.py), so the wait below outlasts it.
     fresh.p1.client().update_props(queue, {"timeout": 5, "retry": 1_000_000})  # Erlang nodes refuse "infinity"
     received: Counter[bytes] = Counter()
     pushed: set[bytes] = set()

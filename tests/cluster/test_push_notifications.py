@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from pylmq.cluster import Cluster
-from pylmq.dist.terms import Atom, Term
+from pylmq.erlang.terms import Atom, Term
 
 
 class _Dist:

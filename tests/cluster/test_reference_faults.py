@@ -22,8 +22,8 @@ import pytest
 from lmq_reference import RefCluster, reference_cluster, wait_for
 
 from pylmq.client import HttpClient
-from pylmq.dist import start_node
-from pylmq.dist.terms import Term
+from pylmq.erlang import start_node
+from pylmq.erlang.terms import Term
 from pylmq.errors import ClusterError, LMQError
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]

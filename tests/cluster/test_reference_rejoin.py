@@ -17,8 +17,8 @@ import pytest
 from lmq_reference import RefCluster, reference_cluster, wait_for
 
 from pylmq.client import HttpClient
-from pylmq.dist import Atom, start_node
-from pylmq.dist.terms import Term
+from pylmq.erlang import Atom, start_node
+from pylmq.erlang.terms import Term
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 

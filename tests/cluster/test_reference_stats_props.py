@@ -28,8 +28,8 @@ from cluster_helpers import PyNode
 from lmq_reference import RefCluster, RefNode, http, reference_cluster, wait_for
 
 from pylmq.client import HttpClient, RpcClient
-from pylmq.dist import Atom, start_node
-from pylmq.dist.terms import Term
+from pylmq.erlang import Atom, start_node
+from pylmq.erlang.terms import Term
 from pylmq.errors import InvalidProps
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]

@@ -7,10 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from pylmq.cli.service import node_options
 from pylmq.config import LagerConfig, LogHandler, Settings, load_settings
+from pylmq.core.clock import SystemClock
+from pylmq.core.store import DEFAULT_FSYNC, DEFAULT_STORE, FSYNC_POLICIES, STORE_KINDS
 from pylmq.errors import ConfigError, ConfigSyntaxError
-from pylmq.store.durable import DEFAULT_FSYNC
+from pylmq.node import NodeOptions, make_store
+from pylmq.node.service import node_options
+from pylmq.store.durable import DurableStore
+from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -145,6 +149,33 @@ def test_bad_values_get_a_clear_error(tmp_path: Path, text: str, message: str) -
     app = write(tmp_path / "app.config", text)
     with pytest.raises(ConfigError, match=message):
         load_settings(None, app, {})
+
+
+def test_a_bad_fsync_policy_is_a_config_error_wherever_it_is_given(tmp_path: Path) -> None:
+    # app.config, NodeOptions and the durable store itself refuse it with the same error type.
+    app = write(tmp_path / "app.config", "[{pylmq, [{fsync, sometimes}]}].")
+    with pytest.raises(ConfigError, match="fsync must be one of always, interval, none"):
+        load_settings(None, app, {})
+    with pytest.raises(ConfigError, match="fsync must be one of always, interval, none, got 'sometimes'"):
+        make_store(NodeOptions(store="durable", data_dir=tmp_path / "a", fsync="sometimes"), SystemClock())
+    with pytest.raises(ConfigError, match="fsync must be one of always, interval, none, got 'sometimes'"):
+        DurableStore(tmp_path / "b", fsync="sometimes")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_one_set_of_defaults_for_settings_node_options_command_line_and_clients(no_cookie_file: Path) -> None:
+    from pylmq.cli.main import build_parser
+    from pylmq.client._urls import DEFAULT_HTTP_URL
+    from pylmq.client._urls import DEFAULT_RPC_PORT as CLIENT_RPC_PORT
+
+    s = load_settings(None, None, {"cookie_file": no_cookie_file})
+    opts = NodeOptions()
+    assert node_options(s).http == opts.http == ("0.0.0.0", DEFAULT_HTTP_PORT)
+    assert node_options(s).rpc == opts.rpc == ("0.0.0.0", DEFAULT_RPC_PORT)
+    assert (s.store, s.fsync) == (opts.store, opts.fsync) == (DEFAULT_STORE, DEFAULT_FSYNC)
+    assert DEFAULT_HTTP_URL.endswith(f":{DEFAULT_HTTP_PORT}") and CLIENT_RPC_PORT == DEFAULT_RPC_PORT
+    choices = {a.dest: a.choices for a in build_parser()._actions}
+    assert (tuple(choices["store"]), tuple(choices["fsync"])) == (STORE_KINDS, FSYNC_POLICIES)
 
 
 def test_unknown_override_is_an_error() -> None:

@@ -159,7 +159,7 @@ def broken_links() -> list[str]:
 def test_the_scan_reads_the_sources_and_the_docs() -> None:
     # A scan that finds nothing (wrong root, git missing and no fallback) would pass vacuously.
     names = {rel for rel, _ in scanned_files()}
-    for expected in ("README.md", "docs/README.md", "pylmq/api/http.py", "pylmq/dist/handshake.py"):
+    for expected in ("README.md", "docs/README.md", "pylmq/api/http.py", "pylmq/erlang/handshake.py"):
         assert expected in names, f"{expected} was not scanned; scanned {len(names)} files"
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pylmq.cli.service import Service
 from pylmq.config.settings import Settings
 from pylmq.core import make_item
 from pylmq.core.pattern import Pattern
+from pylmq.node.service import Service
 
 
 async def test_gauge_sizes_search_no_default_regex(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from pylmq.cli.console import (
+from pylmq.core.clock import SystemClock
+from pylmq.core.manager import QueueManager
+from pylmq.erlang.terms import Atom
+from pylmq.metrics import QueueMetrics
+from pylmq.node.console import (
     format_stats,
     format_status,
     stats_term,
     status_term,
 )
-from pylmq.core.clock import SystemClock
-from pylmq.core.manager import QueueManager
-from pylmq.dist.terms import Atom
-from pylmq.metrics import QueueMetrics
 from pylmq.store.memory import MemoryStore
 
 A = Atom

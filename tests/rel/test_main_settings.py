@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pylmq.__main__ import build_parser, settings_from_args
+from pylmq.cli.main import build_parser, settings_from_args
 from pylmq.errors import ConfigError
 
 

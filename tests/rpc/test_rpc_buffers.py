@@ -15,9 +15,9 @@ import pytest
 from rpc_helpers import open_client
 
 from pylmq.api._limits import BufferBudget
-from pylmq.api.msgpack_rpc import Decoder
-from pylmq.api.rpc import RpcServer
+from pylmq.api.rpc_server import RpcServer
 from pylmq.node import LMQNode, NodeOptions
+from pylmq.wire.msgpack_rpc import Decoder
 
 KIB = 1024
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pylmq.api.msgpack_rpc import (
+from pylmq.errors import BadMessage, MessageNotFound, MessageTooLarge
+from pylmq.wire.msgpack_rpc import (
     Decoder,
     Invalid,
     Notification,
@@ -23,7 +24,6 @@ from pylmq.api.msgpack_rpc import (
     error_parts,
     peek_msgid,
 )
-from pylmq.errors import BadMessage, MessageNotFound, MessageTooLarge
 
 
 def test_encode_request_is_the_spec_array() -> None:

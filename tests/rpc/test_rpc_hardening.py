@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from rpc_helpers import RawClient, open_client
 
-from pylmq.api.rpc import RpcServer
+from pylmq.api.rpc_server import RpcServer
 from pylmq.log import format_line
 from pylmq.node import LMQNode, NodeOptions
 

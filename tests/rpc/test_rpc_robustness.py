@@ -13,7 +13,7 @@ import msgpack
 import pytest
 from rpc_helpers import Connect, RawClient, open_client
 
-from pylmq.api.rpc import RpcServer
+from pylmq.api.rpc_server import RpcServer
 from pylmq.node import LMQNode
 
 StartServer = Callable[..., Awaitable[tuple[RpcServer, tuple[str, int]]]]

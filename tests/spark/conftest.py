@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pylmq.client import HttpClient
-from pylmq.client.testing import NodeThread
+from pylmq.node.testing import NodeThread
 
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ["PYSPARK_PYTHON"] = sys.executable

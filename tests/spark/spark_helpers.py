@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pylmq.client import AsyncHttpClient
-from pylmq.client.testing import NodeThread
+from pylmq.node.testing import NodeThread
 
 # Each test module that needs pyspark calls pytest.importorskip("pyspark", reason=NO_PYSPARK) before
 # importing it, so that without the spark extra they are skipped with this reason, not collection errors.

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from spark_helpers import queue_size
 
 from pylmq.client import HttpClient
-from pylmq.client.testing import NodeThread
+from pylmq.node.testing import NodeThread
 from pylmq.spark import ack, consume, process
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

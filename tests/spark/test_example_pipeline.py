@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from spark_helpers import drain, queue_size, wait_until
 
 from pylmq.client import HttpClient
-from pylmq.client.testing import NodeThread
+from pylmq.node.testing import NodeThread
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -11,9 +11,9 @@ from spark_helpers import NO_PYSPARK
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 
 from pylmq.client import HttpClient
-from pylmq.client.testing import NodeThread
+from pylmq.node.testing import NodeThread
 from pylmq.spark import read_options
-from pylmq.spark._node import Node
+from pylmq.spark._connection import NodeConnection
 
 
 @pytest.mark.parametrize("api", ["http", "rpc"])
@@ -28,7 +28,7 @@ def test_claim_of_more_than_one_answer_holds_takes_every_message_back_in_order(a
         url = node.http_url if api == "http" else f"rpc://{host}:{port}"
 
         async def go() -> tuple[list[str], list[str]]:
-            async with Node(read_options({"url": url, "queue": "q"})) as n:
+            async with NodeConnection(read_options({"url": url, "queue": "q"})) as n:
                 rows, missing = await n.claim("q", ids)
                 return [r[1] for r in rows], missing
 

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from spark_helpers import drain, queue_size, wait_until
 
 from pylmq.client import HttpClient, RpcClient
-from pylmq.client.testing import NodeThread
+from pylmq.node.testing import NodeThread
 from pylmq.spark import ack, nack
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

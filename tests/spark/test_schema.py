@@ -13,8 +13,8 @@ from pyspark.sql import SparkSession
 from spark_helpers import queue_size, wait_until
 
 from pylmq.client import HttpClient
-from pylmq.client.testing import NodeThread
 from pylmq.errors import BadRequest
+from pylmq.node.testing import NodeThread
 from pylmq.spark._shape import read_shape
 
 pytestmark = [pytest.mark.spark]

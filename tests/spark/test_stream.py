@@ -17,8 +17,8 @@ from pyspark.sql import DataFrame, SparkSession
 from spark_helpers import drain, queue_size, wait_until
 
 from pylmq.client import HttpClient
-from pylmq.client.testing import NodeThread
 from pylmq.errors import MessageNotFound
+from pylmq.node.testing import NodeThread
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

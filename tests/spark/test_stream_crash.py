@@ -27,7 +27,7 @@ from spark_helpers import queue_size, wait_until
 from stream_job import start_query
 
 from pylmq.client import HttpClient
-from pylmq.client.testing import NodeThread, local_options
+from pylmq.node.testing import NodeThread, local_options
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

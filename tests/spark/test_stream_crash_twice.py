@@ -25,7 +25,7 @@ from spark_helpers import queue_size
 from test_stream_crash import T0, Job, batches, job_config, restart
 
 from pylmq.client import HttpClient
-from pylmq.client.testing import NodeThread, local_options
+from pylmq.node.testing import NodeThread, local_options
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

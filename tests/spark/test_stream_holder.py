@@ -13,8 +13,8 @@ from spark_helpers import NO_PYSPARK
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 
 from pylmq.client import HttpClient
-from pylmq.client.testing import NodeThread
 from pylmq.errors import BadRequest
+from pylmq.node.testing import NodeThread
 from pylmq.spark import read_options
 from pylmq.spark._stream import LmqStreamReader, offset_ids
 

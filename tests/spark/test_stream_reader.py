@@ -13,11 +13,11 @@ from spark_helpers import NO_PYSPARK
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 
 from pylmq.client import HttpClient
-from pylmq.client.testing import NodeThread
 from pylmq.errors import UnknownMethod
-from pylmq.spark import _node, read_options
+from pylmq.node.testing import NodeThread
+from pylmq.spark import _connection, read_options
+from pylmq.spark._connection import NodeConnection
 from pylmq.spark._keep import Keeper
-from pylmq.spark._node import Node
 from pylmq.spark._stream import LmqStreamReader, decode_ids, encode_ids, offset_ids
 
 
@@ -108,7 +108,7 @@ def test_stop_gives_back_what_no_batch_took(node: NodeThread) -> None:
 
 
 def test_node_reply_many_goes_in_chunks(node: NodeThread, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_node, "REPLY_CHUNK", 3)
+    monkeypatch.setattr(_connection, "REPLY_CHUNK", 3)
     calls: list[int] = []
     manager = node.node.manager
     reply_many = manager.reply_many
@@ -120,7 +120,7 @@ def test_node_reply_many_goes_in_chunks(node: NodeThread, monkeypatch: pytest.Mo
     monkeypatch.setattr(manager, "reply_many", counted)
 
     async def go() -> tuple[list[str], list[str]]:
-        async with Node(read_options({"url": node.http_url, "queue": "q"})) as n:
+        async with NodeConnection(read_options({"url": node.http_url, "queue": "q"})) as n:
             ids = [(await n.pull(0))[1] for _ in range(7)]
             return await n.reply_many("ext", "q", [*ids, "gone"])
 
@@ -144,7 +144,7 @@ def test_a_node_without_the_batch_api_is_answered_one_id_at_a_time(
     url = node.http_url if api == "http" else f"rpc://{host}:{port}"
 
     async def go() -> tuple[Any, ...]:
-        async with Node(read_options({"url": url, "queue": "q"})) as n:
+        async with NodeConnection(read_options({"url": url, "queue": "q"})) as n:
             first = await n.pull(0)
             assert first is not None
             replied = await n.reply_many("ext", "q", [first[1]])
@@ -178,7 +178,7 @@ def test_a_qre_read_task_keeps_its_messages_on_their_queue_timeout(node: NodeThr
             http.push("k.a", str(i))
 
     async def go() -> tuple[list[Any], Any, set[str], tuple[list[str], list[str]]]:
-        async with Node(read_options({"url": node.http_url, "qre": "^k\\."})) as n:
+        async with NodeConnection(read_options({"url": node.http_url, "qre": "^k\\."})) as n:
             rows: list[Any] = []
             async with Keeper(n, rows, None) as keeper:
                 for _ in range(5):  # 2.5 s of pulling: the first message's deadline is at 1 s

@@ -13,7 +13,7 @@ from pyspark.sql.functions import col, lit, when
 from spark_helpers import drain, queue_size
 
 from pylmq.client import HttpClient
-from pylmq.client.testing import NodeThread
+from pylmq.node.testing import NodeThread
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -79,7 +79,7 @@ def test_overwrite_is_refused(spark: SparkSession, url: str, queue: str, lmq_nod
 
 
 def test_unreachable_node_fails_the_job_with_the_addresses_tried(spark: SparkSession, queue: str) -> None:
-    from pylmq.client.testing import refused_url
+    from pylmq.node.testing import refused_url
 
     dead = refused_url()
     df = spark.createDataFrame([("v",)], "body STRING")

@@ -14,12 +14,11 @@ import asyncio
 import pytest
 from store_helpers import QuietLink
 
-import pylmq.cluster  # noqa: F401  (imports pylmq.store.mnesia, which cannot be imported first)
+from pylmq.cluster.mnesia_store import SUSPECT_FOR, MnesiaStore
 from pylmq.core.clock import ManualClock
-from pylmq.dist.terms import Atom, Term
+from pylmq.erlang.terms import Atom, Term
 from pylmq.errors import ClusterError, PeerStalled
 from pylmq.store.memory import MemoryStore
-from pylmq.store.mnesia import SUSPECT_FOR, MnesiaStore
 
 A = Atom
 TIMEOUT = 0.2

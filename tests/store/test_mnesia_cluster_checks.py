@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 from store_helpers import QuietLink
 
-import pylmq.cluster  # noqa: F401  (first, as the package itself loads the Mnesia store)
 from pylmq.api.http import stats_body, stats_document
+from pylmq.cluster.mnesia_store import ERLANG_INT_MAX, MnesiaStore, erlang_props_problem
 from pylmq.core.manager import QueueManager
-from pylmq.dist.terms import Atom, Term
+from pylmq.erlang.terms import Atom, Term
 from pylmq.errors import InvalidProps
 from pylmq.store.memory import MemoryStore
-from pylmq.store.mnesia import ERLANG_INT_MAX, MnesiaStore, erlang_props_problem
 
 
 class RecordingLink(QuietLink):

@@ -6,13 +6,12 @@ from __future__ import annotations
 import pytest
 from store_helpers import QuietLink
 
-import pylmq.cluster  # noqa: F401  (imports pylmq.store.mnesia, which cannot be imported first)
+from pylmq.cluster.mnesia_store import MnesiaStore
 from pylmq.core import QueueManager, make_item
 from pylmq.core.message import uuid_text
-from pylmq.dist.terms import Atom, Term
+from pylmq.erlang.terms import Atom, Term
 from pylmq.errors import NotSupported
 from pylmq.store.memory import MemoryStore
-from pylmq.store.mnesia import MnesiaStore
 
 
 class OkLink(QuietLink):

@@ -1,7 +1,7 @@
-"""The mnesia store's admission of one queue's transactions (pylmq.store.gate) and the batching
+"""The mnesia store's admission of one queue's transactions (pylmq.cluster.gate) and the batching
 of table transactions into one rpc, against a scripted peer link: which rpcs are in flight at
 the same time, and what each caller gets back. No Erlang node is needed; what Mnesia does with
-concurrent transactions is explained in pylmq/store/gate.py."""
+concurrent transactions is explained in pylmq/cluster/gate.py."""
 
 from __future__ import annotations
 
@@ -12,13 +12,12 @@ from typing import cast
 import pytest
 from store_helpers import QuietLink
 
-import pylmq.cluster  # noqa: F401  (pylmq.store.mnesia is imported through it: the two import each other)
+from pylmq.cluster.gate import QueueGate
+from pylmq.cluster.mnesia_store import MnesiaStore
 from pylmq.core.message import Item
-from pylmq.dist.terms import Atom, Export, Term
+from pylmq.erlang.terms import Atom, Export, Term
 from pylmq.errors import ClusterError, HandshakeError, NodeDown, PeerStalled
-from pylmq.store.gate import QueueGate
 from pylmq.store.memory import MemoryStore
-from pylmq.store.mnesia import MnesiaStore
 
 A = Atom
 OK, EMPTY, NOT_FOUND = A("ok"), A("empty"), A("not_found")

@@ -1,0 +1,647 @@
+"""The `mnesia` store: the queues are the Erlang cluster's Mnesia tables.
+
+In a mixed cluster the queue tables are LMQ's own (docs/lmq-contract.md#tables: one ``ordered_set``
+per queue named by the queue atom, ``'__lmq_queue_info__'``, ``'__lmq_info__'``). A Python node
+cannot run Mnesia (it is a hidden node), so every mutation is one rpc to ``lmq_lib`` on a live
+Erlang peer, which runs it as one Mnesia transaction: locking and ordering are Mnesia's, exactly
+as between Erlang nodes. Any connected peer serves a call (the link hands them out in turn), so
+there is no master. Reads (queue names, props, sizes, wake-up timing) come from the local
+:class:`~pylmq.cluster.mirror.Mirror`, kept by :mod:`pylmq.cluster.cluster` from Mnesia table
+events, without round trips.
+
+``lmq_lib`` changes Mnesia only. An Erlang node serves a queue through a queue process that its
+``lmq_queue_mgr`` starts and that caches the queue's props; LMQ starts, updates and stops those
+processes on the node that made the change and, by ``lmq_event``, on the others. So after every
+create, props change, delete and default props change the store waits until the cluster
+(:class:`PeerLink`) has brought every Erlang node's queue processes in line with Mnesia, as if an
+Erlang node had made the change (see :mod:`pylmq.cluster.cluster`).
+
+The store has three modes:
+
+- ``local``: not joined; everything goes to the node's own store (durable or memory).
+- ``cluster``: joined; mutations by rpc, reads from the mirror.
+- ``standalone``: every Erlang peer is gone; the local store was seeded from the mirror and
+  serves alone (see :meth:`MnesiaStore.become_standalone`).
+
+Every call is bounded: it fails after ``rpc_timeout`` seconds (a few by default, configurable),
+and sooner when the link finds its peer stalled (it sends nothing and leaves a probe unanswered,
+see :mod:`pylmq.erlang.connection`). Stalled peers are left out of :meth:`PeerLink.peers` until
+they are heard from again (and the link has found them still running Mnesia with the others), so
+only the calls already sent to a peer when it stalls wait for it.
+A peer that let a call time out is tried after the others for a while (it may be alive but
+slow, e.g. waiting on a stalled replica's locks; the stall check is what excludes a peer).
+
+Failover, per operation, when the peer serving a call dies, stalls or stays silent past the rpc
+timeout after the call was sent, so that its outcome is unknown:
+
+- ``enqueue`` is not idempotent: the record's id is made on the Erlang side, so a retry cannot
+  tell whether the first attempt committed and could store the message twice. It is NOT retried:
+  the caller gets a :class:`~pylmq.errors.ClusterError` (HTTP 503) and the client, which knows
+  whether a duplicate matters, decides. A call that could not be sent (no connected peer) is
+  tried on the next peer.
+- ``dequeue`` is retried on another peer. If the first attempt committed, its message sits in
+  processing under a deadline nobody will ever see; it is redelivered when the deadline passes
+  (LMQ's own redelivery), so nothing is lost and nothing is delivered twice within a timeout.
+- ``done``/``retain``/``release``/``put_back`` are retried on another peer. If the retry says
+  ``not_found``, the first attempt is taken to have committed (a committed ack, ext, nack or
+  put-back is exactly what makes the retry find nothing) and the call succeeds. The only other
+  ways to get that answer are a deadline that passed during the failover or a second settle of
+  the same delivery, and in both the message's fate is what LMQ gives it anyway.
+- ``create``/``delete``/props/default props are idempotent and are retried.
+
+Transactions on one queue's table are admitted by a :class:`~pylmq.cluster.gate.QueueGate`:
+enqueues together, the others (dequeue, done, retain, release, put_back: they lock the whole
+table) one at a time, since concurrent ones make Mnesia restart them after random sleeps. Those
+that wait for their turn are sent in one rpc (``lists:zipwith3(fun erlang:apply/3, ...)``), so
+the peer runs them back to back, each its own ``lmq_lib`` transaction as a queue process would,
+without a round trip to this node in between. A batch is one call for the rules above: bounded
+by ``rpc_timeout``, failed over like its calls (all of them may be retried), its 503 naming
+the calls it held. If one call of a batch raised on the peer (a bug, never a normal answer)
+the whole batch fails and the calls before it may have committed: their callers get a
+:class:`~pylmq.errors.ClusterError`, as for a call whose outcome is unknown.
+
+In the cluster the store refuses props the Erlang nodes cannot serve (:func:`erlang_props_problem`),
+before anything reaches Mnesia: they would store them, then fail on every request that shows them.
+
+A dequeue that finds nothing although the mirror shows a deliverable first record (the mirror
+lags the cluster by an event, or this host's clock runs ahead of the peer's) holds the queue:
+:meth:`MnesiaStore.waittime` reports a short wait (doubling up to a second) until the mirror
+hears of a change of that queue, so waiting pulls neither spin nor sleep through a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Protocol
+
+from pylmq.cluster.gate import QueueGate
+from pylmq.cluster.mirror import Mirror
+from pylmq.cluster.records import (
+    default_list_to_term,
+    item_to_term,
+    message_from_term,
+    name_to_atom,
+    props_to_term,
+    retry_to_term,
+)
+from pylmq.core.clock import Clock, SystemClock
+from pylmq.core.message import Item, Message, Retry
+from pylmq.core.props import DefaultList, RawProps
+from pylmq.core.table import AccumResult
+from pylmq.erlang.terms import Atom, Export, Term
+from pylmq.errors import ClusterError, InvalidProps, NodeDown, NotSupported, PeerStalled, RemoteError
+from pylmq.store.local import LocalStore
+
+__all__ = [
+    "CLUSTER",
+    "ERLANG_INT_MAX",
+    "LOCAL",
+    "MODES",
+    "STANDALONE",
+    "MnesiaStore",
+    "PeerLink",
+    "erlang_defaults_problem",
+    "erlang_props_problem",
+]
+
+log = logging.getLogger("pylmq.cluster.mnesia_store")
+
+A = Atom
+LOCAL, CLUSTER, STANDALONE = "local", "cluster", "standalone"
+MODES = (LOCAL, CLUSTER, STANDALONE)
+OK, EMPTY, ERROR, NOT_FOUND = A("ok"), A("empty"), A("error"), A("not_found")
+NO_QUEUE = (ERROR, A("no_queue_exists"))
+ACCUM_REPLY = {OK: "no", (A("accum"), A("new")): "new", (A("accum"), A("yes")): "yes"}
+RPC_TIMEOUT = 5.0  # seconds a call to an Erlang peer may take; Settings.rpc_timeout
+SUSPECT_FOR = 10.0  # seconds a peer that let a call time out is tried after the others
+BATCH_MAX = 32  # table transactions of one queue sent in one rpc
+APPLY3 = Export(A("erlang"), A("apply"), 3)
+HOLD_FIRST, HOLD_MAX = 0.05, 1.0
+# jsonx, LMQ's JSON encoder, fails on larger integers (no_match): an Erlang node holding one in a
+# queue's props answers GET /stats and GET /properties with 500. Its msgpack wraps past 2**64.
+ERLANG_INT_MAX = 2**63 - 1
+
+
+def erlang_props_problem(props: RawProps) -> str | None:
+    """Why the Erlang LMQ nodes of a cluster could not serve these (valid) props, or None.
+
+    ``retry`` infinity: LMQ's own APIs accept only integers, and its HTTP pull fails on a message
+    whose retry is the atom (``integer_to_binary(infinity)``: 500, the message stays in processing
+    and comes back after every timeout). Integers as Mnesia holds them (accum in ms) must fit jsonx.
+    """
+    retry = props.get("retry", 0)
+    if retry is None:
+        return (
+            'retry "infinity" cannot be served by the Erlang LMQ nodes of this cluster'
+            " (their HTTP pull fails on it); set a number of retries"
+        )
+    stored = {
+        "retry": retry,
+        "accum": round(float(props.get("accum", 0)) * 1000),
+        "timeout": props.get("timeout", 0),
+    }
+    for key, value in stored.items():
+        if value > ERLANG_INT_MAX:
+            limit = ERLANG_INT_MAX if key != "accum" else ERLANG_INT_MAX / 1000
+            return f"{key} {props[key]!r} cannot be served by the Erlang LMQ nodes of this cluster (at most {limit:g})"
+    return None
+
+
+def erlang_defaults_problem(defaults: DefaultList) -> str | None:
+    """:func:`erlang_props_problem` of the first default props that have one, naming them."""
+    for regex, props in defaults:
+        if (problem := erlang_props_problem(props)) is not None:
+            return f"default props of {regex!r:.60}: {problem}"
+    return None
+
+
+class PeerLink(Protocol):
+    """What the store needs from the cluster membership (:class:`pylmq.cluster.Cluster`)."""
+
+    def peers(self) -> list[str]:
+        """Connected Erlang peers able to serve a call (stalled ones left out), in the order to try them."""
+        ...
+
+    def stalled(self) -> dict[str, float]:
+        """Erlang peers left out of :meth:`peers` as stalled -> seconds since heard from."""
+        ...
+
+    async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term: ...
+
+    def pushed(self, name: str) -> None:
+        """A push on this node committed: tell every node's lmq_event (``new_message``)."""
+        ...
+
+    async def queue_created(self, name: str, props: Term | None) -> None:
+        """The queue was created, or its props (``props``: the term now in Mnesia) were set,
+        through this node: bring every Erlang node's queue process up to date."""
+        ...
+
+    async def queue_deleted(self, name: str) -> None:
+        """The queue was deleted through this node: stop every Erlang node's queue process."""
+        ...
+
+    async def defaults_changed(self) -> None:
+        """The default props were set through this node: every Erlang queue process reloads."""
+        ...
+
+    def node_lists(self) -> tuple[list[str], list[str]]:
+        """(the cluster's Mnesia db nodes, those running that this node reaches), sorted."""
+        ...
+
+
+class _Unknown(Exception):
+    """The call was sent and its peer died or went silent: its outcome is unknown."""
+
+
+def _failure(peer: str, e: Exception, elapsed: float) -> str:
+    if isinstance(e, PeerStalled):
+        return f"peer {peer} stalled (nothing received from it) and the call was dropped after {elapsed:.1f} s"
+    if isinstance(e, NodeDown):
+        return f"peer {peer} went down after {elapsed:.1f} s ({e.detail})"
+    return f"peer {peer} did not answer within the rpc timeout ({elapsed:.1f} s)"
+
+
+def _skipped(link: PeerLink) -> str:
+    stalled = link.stalled()
+    if not stalled:
+        return ""
+    return "; stalled, so not called: " + ", ".join(f"{p} (silent {s:.1f} s)" for p, s in stalled.items())
+
+
+def _whole(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else x
+
+
+class MnesiaStore:
+    def __init__(self, local: LocalStore, clock: Clock | None = None, *, rpc_timeout: float = RPC_TIMEOUT) -> None:
+        self.local = local
+        self.rpc_timeout = rpc_timeout
+        self.clock: Clock = clock or SystemClock()
+        self.mirror = Mirror()
+        self.mode = LOCAL
+        self.kind = local.kind  # "mnesia" while serving the cluster's queues
+        self.link: PeerLink | None = None
+        self._turn = itertools.count()
+        self._holds: dict[str, tuple[int, float, float]] = {}  # name -> (mirror seq, until, length)
+        self._suspects: dict[str, float] = {}  # peer -> until when it is tried last
+        self._gates: dict[str, QueueGate] = {}  # queues with message transactions in flight
+        # Table transactions waiting for their queue's turn, and the task sending them (per queue).
+        self._table_calls: dict[str, list[tuple[str, list[Term], asyncio.Future[tuple[Term, bool]]]]] = {}
+        self._table_runners: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def clustered(self) -> bool:
+        return self.mode == CLUSTER
+
+    # -- life cycle -----------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        await self.local.open()
+
+    async def close(self) -> None:
+        for task in list(self._table_runners.values()):
+            task.cancel()
+        await self.local.close()
+
+    async def barrier(self) -> None:
+        # In the cluster a mutation is as durable as LMQ makes it (ram_copies on every db node)
+        # once its transaction returned; alone, the local store's policy applies.
+        if self.mode != CLUSTER:
+            await self.local.barrier()
+
+    # -- mode switches (driven by the cluster) ---------------------------------------------------------
+
+    def become_cluster(self, link: PeerLink) -> None:
+        self.link = link
+        self._holds.clear()
+        self.mode, self.kind = CLUSTER, "mnesia"
+
+    async def become_standalone(self) -> tuple[int, int]:
+        """Every Erlang peer is gone: the local store becomes a copy of the mirror and serves.
+
+        Records keep their ids, states and deadlines, so deliveries in flight can still be acked
+        here and unacked ones come back at their deadline. Returns (queues, messages) seeded.
+        """
+        # LocalStore's mutations never suspend, so no request sees a half-seeded store.
+        local, mirror = self.local, self.mirror
+        for name in list(local.queue_names()):
+            await local.delete(name)
+        await local.set_default_props(list(mirror.defaults))
+        names = set(mirror.queue_props) | set(mirror.tables)
+        count = 0
+        for name in sorted(names):
+            await local.create(name, dict(mirror.queue_props.get(name, {})))
+            table = local.tables[name]
+            t = mirror.table(name)
+            for msg in t.messages() if t is not None else []:
+                table.restore(msg)
+                if local.journal is not None:
+                    local.journal.put(name, msg)
+                count += 1
+            table.recovered()
+        self.mode, self.kind = STANDALONE, local.kind
+        self._holds.clear()
+        await local.barrier()
+        return len(names), count
+
+    def resume_standalone(self) -> None:
+        """Serve the local store alone as it is: the operator chose standalone for a node that
+        cannot reach its cluster after a restart (its store holds what it last served alone)."""
+        self.mode, self.kind = STANDALONE, self.local.kind
+        self._holds.clear()
+
+    async def become_local(self) -> None:
+        """Left the cluster: the node starts over on its own (as LMQ's leave), empty."""
+        self.mode, self.kind = LOCAL, self.local.kind
+        self._holds.clear()
+        for name in list(self.local.queue_names()):
+            await self.local.delete(name)
+        await self.local.barrier()
+
+    async def clear_local(self) -> None:
+        """After the Python side's data went into the cluster at join."""
+        for name in list(self.local.queue_names()):
+            await self.local.delete(name)
+        await self.local.barrier()
+
+    # -- calls ---------------------------------------------------------------------------------------------
+
+    def _link(self) -> PeerLink:
+        if self.link is None:
+            raise ClusterError("not joined to a cluster")
+        return self.link
+
+    async def _call(
+        self, function: str, args: list[Term], *, retry_unknown: bool, module: str = "lmq_lib", what: str = ""
+    ) -> tuple[Term, bool]:
+        """``module:function(args)`` (``lmq_lib`` unless told) on a peer; returns (result, whether
+        an earlier attempt's outcome is unknown). Peers are taken in turn; see the module docstring
+        for failover. ``what`` names the operation in errors (``module:function`` unless told)."""
+        what = what or f"{module}:{function}"
+        link = self._link()
+        unknown = False
+        peers = link.peers()
+        if not peers:
+            raise ClusterError(f"{what} not run: no Erlang LMQ peer is reachable{_skipped(link)}")
+        start = next(self._turn) % len(peers)
+        now = self.clock.now()
+        # Peers that let a call time out lately go last: alive maybe, but slow or stalling.
+        order = sorted(peers[start:] + peers[:start], key=lambda p: self._suspects.get(p, 0.0) > now)
+        failures: list[str] = []
+        loop = asyncio.get_running_loop()
+        for n, peer in enumerate(order, 1):
+            began = loop.time()
+            try:
+                return await link.rpc(peer, module, function, args, self.rpc_timeout), unknown
+            except (NodeDown, TimeoutError) as e:
+                if isinstance(e, PeerStalled) and not e.sent:
+                    # It stalled after peers() was taken; the call never went out: the next peer.
+                    failures.append(f"peer {peer} stalled before the call was sent")
+                    continue
+                failure = _failure(peer, e, loop.time() - began)
+                failures.append(failure)
+                if isinstance(e, TimeoutError):
+                    self._suspects[peer] = self.clock.now() + SUSPECT_FOR
+                unknown = True
+                if not retry_unknown:
+                    raise ClusterError(
+                        f"{what}: {failure}; its outcome is unknown (it may or may not have"
+                        " been applied), so it was not retried: retry if a duplicate is acceptable"
+                    ) from e
+                if n < len(order):
+                    log.warning("%s: %s; retrying it on another peer", what, failure)
+            except RemoteError as e:
+                raise ClusterError(f"{what} failed on {peer}: {e.detail}") from e
+        raise ClusterError(f"{what} failed on every Erlang LMQ peer: {'; '.join(failures)}{_skipped(link)}")
+
+    @asynccontextmanager
+    async def _gated(self, name: str, *, exclusive: bool) -> AsyncIterator[None]:
+        """Admit a message transaction on ``name`` through its gate (see pylmq.cluster.gate):
+        enqueues together, any other alone."""
+        gate = self._gates.get(name)
+        if gate is None:
+            gate = self._gates[name] = QueueGate()
+        try:
+            async with gate.exclusive() if exclusive else gate.shared():
+                yield
+        finally:
+            if gate.idle and self._gates.get(name) is gate:
+                del self._gates[name]
+
+    async def _table_call(self, name: str, function: str, args: list[Term]) -> tuple[Term, bool]:
+        """``lmq_lib:function(args)``, a transaction that locks the table of queue ``name``
+        (dequeue, done, retain, release, put_back), retried on another peer if its outcome is
+        unknown. Those of one queue run one at a time (pylmq.cluster.gate), and the ones that
+        wait for their turn go together in one rpc, run one after the other on the peer."""
+        fut: asyncio.Future[tuple[Term, bool]] = asyncio.get_running_loop().create_future()
+        self._table_calls.setdefault(name, []).append((function, args, fut))
+        if name not in self._table_runners:
+            task = asyncio.get_running_loop().create_task(self._run_table_calls(name), name=f"mnesia:{name}")
+            self._table_runners[name] = task
+        return await fut
+
+    async def _run_table_calls(self, name: str) -> None:
+        try:
+            while self._table_calls.get(name):
+                async with self._gated(name, exclusive=True):
+                    waiting = self._table_calls[name]
+                    # A caller that gave up before its call was sent is not run at all.
+                    batch = [c for c in waiting[:BATCH_MAX] if not c[2].done()]
+                    del waiting[:BATCH_MAX]
+                    if not batch:
+                        continue
+                    try:
+                        results, unknown = await self._call_many([(f, a) for f, a, _ in batch])
+                    except asyncio.CancelledError:
+                        self._table_calls[name][:0] = batch  # cancelled with the others below
+                        raise
+                    except Exception as e:
+                        # Any error, not only a ClusterError, is its callers': they must not
+                        # wait for ever on a runner that gave up on them.
+                        for _, _, fut in batch:
+                            if not fut.done():
+                                fut.set_exception(e)
+                        continue
+                    for (_, _, fut), result in zip(batch, results, strict=True):
+                        if not fut.done():
+                            fut.set_result((result, unknown))
+        finally:
+            self._table_runners.pop(name, None)
+            left = self._table_calls.pop(name, [])
+            for _, _, fut in left:  # only when this task was cancelled (the node stops)
+                fut.cancel()
+
+    async def _call_many(self, calls: list[tuple[str, list[Term]]]) -> tuple[list[Term], bool]:
+        """Several lmq_lib calls in one rpc, ``lists:zipwith3(fun erlang:apply/3, ...)``: the
+        peer runs them in order, each its own transaction, as a queue process would."""
+        if len(calls) == 1:
+            result, unknown = await self._call(calls[0][0], calls[0][1], retry_unknown=True)
+            return [result], unknown
+        modules: list[Term] = [A("lmq_lib")] * len(calls)
+        functions: list[Term] = [A(f) for f, _ in calls]
+        arglists: list[Term] = [a for _, a in calls]
+        # Errors name the lmq_lib operations the batch held, not lists:zipwith3.
+        names = ", ".join(f"lmq_lib:{f}" for f in dict.fromkeys(f for f, _ in calls))
+        what = f"{names} ({len(calls)} calls in one rpc)"
+        results, unknown = await self._call(
+            "zipwith3", [APPLY3, modules, functions, arglists], retry_unknown=True, module="lists", what=what
+        )
+        if not isinstance(results, list) or len(results) != len(calls):
+            raise ClusterError(f"{what} answered {results!r:.300}")
+        return results, unknown
+
+    @staticmethod
+    def _check(function: str, result: Term) -> Term:
+        if isinstance(result, tuple) and len(result) == 2 and result[0] is ERROR and result != NO_QUEUE:
+            raise ClusterError(f"lmq_lib:{function} answered {result!r:.300}")
+        return result
+
+    # -- queues and properties -------------------------------------------------------------------
+
+    def check_props(self, props: RawProps) -> None:
+        if self.mode == CLUSTER and (problem := erlang_props_problem(props)) is not None:
+            raise InvalidProps(problem)
+
+    def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
+        # LMQ lists Mnesia's db nodes: Erlang nodes only. A pylmq node is hidden and holds no
+        # table copy, so it lists itself only while it serves alone.
+        return self._link().node_lists() if self.mode == CLUSTER else None
+
+    def queue_names(self) -> list[str]:
+        if self.mode != CLUSTER:
+            return self.local.queue_names()
+        return list(self.mirror.queue_props)
+
+    def queue_props(self, name: str) -> RawProps | None:
+        if self.mode != CLUSTER:
+            return self.local.queue_props(name)
+        return self.mirror.queue_props.get(name)
+
+    def default_props(self) -> DefaultList:
+        if self.mode != CLUSTER:
+            return self.local.default_props()
+        return list(self.mirror.defaults)
+
+    async def create(self, name: str, props: RawProps | None = None) -> bool:
+        if self.mode != CLUSTER:
+            return await self.local.create(name, props)
+        atom = name_to_atom(name)
+        existed = name in self.mirror.queue_props
+        if props is None:
+            if existed:
+                return False
+            # lmq_lib:create/1 of an existing queue would reset its props: look first, as
+            # LMQ's queue start does.
+            found, _ = await self._call("queue_info", [atom], retry_unknown=True)
+            if isinstance(found, list):
+                self.mirror.queue_props.setdefault(name, {})
+                return False
+            self._check("create", (await self._call("create", [atom], retry_unknown=True))[0])
+            self.mirror.queue_props.setdefault(name, {})
+            await self._link().queue_created(name, None)
+            return True
+        self.check_props(props)
+        term = props_to_term(props)
+        self._check("create", (await self._call("create", [atom, term], retry_unknown=True))[0])
+        self.mirror.queue_props[name] = dict(props)
+        await self._link().queue_created(name, term)
+        return not existed
+
+    async def delete(self, name: str) -> bool:
+        if self.mode != CLUSTER:
+            return await self.local.delete(name)
+        existed = name in self.mirror.queue_props or name in self.mirror.tables
+        self._check("delete", (await self._call("delete", [name_to_atom(name)], retry_unknown=True))[0])
+        self.mirror.queue_props.pop(name, None)
+        await self._link().queue_deleted(name)
+        return existed
+
+    async def set_queue_props(self, name: str, props: RawProps) -> None:
+        if self.mode != CLUSTER:
+            return await self.local.set_queue_props(name, props)
+        # create/2 replaces the props of an existing queue; create() then has every Erlang node's
+        # queue process take them (lmq_lib alone updates no queue process).
+        await self.create(name, props)
+
+    async def set_default_props(self, defaults: DefaultList) -> None:
+        if self.mode != CLUSTER:
+            return await self.local.set_default_props(defaults)
+        if (problem := erlang_defaults_problem(defaults)) is not None:
+            raise InvalidProps(problem)
+        term = default_list_to_term(defaults)
+        self._check(
+            "set_lmq_info", (await self._call("set_lmq_info", [A("default_props"), term], retry_unknown=True))[0]
+        )
+        self.mirror.defaults = list(defaults)
+        await self._link().defaults_changed()
+
+    # -- messages ----------------------------------------------------------------------------------------
+
+    async def enqueue(self, name: str, item: Item, retry: Retry, accum: float) -> AccumResult:
+        if self.mode != CLUSTER:
+            return await self.local.enqueue(name, item, retry, accum)
+        atom = name_to_atom(name)
+        args = [atom, item_to_term(item), [(A("accum"), round(accum * 1000)), (A("retry"), retry_to_term(retry))]]
+        async with self._gated(name, exclusive=False):
+            result, _ = await self._call("enqueue", args, retry_unknown=False)
+            if result == NO_QUEUE:
+                # Nothing was written; the queue was deleted under us: created on use, as LMQ does.
+                await self.create(name)
+                result, _ = await self._call("enqueue", args, retry_unknown=False)
+        reply = ACCUM_REPLY.get(result)
+        if reply is None:
+            raise ClusterError(f"lmq_lib:enqueue answered {result!r:.300}")
+        self._link().pushed(name)
+        return reply
+
+    async def dequeue(self, name: str, timeout: float) -> tuple[Message, float] | None:
+        if self.mode != CLUSTER:
+            return await self.local.dequeue(name, timeout)
+        t = self.mirror.table(name)
+        first = t.first() if t is not None else None
+        seq = self.mirror.seq.get(name, 0)
+        result, _ = await self._table_call(name, "dequeue", [name_to_atom(name), _whole(timeout)])
+        if result is EMPTY or result == NO_QUEUE:
+            self._hold(name, seq)
+            return None
+        self._check("dequeue", result)
+        try:
+            msg = message_from_term(result)
+        except ValueError as e:
+            raise ClusterError(f"lmq_lib:dequeue answered {result!r:.300}") from e
+        self._holds.pop(name, None)
+        now = self.clock.now()
+        retention = now - first.id[0] if first is not None and first.id[0] <= now else 0.0
+        return msg, max(0.0, retention)
+
+    async def _settle(self, name: str, function: str, args: list[Term]) -> bool:
+        result, unknown = await self._table_call(name, function, args)
+        if result is OK:
+            return True
+        if result is NOT_FOUND or result == NO_QUEUE:
+            return unknown  # see the module docstring: the lost attempt committed
+        self._check(function, result)
+        raise ClusterError(f"lmq_lib:{function} answered {result!r:.300}")
+
+    async def done(self, name: str, uuid: bytes) -> bool:
+        if self.mode != CLUSTER:
+            return await self.local.done(name, uuid)
+        return await self._settle(name, "done", [name_to_atom(name), uuid])
+
+    async def retain(self, name: str, uuid: bytes, timeout: float) -> bool:
+        if self.mode != CLUSTER:
+            return await self.local.retain(name, uuid, timeout)
+        return await self._settle(name, "retain", [name_to_atom(name), uuid, _whole(timeout)])
+
+    async def release(self, name: str, uuid: bytes) -> bool:
+        if self.mode != CLUSTER:
+            return await self.local.release(name, uuid)
+        ok = await self._settle(name, "release", [name_to_atom(name), uuid])
+        if ok:
+            self._link().pushed(name)  # available again: waiting pullers anywhere may take it
+        return ok
+
+    async def claim(
+        self, name: str, uuids: Sequence[bytes], timeout: float, max_bytes: int | None = None
+    ) -> list[Message | None]:
+        if self.mode != CLUSTER:
+            return await self.local.claim(name, uuids, timeout, max_bytes)
+        # lmq_lib has no operation that takes a record back by uuid whatever its state, and a
+        # read-then-write from here would race the Erlang nodes' own deliveries.
+        raise NotSupported("claiming messages by id is not available while the node serves an Erlang LMQ cluster")
+
+    async def put_back(self, name: str, uuid: bytes) -> bool:
+        if self.mode != CLUSTER:
+            return await self.local.put_back(name, uuid)
+        ok = await self._settle(name, "put_back", [name_to_atom(name), uuid])
+        if ok:
+            self._link().pushed(name)
+        return ok
+
+    # -- reads -----------------------------------------------------------------------------------------
+
+    def _hold(self, name: str, seq: int) -> None:
+        if self.mirror.seq.get(name, 0) != seq:
+            return  # the mirror moved during the call: look again at once
+        old = self._holds.get(name)
+        length = HOLD_FIRST if old is None or old[0] != seq else min(HOLD_MAX, old[2] * 2)
+        self._holds[name] = (seq, self.clock.now() + length, length)
+
+    def waittime(self, name: str) -> float | None:
+        if self.mode != CLUSTER:
+            return self.local.waittime(name)
+        t = self.mirror.table(name)
+        if t is None:
+            return None
+        now = self.clock.now()
+        wait = t.waittime(now)
+        hold = self._holds.get(name)
+        if wait is None or hold is None:
+            return wait
+        if hold[0] != self.mirror.seq.get(name, 0):
+            del self._holds[name]
+            return wait
+        return max(wait, hold[1] - now)
+
+    def size(self, name: str) -> int:
+        if self.mode != CLUSTER:
+            return self.local.size(name)
+        t = self.mirror.table(name)
+        return 0 if t is None else len(t)
+
+    def memory(self, name: str) -> int:
+        if self.mode != CLUSTER:
+            return self.local.memory(name)
+        t = self.mirror.table(name)
+        return 0 if t is None else t.bytes
+
+    def messages(self, name: str) -> list[Message]:
+        if self.mode != CLUSTER:
+            return self.local.messages(name)
+        t = self.mirror.table(name)
+        return [] if t is None else t.messages()

@@ -1,0 +1,138 @@
+"""The `Store` protocol: what a store does, in the shape of LMQ's ``lmq_lib`` contract.
+
+A store knows tables of message records and does each operation atomically. It knows nothing of
+HTTP, waiters or clients. Mutations are ``async`` (a store whose tables live on Erlang nodes does
+each one as a Mnesia transaction on a peer); reads that status, stats and wake-up timing need on
+every request are synchronous, served from local state (or, for the Mnesia store, its mirror).
+
+Durability is separated from mutation: a mutation returns once it is applied (visible to every
+later operation), and :meth:`Store.barrier` returns once every mutation applied before the call
+is durable under the configured policy. The queue layer awaits the barrier before it answers a
+client, so concurrent requests share one group commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, Literal, Protocol, get_args, runtime_checkable
+
+from pylmq.core.message import Item, Message, Retry
+from pylmq.core.props import DefaultList, RawProps
+from pylmq.core.table import AccumResult
+
+__all__ = [
+    "DEFAULT_FSYNC",
+    "DEFAULT_STORE",
+    "FSYNC_POLICIES",
+    "STORE_KINDS",
+    "FsyncPolicy",
+    "Store",
+    "StoreKind",
+]
+
+# The one definition of what the configuration may choose; app.config, the command line and
+# NodeOptions all check against these.
+StoreKind = Literal["memory", "durable"]
+"""Stores a node can be configured with (``mnesia`` is not one: a node gets it by joining)."""
+STORE_KINDS: Final[tuple[StoreKind, ...]] = get_args(StoreKind)
+DEFAULT_STORE: Final[StoreKind] = "durable"
+
+FsyncPolicy = Literal["always", "interval", "none"]
+"""When the durable store fsyncs its journal (see :mod:`pylmq.store.durable`)."""
+FSYNC_POLICIES: Final[tuple[FsyncPolicy, ...]] = get_args(FsyncPolicy)
+DEFAULT_FSYNC: Final[FsyncPolicy] = "interval"
+"""Like Redis's ``appendfsync everysec``: an answered change survives the node process crashing
+or being killed (it is in the page cache); a power cut or an OS crash can lose the last
+``fsync_interval`` of them. ``always`` closes that window at about half the throughput
+(``python -m bench``)."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    kind: str
+    """``memory``, ``durable`` or ``mnesia``: shown in status and logs."""
+
+    async def open(self) -> None:
+        """Load or recover state; called once before any other method."""
+        ...
+
+    async def close(self) -> None:
+        """Make everything durable and release resources."""
+        ...
+
+    async def barrier(self) -> None:
+        """Return when every mutation applied before this call is durable."""
+        ...
+
+    # -- queues and properties --------------------------------------------------------------
+
+    def queue_names(self) -> list[str]: ...
+
+    def queue_props(self, name: str) -> RawProps | None:
+        """The queue's own (raw) properties; ``None`` if the queue does not exist."""
+        ...
+
+    def default_props(self) -> DefaultList: ...
+
+    async def create(self, name: str, props: RawProps | None = None) -> bool:
+        """Create the queue if missing (``props`` None keeps existing ones); True if created."""
+        ...
+
+    async def delete(self, name: str) -> bool:
+        """Drop the queue and its messages; False if it did not exist."""
+        ...
+
+    async def set_queue_props(self, name: str, props: RawProps) -> None: ...
+
+    async def set_default_props(self, defaults: DefaultList) -> None: ...
+
+    def check_props(self, props: RawProps) -> None:
+        """Raise :class:`~pylmq.errors.InvalidProps` for valid props that this store cannot keep
+        (the Erlang nodes of a cluster cannot serve every value pylmq can)."""
+        ...
+
+    def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
+        """(all nodes, active nodes) of the cluster whose tables this store serves, as LMQ's
+        ``/stats`` lists them; None while the store is this node's own."""
+        ...
+
+    # -- messages -----------------------------------------------------------------------------
+
+    async def enqueue(self, name: str, item: Item, retry: Retry, accum: float) -> AccumResult: ...
+
+    async def dequeue(self, name: str, timeout: float) -> tuple[Message, float] | None:
+        """The delivered record and how long it waited (retention, seconds), or None."""
+        ...
+
+    async def done(self, name: str, uuid: bytes) -> bool: ...
+
+    async def retain(self, name: str, uuid: bytes, timeout: float) -> bool: ...
+
+    async def release(self, name: str, uuid: bytes) -> bool: ...
+
+    async def put_back(self, name: str, uuid: bytes) -> bool: ...
+
+    async def claim(
+        self, name: str, uuids: Sequence[bytes], timeout: float, max_bytes: int | None = None
+    ) -> list[Message | None]:
+        """Take messages back by the uuid of their delivery (see :meth:`QueueTable.claim
+        <pylmq.core.table.QueueTable.claim>`): each becomes processing with deadline now +
+        ``timeout``, same uuid; ``None`` for each uuid no claimable record has. Stops after
+        ``max_bytes`` of claimed payload: the answer then covers only the first uuids."""
+        ...
+
+    # -- synchronous reads ----------------------------------------------------------------------
+
+    def waittime(self, name: str) -> float | None:
+        """Seconds until the queue's first record is deliverable; None when empty or missing."""
+        ...
+
+    def size(self, name: str) -> int: ...
+
+    def memory(self, name: str) -> int:
+        """Approximate bytes held for the queue."""
+        ...
+
+    def messages(self, name: str) -> list[Message]:
+        """Every record of the queue in id order (status, tests, seeding another store)."""
+        ...

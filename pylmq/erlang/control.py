@@ -1,0 +1,63 @@
+"""Distribution control message operations (docs/erlang-distribution.md#control-messages) and frame building.
+
+A pass-through frame is ``112``, the control tuple as a full external term, and for the ops
+marked "with payload" a second term (the message or exit reason).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+
+from pylmq.erlang.etf import encode_into
+from pylmq.erlang.terms import Term
+
+__all__ = ["Op", "frame"]
+
+
+class Op(enum.IntEnum):
+    LINK = 1
+    SEND = 2
+    EXIT = 3
+    UNLINK = 4
+    REG_SEND = 6
+    GROUP_LEADER = 7
+    EXIT2 = 8
+    SEND_TT = 12
+    EXIT_TT = 13
+    REG_SEND_TT = 16
+    EXIT2_TT = 18
+    MONITOR_P = 19
+    DEMONITOR_P = 20
+    MONITOR_P_EXIT = 21
+    SEND_SENDER = 22
+    SEND_SENDER_TT = 23
+    PAYLOAD_EXIT = 24
+    PAYLOAD_EXIT_TT = 25
+    PAYLOAD_EXIT2 = 26
+    PAYLOAD_EXIT2_TT = 27
+    PAYLOAD_MONITOR_P_EXIT = 28
+    SPAWN_REQUEST = 29
+    SPAWN_REQUEST_TT = 30
+    SPAWN_REPLY = 31
+    SPAWN_REPLY_TT = 32
+    ALIAS_SEND = 33
+    ALIAS_SEND_TT = 34
+    UNLINK_ID = 35
+    UNLINK_ID_ACK = 36
+
+
+SPAWN_REPLY_LINKED = 1
+SPAWN_REPLY_MONITORED = 2
+
+_NO_PAYLOAD = object()
+
+
+def frame(control: tuple[Term, ...], payload: Term = _NO_PAYLOAD) -> bytearray:
+    """A complete frame, 4-byte length prefix included, ready to write."""
+    out = bytearray(b"\0\0\0\0p")
+    encode_into(control, out)
+    if payload is not _NO_PAYLOAD:
+        encode_into(payload, out)
+    struct.pack_into(">I", out, 0, len(out) - 4)
+    return out

@@ -1,0 +1,226 @@
+"""A pylmq node: one store, one queue manager, the HTTP and MessagePack-RPC servers.
+
+This is the assembly point that the entry point (`python -m pylmq`), the release scripts and the
+tests use. Each server is owned here: started in :meth:`LMQNode.start`, stopped in
+:meth:`LMQNode.stop` (in-flight requests finish, waiting pulls end, the store is flushed).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pylmq.api._limits import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MIN_RECEIVE_RATE,
+    BufferBudget,
+    default_max_buffered,
+)
+from pylmq.core.clock import Clock, SystemClock
+from pylmq.core.manager import QueueManager
+from pylmq.core.queue import QueueObserver
+from pylmq.core.store import DEFAULT_FSYNC, DEFAULT_STORE, FSYNC_POLICIES, STORE_KINDS, Store
+from pylmq.errors import ConfigError
+from pylmq.metrics import QueueMetrics
+from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
+
+if TYPE_CHECKING:
+    from pylmq.api.http_server import HttpServer
+
+__all__ = ["LMQNode", "NodeOptions", "make_store", "parse_hostport"]
+
+log = logging.getLogger("pylmq.node")
+
+_CANCEL_GRACE = 1.0  # seconds for cancelled HTTP requests to end (puts back included) at a stop
+
+
+def parse_hostport(text: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` or ``PORT``; IPv6 hosts in brackets (``[::1]:9980``)."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = default_host, text
+    host = host.strip("[]") or default_host
+    try:
+        p = int(port)
+    except ValueError:
+        raise ConfigError(f"bad address {text!r}: port must be a number") from None
+    if not 0 <= p <= 65535:
+        raise ConfigError(f"bad address {text!r}: port out of range")
+    return host, p
+
+
+@dataclass
+class NodeOptions:
+    http: tuple[str, int] | None = ("0.0.0.0", DEFAULT_HTTP_PORT)
+    rpc: tuple[str, int] | None = ("0.0.0.0", DEFAULT_RPC_PORT)
+    store: str = DEFAULT_STORE
+    data_dir: Path = field(default_factory=lambda: Path("data"))
+    fsync: str = DEFAULT_FSYNC
+    fsync_interval: float = 1.0  # seconds between fsyncs with fsync="interval"
+    shutdown_timeout: float = 10.0
+    # The durable store's limits (pylmq.store.durable.DurableStore): past them it refuses
+    # pushes with 503 store_full rather than let its journal grow or the disk fill.
+    journal_max_bytes: int = 1 << 30
+    disk_reserve_bytes: int = 64 << 20
+    # Open connections each API accepts (None: from the descriptor limit), HTTP read timeouts.
+    max_connections: int | None = None
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    # Bytes of requests partly received both APIs hold together (None: from the memory), and
+    # the rate a body or frame being received must keep (pylmq.api._limits).
+    max_buffered_bytes: int | None = None
+    min_receive_rate: int = DEFAULT_MIN_RECEIVE_RATE
+    node_name: str = "nonode@nohost"  # what /stats lists as this node (its Erlang name, if any)
+
+
+def make_store(opts: NodeOptions, clock: Clock) -> Store:
+    if opts.store == "memory":
+        from pylmq.store.memory import MemoryStore
+
+        return MemoryStore(clock)
+    if opts.store == "durable":
+        if opts.fsync not in FSYNC_POLICIES:
+            raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, got {opts.fsync!r}")
+        from pylmq.store.durable import DurableStore
+
+        return DurableStore(
+            opts.data_dir,
+            fsync=opts.fsync,
+            clock=clock,
+            fsync_interval=opts.fsync_interval,
+            journal_max_bytes=opts.journal_max_bytes,
+            disk_reserve_bytes=opts.disk_reserve_bytes,
+        )
+    raise ConfigError(f"store must be one of {', '.join(STORE_KINDS)}, got {opts.store!r}")
+
+
+class LMQNode:
+    def __init__(
+        self,
+        opts: NodeOptions | None = None,
+        *,
+        clock: Clock | None = None,
+        store: Store | None = None,
+        observer: QueueObserver | None = None,
+    ) -> None:
+        self.opts = opts or NodeOptions()
+        self.clock = clock or SystemClock()
+        self.store = store or make_store(self.opts, self.clock)
+        # Push/pull meters and retention for /stats, unless the caller observes queues itself.
+        self.metrics: QueueMetrics | None = QueueMetrics(clock=self.clock) if observer is None else None
+        if isinstance(observer, QueueMetrics):
+            self.metrics = observer
+        self.manager = QueueManager(self.store, self.clock, observer or self.metrics)
+        self._http: HttpServer | None = None
+        self._rpc: object | None = None
+        self._budget: BufferBudget | None = None
+        self.http_address: tuple[str, int] | None = None
+        self.rpc_address: tuple[str, int] | None = None
+
+    async def start(self) -> None:
+        await self.store.open()
+        await self.manager.start()
+        if self.metrics is not None:
+            self.metrics.start()
+        try:
+            if self.opts.http is not None:
+                await self._start_http(*self.opts.http)
+            if self.opts.rpc is not None:
+                await self._start_rpc(*self.opts.rpc)
+        except BaseException:
+            await self.stop()
+            raise
+        log.info(
+            "pylmq node started: store=%s http=%s rpc=%s",
+            self.store.kind,
+            self.http_address,
+            self.rpc_address,
+        )
+
+    def budget(self) -> BufferBudget:
+        """The one budget for requests partly received, shared by the HTTP and RPC servers."""
+        if self._budget is None:
+            size = self.opts.max_buffered_bytes or default_max_buffered()
+            self._budget = BufferBudget(size, log, time.monotonic)
+        return self._budget
+
+    def _in_process(self) -> bool:
+        """Whether the store now answers without remote calls, so that requests may start
+        eagerly (pylmq.api._eager). A store joined to a cluster is "mnesia" while it is."""
+        return self.store.kind in ("memory", "durable")
+
+    async def _start_http(self, host: str, port: int) -> None:
+        from pylmq.api.http import HttpApi
+        from pylmq.api.http_server import HttpServer
+
+        api = HttpApi(self.manager, metrics=self.metrics, node_name=self.opts.node_name)
+        opts = self.opts
+        server = HttpServer(
+            api,
+            eager=self._in_process,
+            max_connections=opts.max_connections,
+            header_timeout=opts.header_timeout,
+            body_timeout=opts.body_timeout,
+            min_receive_rate=opts.min_receive_rate,
+            budget=self.budget(),
+        )
+        try:
+            self.http_address = await server.start(host, port)
+        except OSError as e:
+            raise ConfigError(f"cannot listen for HTTP on {host}:{port}: {e.strerror or e}") from e
+        self._http = server
+
+    def _close_http_listener(self) -> None:
+        """Accept no more HTTP connections; close those idle between requests (the others close
+        once their request is answered)."""
+        if self._http is not None:
+            self._http.begin_stop()
+
+    async def _start_rpc(self, host: str, port: int) -> None:
+        from pylmq.api.rpc_server import RpcServer
+
+        opts = self.opts
+        rpc = RpcServer(
+            self.manager,
+            eager=self._in_process,
+            max_connections=opts.max_connections,
+            frame_timeout=opts.body_timeout,
+            min_receive_rate=opts.min_receive_rate,
+            budget=self.budget(),
+        )
+        try:
+            self.rpc_address = await rpc.start(host, port)
+        except OSError as e:
+            raise ConfigError(f"cannot listen for MessagePack-RPC on {host}:{port}: {e.strerror or e}") from e
+        self._rpc = rpc
+
+    async def stop(self) -> None:
+        """Graceful: stop accepting, let in-flight requests finish, end waits, flush the store.
+
+        Both listeners close first, and idle HTTP keep-alive connections with them, so nothing
+        new arrives while the queues close: a request let in after that could start a wait no
+        one ends, holding the stop for ``shutdown_timeout``. Waiting pulls then end (answered
+        empty); other requests still running get ``shutdown_timeout`` seconds, then they are
+        cancelled (a message taken for one is put back). The store is flushed last."""
+        self._close_http_listener()
+        if self._rpc is not None:
+            # Imported only when an RPC server was started: a node without one does not need it.
+            from pylmq.api.rpc_server import RpcServer
+
+            if isinstance(self._rpc, RpcServer):
+                await self._rpc.close()
+        self._rpc = None
+        await self.manager.close()
+        if self._http is not None and not await self._http.drain(self.opts.shutdown_timeout):
+            log.warning("HTTP requests still running after %ss: cancelling them", self.opts.shutdown_timeout)
+        if self._http is not None:
+            await self._http.close(_CANCEL_GRACE)
+            self._http = None
+        await self.store.close()
+        if self.metrics is not None:
+            await self.metrics.stop()
+        log.info("pylmq node stopped")

@@ -1,0 +1,8 @@
+"""The ports LMQ listens on by default; a node binds them and a client dials them."""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_HTTP_PORT", "DEFAULT_RPC_PORT"]
+
+DEFAULT_HTTP_PORT = 9980
+DEFAULT_RPC_PORT = 18800

@@ -208,7 +208,7 @@ class QueueManager:
     def _attach(self, name: str) -> Queue:
         q = self._queues.get(name)
         if q is None:
-            q = Queue(name, self.store, self, self.observer)
+            q = Queue(name, self.store, self, self.observer, self.clock)
             self._queues[name] = q
             self._created += 1
             self._recent.append(name)
@@ -499,7 +499,7 @@ class QueueManager:
             return None
         loop = asyncio.get_running_loop()
         waiter = Waiter(loop.create_future())
-        timer = loop.call_later(timeout, waiter.finish, None) if timeout is not None else None
+        timer = self.clock.call_later(timeout, waiter.finish, None) if timeout is not None else None
         # Registering may yield (many queues): a client that leaves meanwhile is cleaned up below.
         try:
             if sel is not None:

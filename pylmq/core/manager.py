@@ -596,9 +596,7 @@ class QueueManager:
             (outcome.ok if u is not None and next(answers) else outcome.not_found).append(id_)
         return outcome
 
-    async def claim(
-        self, name: str, ids: Sequence[str | bytes], max_bytes: int = MAX_BATCH_BYTES
-    ) -> ClaimOutcome:
+    async def claim(self, name: str, ids: Sequence[str | bytes], max_bytes: int = MAX_BATCH_BYTES) -> ClaimOutcome:
         """Take messages back by the id of their last delivery (a pylmq extension), for a
         client that lost track of what it held (a restarted stream reader): each message in
         processing under that id, or available again under it (nacked, or its deadline passed

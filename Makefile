@@ -50,6 +50,7 @@ rel: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check pylmq tests bench examples
+	$(BIN)/ruff format --check pylmq tests bench examples
 	$(BIN)/mypy pylmq
 
 # The StatsD daemon (npm) for tests/ops/test_statsd_daemon.py; installed only when missing.

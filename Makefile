@@ -49,7 +49,8 @@ rel: $(STAMP)
 	sh rel/build.sh "$(abspath $(BIN)/python)" "$(REL_DIR)"
 
 lint: $(STAMP)
-	$(BIN)/ruff check pylmq tests bench examples
+	$(BIN)/ruff check pylmq tests bench examples scripts
+	$(BIN)/ruff format --check pylmq tests bench examples scripts
 	$(BIN)/mypy pylmq
 	$(BIN)/lint-imports --no-cache
 

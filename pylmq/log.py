@@ -145,10 +145,7 @@ def format_line(record: logging.LogRecord, now: float) -> str:
     # whole microseconds first, as datetime does, so .123 is not printed as .122
     micros = round(now * 1_000_000)
     second, micro = divmod(micros, 1_000_000)
-    return (
-        f"{_local_second(second)}.{micro // 1000:03d} "
-        f"[{_lager_level(record.levelno)}] {_who(record)} {message}\n"
-    )
+    return f"{_local_second(second)}.{micro // 1000:03d} [{_lager_level(record.levelno)}] {_who(record)} {message}\n"
 
 
 @functools.lru_cache(maxsize=4)
@@ -425,6 +422,7 @@ def configure_logging(
 
 
 # -- crashes -------------------------------------------------------------------------------
+
 
 def log_crash(what: str, exc: BaseException, report: str = "CRASH") -> None:
     """Report a crash of ``what``: one ``[error]`` line in the logs, the traceback in crash.log.

@@ -175,7 +175,7 @@ def _pcre_answers() -> list[str] | None:
 
     cases = ",".join(f"{{{binary(p)},{binary(n)}}}" for _, p, n in COMPAT)
     expr = (
-        f"[io:format(\"~p~n\", [case catch re:run(N, P, [{{capture, none}}]) of match -> match; nomatch -> "
+        f'[io:format("~p~n", [case catch re:run(N, P, [{{capture, none}}]) of match -> match; nomatch -> '
         f"nomatch; _ -> refused end]) || {{P, N}} <- [{cases}]], halt()."
     )
     out = subprocess.run([erl, "-noshell", "-eval", expr], capture_output=True, text=True, timeout=60)

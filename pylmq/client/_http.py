@@ -132,16 +132,12 @@ class AsyncHttpClient:
         """Push to every existing queue whose name matches; ``{queue: accum}``."""
         return await self._send(proto.push_all(regex, body, content_type))
 
-    async def pull(
-        self, queue: str, timeout: float | None = None, cf: PullFormat = "multipart"
-    ) -> Message | None:
+    async def pull(self, queue: str, timeout: float | None = None, cf: PullFormat = "multipart") -> Message | None:
         """Take the next message; ``None`` when none came within ``timeout`` seconds
         (``None``: wait forever, ``0``: answer at once)."""
         return await self._send(proto.pull(queue, timeout, cf))
 
-    async def pull_any(
-        self, regex: str, timeout: float | None = None, cf: PullFormat = "multipart"
-    ) -> Message | None:
+    async def pull_any(self, regex: str, timeout: float | None = None, cf: PullFormat = "multipart") -> Message | None:
         """Take the next message of any queue whose name matches, including queues created
         while waiting."""
         return await self._send(proto.pull_any(regex, timeout, cf))

@@ -80,9 +80,7 @@ def _message(result: Any) -> RpcMessage | None:
         raise ProtocolError(f"expected a message map or 'empty', got {result!r:.200}")
     fields = {(k.decode() if isinstance(k, bytes) else k): v for k, v in result.items()}
     try:
-        queue, msg_id, kind, retry, content = (
-            fields[k] for k in ("queue", "id", "type", "retry", "content")
-        )
+        queue, msg_id, kind, retry, content = (fields[k] for k in ("queue", "id", "type", "retry", "content"))
     except KeyError as e:
         raise ProtocolError(f"message map without {e.args[0]!r}: {sorted(map(str, fields))}") from None
     kind_text = _text(kind, "message type")

@@ -191,6 +191,4 @@ def _rebuild_rpc(
     request_timeout: float | None,
     connect_timeout: float,
 ) -> RpcClient:
-    return RpcClient(
-        host, port, fallbacks=fallbacks, request_timeout=request_timeout, connect_timeout=connect_timeout
-    )
+    return RpcClient(host, port, fallbacks=fallbacks, request_timeout=request_timeout, connect_timeout=connect_timeout)

@@ -86,7 +86,7 @@ def parse_date_spec(spec: str) -> RotationSpec | None:
     day of month; ``""`` means no date rotation (``None``)."""
     if spec == "":
         return None
-    bad = ConfigError(f"invalid rotation date spec {spec!r} (examples: \"$D0\", \"$W0D23\", \"$M1D0\", \"$ML\")")
+    bad = ConfigError(f'invalid rotation date spec {spec!r} (examples: "$D0", "$W0D23", "$M1D0", "$ML")')
     if not spec.startswith("$") or len(spec) < 2:
         raise bad
     rest = spec[1:]
@@ -236,6 +236,7 @@ def lager_from_terms(section: Term, where: str = "lager") -> LagerConfig:
         raw_crash = props["crash_log"]
         off = raw_crash is False or raw_crash == Atom("undefined")
         crash_log = None if off else _text(raw_crash, f"{where}.crash_log")
+
     def key(name: str) -> tuple[Term, str]:
         return props.get(name, getattr(base, name)), f"{where}.{name}"
 

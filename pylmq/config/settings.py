@@ -27,7 +27,6 @@ from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
 __all__ = ["FsyncPolicy", "Settings", "StoreKind", "load_settings", "read_cookie_file"]
 
 
-
 @dataclass(frozen=True, slots=True)
 class Settings:
     http_host: str = "0.0.0.0"

@@ -206,7 +206,7 @@ class QueueManager:
     def _attach(self, name: str) -> Queue:
         q = self._queues.get(name)
         if q is None:
-            q = Queue(name, self.store, self, self.observer)
+            q = Queue(name, self.store, self, self.observer, self.clock)
             self._queues[name] = q
             self._created += 1
             self._recent.append(name)
@@ -506,7 +506,7 @@ class QueueManager:
             return None
         loop = asyncio.get_running_loop()
         waiter = Waiter(loop.create_future())
-        timer = loop.call_later(timeout, waiter.finish, None) if timeout is not None else None
+        timer = self.clock.call_later(timeout, waiter.finish, None) if timeout is not None else None
         # Registering may yield (many queues): a client that leaves meanwhile is cleaned up below.
         try:
             if sel is not None:
@@ -602,9 +602,7 @@ class QueueManager:
             (outcome.ok if u is not None and next(answers) else outcome.not_found).append(id_)
         return outcome
 
-    async def claim(
-        self, name: str, ids: Sequence[str | bytes], max_bytes: int = MAX_BATCH_BYTES
-    ) -> ClaimOutcome:
+    async def claim(self, name: str, ids: Sequence[str | bytes], max_bytes: int = MAX_BATCH_BYTES) -> ClaimOutcome:
         """Take messages back by the id of their last delivery (a pylmq extension), for a
         client that lost track of what it held (a restarted stream reader): each message in
         processing under that id, or available again under it (nacked, or its deadline passed

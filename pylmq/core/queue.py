@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
+from pylmq.core.clock import Clock, SystemClock, Timer
 from pylmq.core.message import Item, Message
 from pylmq.core.props import Props
 from pylmq.core.store import Store
@@ -92,6 +93,7 @@ class Queue:
         store: Store,
         props: Props | PropsSource,
         observer: QueueObserver | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.name = name
         self.store = store
@@ -99,10 +101,11 @@ class Queue:
         self._props = props if isinstance(props, Props) else None
         self._props_version = -1
         self.observer = observer
+        self.clock: Clock = clock or SystemClock()
         # dict as an ordered set: arrival order, O(1) removal of a waiter that gave up.
         self._waiters: dict[Waiter, None] = {}
         self._serving: asyncio.Task[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: Timer | None = None
         self._closed = False
 
     @property
@@ -290,9 +293,8 @@ class Queue:
     def _arm_timer(self, delay: float) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        loop = asyncio.get_running_loop()
         # A little slack so the record's deadline has surely passed when we look again.
-        self._timer = loop.call_later(delay + 0.0005, self._on_timer)
+        self._timer = self.clock.call_later(delay + 0.0005, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None

@@ -835,8 +835,12 @@ class QueueTable:
             if e is None or not self._claimable(e):
                 out.append(None)
                 continue
-            held = (e[24] == _PROCESSING and _rec_ts(e) >= now) if type(e) is bytes else (
-                e.state is _S_PROCESSING and e.id[0] >= now  # type: ignore[union-attr]
+            held = (
+                (e[24] == _PROCESSING and _rec_ts(e) >= now)
+                if type(e) is bytes
+                else (
+                    e.state is _S_PROCESSING and e.id[0] >= now  # type: ignore[union-attr]
+                )
             )
             if not held:
                 retry = e[25] if type(e) is bytes else e.retry  # type: ignore[union-attr]

@@ -183,7 +183,6 @@ class Connection:
         """Seconds since the last byte from the peer."""
         return time.monotonic() - self._last_read
 
-
     async def drain(self) -> None:
         self._flush()
         if not self.closed:

@@ -99,9 +99,7 @@ async def test_many_concurrent_calls_share_one_connection(rpc: AsyncRpcClient) -
 
 
 async def test_error_of_one_call_does_not_disturb_others(rpc: AsyncRpcClient) -> None:
-    outcome = await asyncio.gather(
-        rpc.push("q", 1), rpc.done("q", "nope"), rpc.push("q", 2), return_exceptions=True
-    )
+    outcome = await asyncio.gather(rpc.push("q", 1), rpc.done("q", "nope"), rpc.push("q", 2), return_exceptions=True)
     assert outcome[0] == "ok" and isinstance(outcome[1], MessageNotFound) and outcome[2] == "ok"
 
 

@@ -47,9 +47,7 @@ async def run(args: argparse.Namespace) -> None:
     store = MnesiaStore(DurableStore(opts.data_dir, fsync=opts.fsync), rpc_timeout=args.rpc_timeout)
     node = LMQNode(opts, store=store)
     await node.start()
-    dist = await start_node(
-        args.name, args.cookie, net_ticktime=args.net_ticktime, stall_timeout=args.stall_timeout
-    )
+    dist = await start_node(args.name, args.cookie, net_ticktime=args.net_ticktime, stall_timeout=args.stall_timeout)
     cluster = Cluster(dist, store, node.manager)
 
     async def join(target: Term) -> Term:

@@ -80,9 +80,7 @@ def nacked_by_lmq(lmq: HttpClient, queue: str) -> int:
     return m.retry
 
 
-def test_a_pull_many_and_reply_many_through_pylmq_settle_each_message_as_lmq_does(
-    ref: RefCluster, queue: str
-) -> None:
+def test_a_pull_many_and_reply_many_through_pylmq_settle_each_message_as_lmq_does(ref: RefCluster, queue: str) -> None:
     lmq1, lmq2 = (client(n) for n in ref.erl)
     py = client(ref.py[0])
     lmq1.update_props(queue, {"timeout": 30, "retry": 3})

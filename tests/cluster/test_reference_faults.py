@@ -310,5 +310,3 @@ def test_kill_9_of_the_pylmq_node_under_load_loses_no_push_it_answered(tmp_path:
         assert sorted(lost) == [], "pushes answered before the kill -9 of the pylmq node were lost"
         answered_by_py = {b for b in pushed if b.startswith(b"py-")}
         assert answered_by_py, "expected pylmq to have answered pushes before it was killed"
-
-

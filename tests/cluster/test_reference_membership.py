@@ -258,9 +258,7 @@ def test_join_failures_print_the_reason_and_exit_non_zero(env: Env) -> None:
     joined(env)
 
 
-def test_join_from_app_config_waits_for_an_unreachable_cluster_instead_of_serving_alone(
-    env: Env, queue: str
-) -> None:
+def test_join_from_app_config_waits_for_an_unreachable_cluster_instead_of_serving_alone(env: Env, queue: str) -> None:
     """A node that was never joined and is told ``{join, Node}`` in app.config is a member to
     be: while the cluster is down it refuses queue operations (no queues of its own to split
     from the cluster), and it joins by itself once the cluster answers."""

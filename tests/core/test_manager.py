@@ -1,51 +1,104 @@
-"""Queue manager and queue behaviour: waiters, wake-ups, pull-any, props precedence."""
+"""Queue manager and queue behaviour: waiters, wake-ups, pull-any, props precedence.
+
+Waits run on a ManualClock shared by the store and the manager: a test moves the time past a
+deadline or a pull's timeout instead of sleeping until it passes.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
-from pylmq.core import QueueManager, make_item
+from pylmq.core import ManualClock, QueueManager, make_item
 from pylmq.core.props import effective_props
 from pylmq.errors import InvalidQueueName, InvalidRegex, MessageNotFound, QueueNotFound
 from pylmq.store import MemoryStore
 
 
 @pytest.fixture
-async def manager():
-    m = QueueManager(MemoryStore())
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def manager(clock: ManualClock):
+    m = QueueManager(MemoryStore(clock), clock)
     await m.start()
     yield m
     await m.close()
 
 
-async def test_waiters_are_served_in_arrival_order(manager: QueueManager) -> None:
+async def until(condition: Callable[[], object], turns: int = 100) -> None:
+    """Let the loop run until ``condition()`` holds; fail if it does not within ``turns`` steps."""
+    for _ in range(turns):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"not reached in {turns} loop steps")
+
+
+async def steps(n: int = 20) -> None:
+    """Let the loop run ``n`` steps: what is ready to run has run (the clock does not move)."""
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+def waiting(manager: QueueManager, name: str) -> Callable[[], bool]:
+    return lambda: (q := manager.get(name)) is not None and q.has_waiters()
+
+
+async def test_waiters_are_served_in_arrival_order(manager: QueueManager, clock: ManualClock) -> None:
     tasks = [asyncio.create_task(manager.pull("q", 2)) for _ in range(3)]
-    await asyncio.sleep(0.01)
+    await until(lambda: clock.pending() == 3)  # one timeout timer per waiting pull
     for i in range(3):
+        clock.advance(0.001)  # pushed at distinct times: equal times are ordered by uuid, as in LMQ
         await manager.push("q", make_item(b"%d" % i))
     got = [(await t) for t in tasks]
     assert [d.message.content[1] for d in got if d] == [b"0", b"1", b"2"]
 
 
-async def test_waiter_wakes_when_processing_message_deadline_passes(manager: QueueManager) -> None:
-    await manager.update_props("q", {"timeout": 0.2})
+async def test_waiter_wakes_when_processing_message_deadline_passes(manager: QueueManager, clock: ManualClock) -> None:
+    # LMQ's default 30 s timeout, passed on the clock: 30 s of sleep with the loop's timers.
     await manager.push("q", make_item(b"m"))
     first = await manager.pull("q", 0)
     assert first is not None
-    again = await manager.pull("q", 2)
-    assert again is not None and again.message.uuid != first.message.uuid
+    again = asyncio.create_task(manager.pull("q", 60))
+    await until(lambda: clock.pending() == 2)  # the pull's timeout and the queue's wake-up
+    clock.advance(29.9)
+    await steps()
+    assert not again.done(), "woken before the deadline of the message in processing"
+    clock.advance(0.2)
+    d = await asyncio.wait_for(again, 5)  # a bound only: the wake-up is due at once
+    assert d is not None and d.message.uuid != first.message.uuid
+    assert d.message.content == first.message.content and d.message.retry == first.message.retry - 1
 
 
-async def test_pull_times_out_with_none(manager: QueueManager) -> None:
-    assert await manager.pull("empty", 0.05) is None
+async def test_pull_times_out_with_none_when_its_timeout_passes(manager: QueueManager, clock: ManualClock) -> None:
+    t = asyncio.create_task(manager.pull("empty", 3600))
+    await until(waiting(manager, "empty"))
+    clock.advance(3599.9)
+    await steps()
+    assert not t.done(), "timed out early"
+    clock.advance(0.2)
+    assert await asyncio.wait_for(t, 5) is None
+    assert clock.pending() == 0
     assert await manager.pull("empty", 0) is None
+
+
+async def test_an_answered_pull_cancels_its_timeout(manager: QueueManager, clock: ManualClock) -> None:
+    t = asyncio.create_task(manager.pull("q", 10))
+    await until(waiting(manager, "q"))
+    assert clock.pending() == 1
+    await manager.push("q", make_item(b"m"))
+    assert await t is not None
+    assert clock.pending() == 0, "the timer of an answered pull is left behind"
 
 
 async def test_cancelled_waiter_loses_nothing(manager: QueueManager) -> None:
     t = asyncio.create_task(manager.pull("q", None))
-    await asyncio.sleep(0.01)
+    await until(waiting(manager, "q"))
     t.cancel()
     with pytest.raises(asyncio.CancelledError):
         await t
@@ -58,7 +111,7 @@ async def test_pull_any_sees_queue_created_while_waiting(manager: QueueManager) 
     await manager.push("other", make_item(b"no"))
     await manager.pull("other", 0)
     t = asyncio.create_task(manager.pull_any("^job-", 2))
-    await asyncio.sleep(0.01)
+    await until(lambda: manager._any_waiters)
     await manager.push("job-1", make_item(b"yes"))
     d = await t
     assert d is not None and d.queue == "job-1"
@@ -85,7 +138,7 @@ async def test_delete_unknown_queue_is_not_found(manager: QueueManager) -> None:
 async def test_delete_ends_waiters_and_drops_messages(manager: QueueManager) -> None:
     await manager.push("q", make_item(b"gone"))
     t = asyncio.create_task(manager.pull("w", None))
-    await asyncio.sleep(0.01)
+    await until(waiting(manager, "w"))
     await manager.delete("w")
     assert await t is None
     await manager.delete("q")
@@ -136,7 +189,7 @@ async def test_remote_new_message_wakes_waiters(manager: QueueManager) -> None:
     """The seam for the cluster: a message that appears in the store from elsewhere."""
     q = await manager.ensure("q")
     t = asyncio.create_task(manager.pull("q", 2))
-    await asyncio.sleep(0.01)
+    await until(waiting(manager, "q"))
     await manager.store.enqueue("q", make_item(b"remote"), q.props.retry, 0)
     manager.on_remote_new_message("q")
     d = await t

@@ -215,7 +215,7 @@ async def test_kept_selections_are_bounded(monkeypatch: pytest.MonkeyPatch) -> N
 
 async def test_pull_any_waiting_on_many_queues_gets_a_message_pushed_to_any(many: QueueManager) -> None:
     waiting = asyncio.create_task(many.pull_any("^q-", 5))
-    await asyncio.sleep(0.05)
+    await _until(lambda: (q := many.get("q-19999")) is not None and q.has_waiters())
     await many.push("q-19999", make_item(b"last"))
     d = await asyncio.wait_for(waiting, 5)
     assert d is not None and d.queue == "q-19999"
@@ -245,10 +245,19 @@ async def test_a_stored_default_regex_that_cannot_run_is_skipped() -> None:
         await m.close()
 
 
+async def _until(condition: Callable[[], object], turns: int = 10_000) -> None:
+    """Let the loop run until ``condition()`` holds (registering on 20,000 queues takes many
+    turns); fail if it does not within ``turns`` steps."""
+    for _ in range(turns):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"not reached in {turns} loop steps")
+
+
 async def _waiting(m: QueueManager, regexes: list[str], timeout: float) -> list[asyncio.Task[object]]:
     waiters: list[asyncio.Task[object]] = [asyncio.create_task(m.pull_any(r, timeout)) for r in regexes]
-    while len(m._any_waiters) < len(regexes):
-        await asyncio.sleep(0.001)
+    await _until(lambda: len(m._any_waiters) == len(regexes))
     return waiters
 
 

@@ -5,12 +5,13 @@ store never does."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
-from pylmq.core import QueueManager, make_item
+from pylmq.core import ManualClock, QueueManager, make_item
 from pylmq.core.message import Message
+from pylmq.core.queue import RETRY_AFTER_ERROR
 from pylmq.errors import InvalidQueueName, StoreError
 from pylmq.metrics import QueueMetrics
 from pylmq.store import MemoryStore
@@ -22,6 +23,7 @@ class GatedStore(MemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.dequeue_gate: asyncio.Event | None = None
+        self.dequeue_entered = asyncio.Event()
         self.put_back_gate: asyncio.Event | None = None
         self.put_back_entered = asyncio.Event()
         self.barrier_gate: asyncio.Event | None = None
@@ -35,6 +37,7 @@ class GatedStore(MemoryStore):
 
     async def dequeue(self, name: str, timeout: float) -> tuple[Message, float] | None:
         if self.dequeue_gate is not None:
+            self.dequeue_entered.set()
             await self.dequeue_gate.wait()
         return await super().dequeue(name, timeout)
 
@@ -43,6 +46,19 @@ class GatedStore(MemoryStore):
         if self.put_back_gate is not None:
             await self.put_back_gate.wait()
         return await super().put_back(name, uuid)
+
+
+async def until(condition: Callable[[], object], turns: int = 100) -> None:
+    """Let the loop run until ``condition()`` holds; fail if it does not within ``turns`` steps."""
+    for _ in range(turns):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"not reached in {turns} loop steps")
+
+
+def has_waiters(manager: QueueManager, name: str) -> Callable[[], bool]:
+    return lambda: (q := manager.get(name)) is not None and q.has_waiters()
 
 
 @pytest.fixture
@@ -58,17 +74,17 @@ async def test_waiter_arriving_while_a_message_is_put_back_gets_it(gated) -> Non
     manager, store = gated
     await manager.ensure("q")
     first = asyncio.create_task(manager.pull("q", None))
-    await asyncio.sleep(0.01)
+    await until(has_waiters(manager, "q"))
     store.dequeue_gate, store.put_back_gate = asyncio.Event(), asyncio.Event()
     await manager.push("q", make_item(b"m"))  # the queue's server takes it for `first` ...
-    await asyncio.sleep(0.01)
+    await asyncio.wait_for(store.dequeue_entered.wait(), 2)
     first.cancel()  # ... who leaves while the store works
     with pytest.raises(asyncio.CancelledError):
         await first
     store.dequeue_gate.set()
     await asyncio.wait_for(store.put_back_entered.wait(), 2)  # the message is going back
     second = asyncio.create_task(manager.pull("q", 2))
-    await asyncio.sleep(0.01)
+    await until(has_waiters(manager, "q"))
     store.put_back_gate.set()
     d = await second
     assert d is not None and d.message.content[1] == b"m", f"expected the put-back message, got {d!r}"
@@ -121,7 +137,7 @@ async def test_pull_with_t_0_gets_a_message_left_over_after_the_waiters_are_serv
     # round: the waiters get the first messages, the t=0 pull the next one, if any.
     manager, _ = gated
     waiting = asyncio.create_task(manager.pull("q", 2))
-    await asyncio.sleep(0.01)
+    await until(has_waiters(manager, "q"))
     await manager.push("q", make_item(b"first"))
     await manager.push("q", make_item(b"second"))
     now = await manager.pull("q", 0)
@@ -148,7 +164,7 @@ async def test_push_whose_client_left_during_the_commit_still_wakes_a_waiter(gat
     manager, store = gated
     await manager.ensure("q")
     waiting = asyncio.create_task(manager.pull("q", 2))
-    await asyncio.sleep(0.01)
+    await until(has_waiters(manager, "q"))
     await _cancelled_in_barrier(store, manager.push("q", make_item(b"m")))
     d = await waiting
     assert d is not None and d.message.content[1] == b"m", f"expected the pushed message, got {d!r}"
@@ -160,7 +176,7 @@ async def test_nack_whose_client_left_during_the_commit_still_wakes_a_waiter(gat
     first = await manager.pull("q", 0)
     assert first is not None
     waiting = asyncio.create_task(manager.pull("q", 2))
-    await asyncio.sleep(0.01)
+    await until(has_waiters(manager, "q"))
     await _cancelled_in_barrier(store, manager.nack("q", first.message.uuid))
     d = await waiting
     assert d is not None and d.message.content[1] == b"m", f"expected the nacked message, got {d!r}"
@@ -185,7 +201,7 @@ class SlowDeleteStore(MemoryStore):
 
     async def delete(self, name: str) -> bool:
         self.delete_entered.set()
-        await asyncio.sleep(10)
+        await asyncio.Event().wait()  # the transaction outlasts the client that asked for it
         return await super().delete(name)
 
 
@@ -195,7 +211,7 @@ async def test_delete_whose_client_left_midway_does_not_strand_the_queues_waiter
     try:
         await manager.ensure("q")
         waiting = asyncio.create_task(manager.pull("q", None))
-        await asyncio.sleep(0.01)
+        await until(has_waiters(manager, "q"))
         deleting = asyncio.create_task(manager.delete("q"))
         await asyncio.wait_for(manager.store.delete_entered.wait(), 2)  # type: ignore[attr-defined]
         deleting.cancel()
@@ -209,8 +225,8 @@ async def test_delete_whose_client_left_midway_does_not_strand_the_queues_waiter
 class FlakyStore(MemoryStore):
     """The first dequeue fails (a peer of the Mnesia store went away mid-transaction)."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
         self.failures = 0
 
     async def dequeue(self, name: str, timeout: float) -> tuple[Message, float] | None:
@@ -221,15 +237,21 @@ class FlakyStore(MemoryStore):
 
 
 async def test_waiters_are_served_again_after_the_store_failed_once() -> None:
-    manager = QueueManager(FlakyStore())
+    clock = ManualClock()
+    store = FlakyStore(clock)
+    manager = QueueManager(store, clock)
     await manager.start()
     try:
         await manager.ensure("q")
-        waiting = asyncio.create_task(manager.pull("q", 5))
-        await asyncio.sleep(0.01)
+        waiting = asyncio.create_task(manager.pull("q", 60))
+        await until(has_waiters(manager, "q"))
         await manager.push("q", make_item(b"m"))
-        d = await waiting
-        assert manager.store.failures == 1  # type: ignore[attr-defined]
+        await until(lambda: store.failures == 1 and clock.pending() == 2)  # the pull's timeout, the retry
+        clock.advance(RETRY_AFTER_ERROR * 0.9)
+        await asyncio.sleep(0)
+        assert not waiting.done(), "served again before RETRY_AFTER_ERROR"
+        clock.advance(RETRY_AFTER_ERROR * 0.2)
+        d = await asyncio.wait_for(waiting, 5)  # a bound only: the retry is due at once
         assert d is not None and d.message.content[1] == b"m", f"expected the message after a retry, got {d!r}"
     finally:
         await manager.close()
@@ -240,7 +262,7 @@ async def test_pull_any_sees_a_queue_created_while_it_looked_at_the_others(gated
     await manager.ensure("job-1")
     store.dequeue_gate = asyncio.Event()
     waiting = asyncio.create_task(manager.pull_any("^job-", 2))
-    await asyncio.sleep(0.01)  # it is asking job-1's store for a message
+    await asyncio.wait_for(store.dequeue_entered.wait(), 2)  # it is asking job-1's store for a message
     await manager.push("job-2", make_item(b"new queue"))
     store.dequeue_gate.set()
     d = await waiting
@@ -252,7 +274,7 @@ async def test_pull_of_a_queue_deleted_while_it_asked_the_store_ends_empty(gated
     await manager.ensure("q")
     store.dequeue_gate = asyncio.Event()
     waiting = asyncio.create_task(manager.pull("q", None))
-    await asyncio.sleep(0.01)  # it is asking the store for a message
+    await asyncio.wait_for(store.dequeue_entered.wait(), 2)  # it is asking the store for a message
     await manager.delete("q")
     store.dequeue_gate.set()
     assert await asyncio.wait_for(waiting, 2) is None, "a pull of a deleted queue must end, as one waiting does"

@@ -50,9 +50,7 @@ def test_later_flags_win() -> None:
 
 def test_nested_args_file_is_read(tmp_path: Path) -> None:
     (tmp_path / "cookie.args").write_text("-setcookie secret\n")
-    vm = parse_vm_args(
-        f"-name a@h\n-args_file {tmp_path / 'cookie.args'}\n", include=lambda p: Path(p).read_text()
-    )
+    vm = parse_vm_args(f"-name a@h\n-args_file {tmp_path / 'cookie.args'}\n", include=lambda p: Path(p).read_text())
     assert vm.cookie == "secret"
 
 

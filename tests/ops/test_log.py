@@ -140,6 +140,7 @@ def test_size_rotation_and_count_zero(configure: Configure, tmp_path: Path) -> N
         logging.getLogger("t").info(f"line {i:02d} " + "x" * 40)
     log_dir = tmp_path / "log"
     assert sorted(p.name for p in log_dir.iterdir()) == ["big.log", "big.log.0", "big.log.1", "none.log"]
+
     # a line is 100..200 bytes here: each file takes two lines, then passes 200 bytes and rotates
     def messages(name: str) -> list[str]:
         return [line.split(" ")[-2] for line in lines(log_dir / name)]
@@ -186,9 +187,7 @@ async def test_unhandled_task_crash_goes_to_crash_log(configure: Configure, tmp_
     del task
     gc.collect()  # an exception never retrieved is reported when the task is collected
     error = lines(tmp_path / "log" / "error.log")
-    assert len(error) == 1 and error[0].endswith(
-        "task pylmq-worker crashed: RuntimeError: queue worker broke"
-    ), error
+    assert len(error) == 1 and error[0].endswith("task pylmq-worker crashed: RuntimeError: queue worker broke"), error
     crash = (tmp_path / "log" / "crash.log").read_text()
     assert "=CRASH REPORT====\ntask pylmq-worker crashed\nTraceback" in crash
     assert 'raise RuntimeError("queue worker broke")' in crash

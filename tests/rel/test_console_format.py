@@ -43,15 +43,10 @@ def test_status_is_laid_out_like_lmq_console() -> None:
 
 def test_status_names_stalled_nodes_and_how_long_they_are_silent() -> None:
     manager = QueueManager(MemoryStore(SystemClock()))
-    term = status_term(
-        manager, ["lmq@a", "lmq@b", "py@c"], ["lmq@a", "py@c"], mode="cluster", stalled={"lmq@b": 4.26}
-    )
+    term = status_term(manager, ["lmq@a", "lmq@b", "py@c"], ["lmq@a", "py@c"], mode="cluster", stalled={"lmq@b": 4.26})
     assert (A("stalled_nodes"), [(A("lmq@b"), 4.3)]) in term
     assert format_status(term) == (
-        "   All nodes: lmq@a, lmq@b, py@c\n"
-        "Active nodes: lmq@a, py@c\n"
-        "     Stalled: lmq@b (silent 4.3 s)\n"
-        "\n"
+        "   All nodes: lmq@a, lmq@b, py@c\nActive nodes: lmq@a, py@c\n     Stalled: lmq@b (silent 4.3 s)\n\n"
     )
     assert (A("stalled_nodes"), []) not in status_term(manager, ["py@c"], ["py@c"], mode="cluster", stalled={})
 

@@ -42,7 +42,6 @@ def held(node: NodeThread, queue: str) -> int:
     return sum(1 for m in node.node.store.messages(queue) if m.state.value == "processing")
 
 
-
 def push_bodies(node: NodeThread, n: int) -> None:
     """``m0`` .. ``m{n-1}`` into queue ``q``."""
     with HttpClient(node.http_url) as http:

@@ -38,7 +38,7 @@ from typing import Any
 
 import msgpack
 
-from pylmq.core.message import Item, Message, make_item
+from pylmq.core.message import Item, StoredMessage, make_item
 from pylmq.store.durable import DurableStore
 from pylmq.store.local import LocalStore
 
@@ -54,13 +54,13 @@ class _SqlJournal:
         self.fut: asyncio.Future[None] | None = None
         self.wake = asyncio.Event()
 
-    def put(self, queue: str, msg: Message) -> None:
+    def put(self, queue: str, msg: StoredMessage) -> None:
         content = msgpack.packb(msg.content, use_bin_type=True)
         row = (queue, msg.uuid, msg.ts, msg.state.value, msg.type.value, msg.retry, content)
         self.ops.append(("INSERT INTO messages VALUES (?,?,?,?,?,?,?)", row))
         self.wake.set()
 
-    def move(self, queue: str, old_uuid: bytes, msg: Message) -> None:
+    def move(self, queue: str, old_uuid: bytes, msg: StoredMessage) -> None:
         row = (msg.uuid, msg.ts, msg.state.value, msg.retry, old_uuid)
         self.ops.append(("UPDATE messages SET uuid=?, ts=?, state=?, retry=? WHERE uuid=?", row))
         self.wake.set()

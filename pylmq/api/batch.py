@@ -7,7 +7,7 @@ from typing import Any
 
 import msgpack
 
-from pylmq.core.message import MessageType, content_type_of, uuid_text
+from pylmq.core.message import StoredMessageType, content_type_of, uuid_text
 from pylmq.core.queue import Delivery
 
 __all__ = ["encode_deliveries"]
@@ -22,7 +22,7 @@ def _delivery_map(d: Delivery) -> dict[str, Any]:
         "retry": "infinity" if msg.retry is None else msg.retry,
     }
     items = msg.items()
-    if msg.type is MessageType.COMPOUND:
+    if msg.type is StoredMessageType.COMPOUND:
         out["parts"] = [[content_type_of(i).decode("latin-1"), i[1]] for i in items]
     else:
         out["content_type"] = content_type_of(items[0]).decode("latin-1")

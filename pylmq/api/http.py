@@ -48,7 +48,7 @@ import msgpack
 from pylmq.api._putback import Deliveries
 from pylmq.api.batch import encode_deliveries
 from pylmq.core.manager import MAX_BATCH, QueueManager
-from pylmq.core.message import Item, MessageType, Metadata, make_item, uuid_text
+from pylmq.core.message import Item, Metadata, StoredMessageType, make_item, uuid_text
 from pylmq.core.props import export_props, parse_default_list, parse_props
 from pylmq.core.queue import Delivery
 from pylmq.errors import BadRequest, InvalidQueueName, InvalidRegex, LMQError, MessageTooLarge, shown_detail
@@ -360,7 +360,7 @@ def delivery_response(d: Delivery, cf: str = "multipart") -> Response:
     """The 200 response for a delivered message, headers and body as LMQ sends them."""
     msg = d.message
     mid = uuid_text(msg.uuid)
-    if msg.type is MessageType.COMPOUND:
+    if msg.type is StoredMessageType.COMPOUND:
         if cf == "msgpack":
             head = b"Content-Type: " + MSGPACK_CONTENT_TYPE.encode() + b"\r\n"
             body = encode_msgpack(msg.items())

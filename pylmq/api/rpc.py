@@ -55,7 +55,7 @@ import msgpack
 
 from pylmq.api._putback import Deliveries
 from pylmq.core.manager import MAX_BATCH, QueueManager, validate_name
-from pylmq.core.message import Item, MessageType, content_type_of, make_item, uuid_text
+from pylmq.core.message import Item, StoredMessageType, content_type_of, make_item, uuid_text
 from pylmq.core.props import RawProps, export_props, parse_default_list, parse_props
 from pylmq.core.queue import Delivery
 from pylmq.errors import BadRequest, InvalidQueueName, InvalidRegex, QueueNotFound
@@ -187,7 +187,7 @@ def _array_header(n: int) -> bytes:
 def encode_delivery(d: Delivery) -> bytes:
     """The pull reply map ``{queue, id, type, retry, content}`` (keys in LMQ's order)."""
     m = d.message
-    compound = m.type is MessageType.COMPOUND
+    compound = m.type is StoredMessageType.COMPOUND
     parts = [
         b"\x85",
         _K_QUEUE,

@@ -33,7 +33,7 @@ from pylmq.cluster.records import (
     name_from_atom,
     props_from_term,
 )
-from pylmq.core.message import Message, MessageId
+from pylmq.core.message import MessageId, StoredMessage
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import RECORD_OVERHEAD
 from pylmq.erlang.terms import Atom, Term
@@ -78,14 +78,14 @@ class MirrorTable:
     __slots__ = ("_heap", "bytes", "rows")
 
     def __init__(self) -> None:
-        self.rows: dict[MessageId, Message] = {}
+        self.rows: dict[MessageId, StoredMessage] = {}
         self._heap: list[MessageId] = []
         self.bytes = 0
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def put(self, msg: Message) -> None:
+    def put(self, msg: StoredMessage) -> None:
         old = self.rows.get(msg.id)
         if old is not None:
             self.bytes -= old.nbytes() + RECORD_OVERHEAD
@@ -102,7 +102,7 @@ class MirrorTable:
         if old is not None:
             self.bytes -= old.nbytes() + RECORD_OVERHEAD
 
-    def first(self) -> Message | None:
+    def first(self) -> StoredMessage | None:
         heap, rows = self._heap, self.rows
         while heap:
             msg = rows.get(heap[0])
@@ -115,17 +115,17 @@ class MirrorTable:
         msg = self.first()
         return None if msg is None else max(0.0, msg.id[0] - now)
 
-    def by_uuid(self, uuid: bytes) -> Message | None:
+    def by_uuid(self, uuid: bytes) -> StoredMessage | None:
         """O(n): only for the rare checks after a peer died mid-call."""
         for msg in self.rows.values():
             if msg.id[1] == uuid:
                 return msg
         return None
 
-    def messages(self) -> list[Message]:
+    def messages(self) -> list[StoredMessage]:
         return sorted(self.rows.values(), key=lambda m: m.id)
 
-    def replace(self, msgs: list[Message]) -> None:
+    def replace(self, msgs: list[StoredMessage]) -> None:
         self.rows = {m.id: m for m in msgs}
         self._heap = list(self.rows)
         heapq.heapify(self._heap)
@@ -170,7 +170,7 @@ class Mirror:
         else:
             name = name_from_atom(table)
             t = self.tables.setdefault(name, MirrorTable())
-            msgs: list[Message] = []
+            msgs: list[StoredMessage] = []
             for row in rows:
                 try:
                     msgs.append(message_from_term(row))

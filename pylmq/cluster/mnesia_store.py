@@ -89,7 +89,7 @@ from pylmq.cluster.records import (
     retry_to_term,
 )
 from pylmq.core.clock import Clock, SystemClock
-from pylmq.core.message import Item, Message, Retry
+from pylmq.core.message import Item, Retry, StoredMessage
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult
 from pylmq.erlang.terms import Atom, Export, Term
@@ -539,7 +539,7 @@ class MnesiaStore:
         self._link().pushed(name)
         return reply
 
-    async def dequeue(self, name: str, timeout: float) -> tuple[Message, float] | None:
+    async def dequeue(self, name: str, timeout: float) -> tuple[StoredMessage, float] | None:
         if self.mode != CLUSTER:
             return await self.local.dequeue(name, timeout)
         t = self.mirror.table(name)
@@ -588,7 +588,7 @@ class MnesiaStore:
 
     async def claim(
         self, name: str, uuids: Sequence[bytes], timeout: float, max_bytes: int | None = None
-    ) -> list[Message | None]:
+    ) -> list[StoredMessage | None]:
         if self.mode != CLUSTER:
             return await self.local.claim(name, uuids, timeout, max_bytes)
         # lmq_lib has no operation that takes a record back by uuid whatever its state, and a
@@ -640,7 +640,7 @@ class MnesiaStore:
         t = self.mirror.table(name)
         return 0 if t is None else t.bytes
 
-    def messages(self, name: str) -> list[Message]:
+    def messages(self, name: str) -> list[StoredMessage]:
         if self.mode != CLUSTER:
             return self.local.messages(name)
         t = self.mirror.table(name)

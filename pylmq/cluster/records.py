@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pylmq.core.message import Content, Item, Message, MessageType, Retry, State
+from pylmq.core.message import Content, Item, Retry, State, StoredMessage, StoredMessageType
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.erlang.terms import Atom, Term
 
@@ -37,7 +37,7 @@ MESSAGE = A("message")
 INFINITY = A("infinity")
 _ACCUM, _RETRY, _TIMEOUT = A("accum"), A("retry"), A("timeout")
 _STATES = {A(s.value): s for s in State}
-_TYPES = {A(t.value): t for t in MessageType}
+_TYPES = {A(t.value): t for t in StoredMessageType}
 
 
 def name_to_atom(name: str) -> Atom:
@@ -85,23 +85,25 @@ def retry_to_term(retry: Retry) -> Term:
     return INFINITY if retry is None else retry
 
 
-def message_from_term(term: Term) -> Message:
+def message_from_term(term: Term) -> StoredMessage:
     """A row of a queue table (record tag ``message`` or the table name); ValueError if not one."""
     if not (isinstance(term, tuple) and len(term) == 6 and isinstance(term[1], tuple) and len(term[1]) == 2):
         raise ValueError(f"not a message record: {term!r:.200}")
     _, (ts, uuid), state, type_, retry, content = term
-    mtype = _TYPES.get(type_, MessageType.NORMAL)
+    mtype = _TYPES.get(type_, StoredMessageType.NORMAL)
     body: Content
-    if mtype is MessageType.COMPOUND and isinstance(content, list):
+    if mtype is StoredMessageType.COMPOUND and isinstance(content, list):
         body = [_item_from_term(c) for c in content]
     else:
-        mtype = MessageType.NORMAL
+        mtype = StoredMessageType.NORMAL
         body = _item_from_term(content)
-    return Message((float(ts), _bytes(uuid)), _STATES.get(state, State.AVAILABLE), mtype, retry_from_term(retry), body)
+    return StoredMessage(
+        (float(ts), _bytes(uuid)), _STATES.get(state, State.AVAILABLE), mtype, retry_from_term(retry), body
+    )
 
 
-def message_to_term(msg: Message) -> Term:
-    if msg.type is MessageType.COMPOUND:
+def message_to_term(msg: StoredMessage) -> Term:
+    if msg.type is StoredMessageType.COMPOUND:
         content: Term = [item_to_term(i) for i in msg.items()]
     else:
         content = item_to_term(msg.items()[0])

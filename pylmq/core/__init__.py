@@ -2,7 +2,7 @@
 
 from pylmq.core.clock import Clock, ManualClock, SystemClock
 from pylmq.core.manager import QueueManager, validate_name
-from pylmq.core.message import Item, Message, MessageType, State, make_item, uuid_text
+from pylmq.core.message import Item, State, StoredMessage, StoredMessageType, make_item, uuid_text
 from pylmq.core.props import DEFAULT_PROPS, Props
 from pylmq.core.queue import Delivery, Queue, QueueObserver
 from pylmq.core.table import QueueTable
@@ -13,14 +13,14 @@ __all__ = [
     "Delivery",
     "Item",
     "ManualClock",
-    "Message",
-    "MessageType",
     "Props",
     "Queue",
     "QueueManager",
     "QueueObserver",
     "QueueTable",
     "State",
+    "StoredMessage",
+    "StoredMessageType",
     "SystemClock",
     "make_item",
     "uuid_text",

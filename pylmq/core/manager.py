@@ -21,7 +21,7 @@ from typing import Any
 
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.holders import HolderBook, check_holder
-from pylmq.core.message import Item, Message, parse_uuid, uuid_text
+from pylmq.core.message import Item, StoredMessage, parse_uuid, uuid_text
 from pylmq.core.pattern import Pattern, compile_pattern
 from pylmq.core.props import (
     DefaultList,
@@ -625,7 +625,7 @@ class QueueManager:
             elif msg is None:
                 outcome.not_found.append(id_)
             else:
-                assert isinstance(msg, Message)
+                assert isinstance(msg, StoredMessage)
                 outcome.delivered.append(Delivery(name, msg))
         return outcome
 
@@ -639,7 +639,7 @@ class QueueManager:
         q = self._require(name)
         book = self._holders.get(name)
         uuids = book.of(holder) if book is not None else []
-        got: list[Message | None] = []
+        got: list[StoredMessage | None] = []
         size = 0
         # A tag may name up to MAX_RECORDS deliveries: claimed in slices of what a claim by ids
         # takes, with a turn for other clients between two, so that no slice holds the loop long.

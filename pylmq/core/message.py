@@ -20,12 +20,12 @@ __all__ = [
     "DEFAULT_CONTENT_TYPE",
     "Content",
     "Item",
-    "Message",
     "MessageId",
-    "MessageType",
     "Metadata",
     "Retry",
     "State",
+    "StoredMessage",
+    "StoredMessageType",
     "content_type_of",
     "make_item",
     "new_uuid",
@@ -48,16 +48,20 @@ class State(enum.Enum):
     ACCUM = "accum"
 
 
-class MessageType(enum.Enum):
+class StoredMessageType(enum.Enum):
     NORMAL = "normal"
     COMPOUND = "compound"
 
 
 @dataclass(slots=True, eq=True)
-class Message:
+class StoredMessage:
+    """A message as a queue holds it (LMQ's ``#message`` record): its id (time and uuid), state,
+    type, retries left and content. Clients get their own view of a delivery,
+    :class:`pylmq.client.Message`."""
+
     id: MessageId
     state: State
-    type: MessageType
+    type: StoredMessageType
     retry: Retry
     content: Content
 
@@ -71,7 +75,7 @@ class Message:
 
     def items(self) -> list[Item]:
         """The content as a list of items, whatever the type."""
-        if self.type is MessageType.COMPOUND:
+        if self.type is StoredMessageType.COMPOUND:
             assert isinstance(self.content, list)
             return self.content
         assert isinstance(self.content, tuple)

@@ -18,7 +18,7 @@ from functools import partial
 from typing import Protocol
 
 from pylmq.core.clock import Clock, SystemClock, Timer
-from pylmq.core.message import Item, Message
+from pylmq.core.message import Item, StoredMessage
 from pylmq.core.props import Props
 from pylmq.core.store import Store
 from pylmq.core.table import AccumResult
@@ -37,7 +37,7 @@ class Delivery:
     """A message handed to a client: the queue it came from and the processing record."""
 
     queue: str
-    message: Message
+    message: StoredMessage
 
 
 class QueueObserver(Protocol):
@@ -223,7 +223,7 @@ class Queue:
             await store.barrier()
         return done
 
-    async def claim(self, uuids: Sequence[bytes], max_bytes: int | None = None) -> list[Message | None]:
+    async def claim(self, uuids: Sequence[bytes], max_bytes: int | None = None) -> list[StoredMessage | None]:
         """Take messages back by the uuid of their delivery (see :meth:`Store.claim`), each
         with a deadline of the queue's timeout; one barrier for the batch."""
         got = await self.store.claim(self.name, uuids, self.props.timeout, max_bytes)

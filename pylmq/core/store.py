@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, Literal, Protocol, get_args, runtime_checkable
 
-from pylmq.core.message import Item, Message, Retry
+from pylmq.core.message import Item, Retry, StoredMessage
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult
 
@@ -100,7 +100,7 @@ class Store(Protocol):
 
     async def enqueue(self, name: str, item: Item, retry: Retry, accum: float) -> AccumResult: ...
 
-    async def dequeue(self, name: str, timeout: float) -> tuple[Message, float] | None:
+    async def dequeue(self, name: str, timeout: float) -> tuple[StoredMessage, float] | None:
         """The delivered record and how long it waited (retention, seconds), or None."""
         ...
 
@@ -114,7 +114,7 @@ class Store(Protocol):
 
     async def claim(
         self, name: str, uuids: Sequence[bytes], timeout: float, max_bytes: int | None = None
-    ) -> list[Message | None]:
+    ) -> list[StoredMessage | None]:
         """Take messages back by the uuid of their delivery (see :meth:`QueueTable.claim
         <pylmq.core.table.QueueTable.claim>`): each becomes processing with deadline now +
         ``timeout``, same uuid; ``None`` for each uuid no claimable record has. Stops after
@@ -133,6 +133,6 @@ class Store(Protocol):
         """Approximate bytes held for the queue."""
         ...
 
-    def messages(self, name: str) -> list[Message]:
+    def messages(self, name: str) -> list[StoredMessage]:
         """Every record of the queue in id order (status, tests, seeding another store)."""
         ...

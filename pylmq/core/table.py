@@ -10,7 +10,7 @@ Complexity: every operation is O(log n) amortised in queue depth, most O(1); not
 queue (LMQ's ``rfind`` does, for every ack). Orders drop removed records lazily, when they come
 first.
 
-Memory (docs/decisions/compact-queue-records.md): :class:`Message` is the value the table hands
+Memory (docs/decisions/compact-queue-records.md): :class:`StoredMessage` is the value the table hands
 out, but a deep queue of them costs about 500 bytes a message (the object, its id tuple, float,
 uuid bytes, content tuple, index entry) and the cyclic GC walks each. So normal messages are
 kept as *compact records*: one ``bytes`` each, ``ts`` (big-endian double) | uuid (16) | state | retry | metadata
@@ -33,7 +33,7 @@ uuid)`` sort as the id does and orders compare records in C:
 
 What does not fit (compound messages, the accumulation record that grows, bodies over
 :data:`COMPACT_MAX`, a 256th distinct metadata, retry over 254, a ts that is not positive) stays
-a :class:`Message` in ``_other``, ordered by a heap of ids as before. The first record is the
+a :class:`StoredMessage` in ``_other``, ordered by a heap of ids as before. The first record is the
 first of the three orders'.
 """
 
@@ -47,12 +47,12 @@ from typing import Protocol
 
 from pylmq.core.message import (
     Item,
-    Message,
     MessageId,
-    MessageType,
     Metadata,
     Retry,
     State,
+    StoredMessage,
+    StoredMessageType,
     new_uuid,
 )
 
@@ -66,7 +66,7 @@ RECORD_OVERHEAD = 160
 
 COMPACT_MAX = 4096
 """Largest body kept in a compact record: each delivery copies the body into a new record,
-while for a larger body the :class:`Message` around it costs relatively little."""
+while for a larger body the :class:`StoredMessage` around it costs relatively little."""
 
 # ts, uuid, state, retry, metadata ref; the body follows.
 _HEAD = struct.Struct(">d16sBBB")
@@ -81,7 +81,7 @@ _AVAILABLE, _PROCESSING = 0, 1
 # Enum members bound once: reading State.X costs a class attribute lookup, hashing one a
 # Python-level __hash__, each about as much as a dict operation on the hot paths.
 _S_AVAILABLE, _S_PROCESSING, _S_ACCUM = State.AVAILABLE, State.PROCESSING, State.ACCUM
-_NORMAL, _COMPOUND = MessageType.NORMAL, MessageType.COMPOUND
+_NORMAL, _COMPOUND = StoredMessageType.NORMAL, StoredMessageType.COMPOUND
 _STATE_OF = (_S_AVAILABLE, _S_PROCESSING)
 _INFINITY = 255  # retry code of ``None``; 0-254 are themselves
 
@@ -136,10 +136,10 @@ def _retry_code(retry: Retry) -> int:
     return retry if type(retry) is int and 0 <= retry < _INFINITY else -1
 
 
-def _decode(rec: bytes, mds: list[Metadata]) -> Message:
+def _decode(rec: bytes, mds: list[Metadata]) -> StoredMessage:
     ts, uuid, state, code, ref = _HEAD.unpack_from(rec)
     retry = None if code == _INFINITY else code
-    return Message((ts, uuid), _STATE_OF[state], _NORMAL, retry, (mds[ref], rec[_HEAD_SIZE:]))
+    return StoredMessage((ts, uuid), _STATE_OF[state], _NORMAL, retry, (mds[ref], rec[_HEAD_SIZE:]))
 
 
 def _rec_ts(rec: bytes) -> float:
@@ -153,21 +153,21 @@ class TableSnapshot:
 
     __slots__ = ("_entries", "_mds")
 
-    def __init__(self, entries: list[bytes | Message], mds: list[Metadata]) -> None:
+    def __init__(self, entries: list[bytes | StoredMessage], mds: list[Metadata]) -> None:
         self._entries = entries
         self._mds = mds
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def __iter__(self) -> Iterator[Message]:
+    def __iter__(self) -> Iterator[StoredMessage]:
         # _decode, inlined: this runs over every record of the store, in the compaction thread.
         mds, unpack, states, normal = self._mds, _HEAD.unpack_from, _STATE_OF, _NORMAL
         for e in self._entries:
             if type(e) is bytes:
                 ts, uuid, state, code, ref = unpack(e)
                 retry = None if code == _INFINITY else code
-                yield Message((ts, uuid), states[state], normal, retry, (mds[ref], e[_HEAD_SIZE:]))
+                yield StoredMessage((ts, uuid), states[state], normal, retry, (mds[ref], e[_HEAD_SIZE:]))
             else:
                 yield e  # type: ignore[misc]
 
@@ -175,9 +175,9 @@ class TableSnapshot:
 class Journal(Protocol):
     """Receives every mutation of a table, in order (the durable store logs them)."""
 
-    def put(self, queue: str, msg: Message) -> None: ...
+    def put(self, queue: str, msg: StoredMessage) -> None: ...
 
-    def move(self, queue: str, old_uuid: bytes, msg: Message) -> None:
+    def move(self, queue: str, old_uuid: bytes, msg: StoredMessage) -> None:
         """``old_uuid``'s record is replaced by ``msg`` with the same content."""
         ...
 
@@ -190,8 +190,8 @@ def _inc(retry: Retry) -> Retry:
     return None if retry is None else retry + 1
 
 
-Entry = bytes | Message
-"""A record as the table holds it: compact bytes or a Message."""
+Entry = bytes | StoredMessage
+"""A record as the table holds it: compact bytes or a StoredMessage."""
 
 _CHUNK = 256
 
@@ -329,7 +329,7 @@ class QueueTable:
         # Ids of the Messages in _other, in order.
         self._side: list[MessageId] = []
         self._md = _MetadataTable()
-        self._accum: Message | None = None
+        self._accum: StoredMessage | None = None
         self.bytes = 0
 
     # -- finding records ---------------------------------------------------------------------------
@@ -380,12 +380,12 @@ class QueueTable:
             order.pop_first()
         return None
 
-    def _side_top(self) -> Message | None:
+    def _side_top(self) -> StoredMessage | None:
         side, other = self._side, self._other
         while side:
             top = side[0]
             msg = other.get(top[1])
-            if type(msg) is Message and msg.id is top:
+            if type(msg) is StoredMessage and msg.id is top:
                 return msg
             heapq.heappop(side)
         return None
@@ -411,13 +411,13 @@ class QueueTable:
     def __len__(self) -> int:
         return len(self._index) + len(self._other) + self._navail
 
-    def get(self, uuid: bytes) -> Message | None:
+    def get(self, uuid: bytes) -> StoredMessage | None:
         """The record with this uuid. For recovery: finding an available record by uuid needs
         a lookup that is built on first use and kept until :meth:`recovered`."""
         e = self._find(uuid, True)
         return _decode(e, self._md.mds) if type(e) is bytes else e  # type: ignore[return-value]
 
-    def first(self) -> Message | None:
+    def first(self) -> StoredMessage | None:
         e = self._first()
         return _decode(e, self._md.mds) if type(e) is bytes else e  # type: ignore[return-value]
 
@@ -437,7 +437,7 @@ class QueueTable:
         entries += self._index.values()
         return entries
 
-    def messages(self) -> list[Message]:
+    def messages(self) -> list[StoredMessage]:
         """All records in id order (for status and tests; O(n log n))."""
         return sorted(TableSnapshot(self._entries(), self._md.mds), key=lambda m: m.id)
 
@@ -451,13 +451,13 @@ class QueueTable:
         if acc is not None and self._other.get(acc.id[1]) is acc and isinstance(acc.content, list):
             start = len(entries) - len(self._index) - len(self._other)
             i = next(i for i in range(start, len(entries)) if entries[i] is acc)
-            entries[i] = Message(acc.id, acc.state, acc.type, acc.retry, list(acc.content))
+            entries[i] = StoredMessage(acc.id, acc.state, acc.type, acc.retry, list(acc.content))
         return TableSnapshot(entries, self._md.mds)
 
     # -- raw mutations (no journal): used by the operations below and by recovery ----------------
 
-    def _encode(self, msg: Message) -> bytes | None:
-        """``msg`` as a compact record, or ``None`` when it must stay a Message."""
+    def _encode(self, msg: StoredMessage) -> bytes | None:
+        """``msg`` as a compact record, or ``None`` when it must stay a StoredMessage."""
         state = msg.state
         code = _AVAILABLE if state is _S_AVAILABLE else _PROCESSING if state is _S_PROCESSING else -1
         content = msg.content
@@ -494,7 +494,7 @@ class QueueTable:
                 self._avail = _Order.of_sorted(sorted(self._available_records()))
                 self._gone.clear()
 
-    def _insert(self, msg: Message) -> Entry:
+    def _insert(self, msg: StoredMessage) -> Entry:
         """Add a record whose uuid is not in the table; the record as placed."""
         uuid = msg.id[1]
         rec = self._encode(msg)
@@ -531,7 +531,7 @@ class QueueTable:
                 self._gone.add(id(e))
             return
         del self._other[uuid]
-        assert isinstance(e, Message)
+        assert isinstance(e, StoredMessage)
         self.bytes -= e.nbytes() + RECORD_OVERHEAD
         if self._accum is e:
             self._accum = None
@@ -578,7 +578,7 @@ class QueueTable:
             if key not in index:
                 return uuid, key
 
-    def restore(self, msg: Message) -> None:
+    def restore(self, msg: StoredMessage) -> None:
         """Recovery: insert a record as it was (no journal), replacing one with its uuid."""
         old = self._find(msg.id[1], True)
         if old is not None:
@@ -591,7 +591,7 @@ class QueueTable:
         if msg.state is _S_ACCUM and (self._accum is None or msg.id > self._accum.id):
             self._accum = msg
 
-    def restore_move(self, old_uuid: bytes, msg: Message) -> None:
+    def restore_move(self, old_uuid: bytes, msg: StoredMessage) -> None:
         """Recovery: ``old_uuid``'s record takes ``msg``'s id, state and retry; its content stays."""
         old = self._remove(old_uuid)
         if old is None:
@@ -600,15 +600,15 @@ class QueueTable:
             content: Item | list[Item] = (self._md.mds[old[26]], old[_HEAD_SIZE:])
             mtype = _NORMAL
         else:
-            assert isinstance(old, Message)
+            assert isinstance(old, StoredMessage)
             content, mtype = old.content, old.type
-        rec = self._insert(Message(msg.id, msg.state, mtype, msg.retry, content))
+        rec = self._insert(StoredMessage(msg.id, msg.state, mtype, msg.retry, content))
         if type(rec) is bytes and rec[24] == _AVAILABLE:
             self._again[msg.id[1]] = rec  # a move keeps the uuid: this one was delivered
 
     def restore_append(self, uuid: bytes, item: Item) -> None:
         msg = self._other.get(uuid)
-        if isinstance(msg, Message) and isinstance(msg.content, list):
+        if isinstance(msg, StoredMessage) and isinstance(msg.content, list):
             msg.content.append(item)
             self.bytes += len(item[1]) + sum(len(k) + len(v) for k, v in item[0])
 
@@ -645,9 +645,9 @@ class QueueTable:
                 uuid = new_uuid()
                 self._place(_HEAD.pack(now, uuid, _AVAILABLE, code, ref) + body, -1)
                 if self._journal is not None:
-                    self._journal.put(self.name, Message((now, uuid), _S_AVAILABLE, _NORMAL, retry, item))
+                    self._journal.put(self.name, StoredMessage((now, uuid), _S_AVAILABLE, _NORMAL, retry, item))
                 return "no"
-            msg = Message((now, new_uuid()), _S_AVAILABLE, _NORMAL, retry, item)
+            msg = StoredMessage((now, new_uuid()), _S_AVAILABLE, _NORMAL, retry, item)
             self._insert(msg)
             if self._journal is not None:
                 self._journal.put(self.name, msg)
@@ -660,14 +660,14 @@ class QueueTable:
             if self._journal is not None:
                 self._journal.append(self.name, cur.id[1], item)
             return "yes"
-        msg = Message((now + accum, new_uuid()), _S_ACCUM, _COMPOUND, _inc(retry), [item])
+        msg = StoredMessage((now + accum, new_uuid()), _S_ACCUM, _COMPOUND, _inc(retry), [item])
         self._insert(msg)
         self._accum = msg
         if self._journal is not None:
             self._journal.put(self.name, msg)
         return "new"
 
-    def dequeue(self, timeout: float, now: float) -> tuple[Message, float] | None:
+    def dequeue(self, timeout: float, now: float) -> tuple[StoredMessage, float] | None:
         """Take the first deliverable record: a fresh id ``(now + timeout, new uuid)``, state
         processing, retry - 1. Records whose retry is spent are discarded on the way.
         Returns the delivered record and its retention (seconds it waited)."""
@@ -695,7 +695,7 @@ class QueueTable:
                 ts_new = now + timeout
                 uuid, key = self._fresh_uuid()
                 ref, body = e[26], e[_HEAD_SIZE:]
-                new = Message(
+                new = StoredMessage(
                     (ts_new, uuid),
                     _S_PROCESSING,
                     _NORMAL,
@@ -709,7 +709,7 @@ class QueueTable:
                 if self._journal is not None:
                     self._journal.move(self.name, old_uuid, new)
                 return new, now - ts
-            assert isinstance(e, Message)
+            assert isinstance(e, StoredMessage)
             ts, old_uuid = e.id
             if ts > now:
                 return None
@@ -719,7 +719,7 @@ class QueueTable:
                     self._journal.delete(self.name, old_uuid)
                 continue
             retry = None if e.retry is None else e.retry - 1
-            new = Message((now + timeout, self._fresh_uuid()[0]), _S_PROCESSING, e.type, retry, e.content)
+            new = StoredMessage((now + timeout, self._fresh_uuid()[0]), _S_PROCESSING, e.type, retry, e.content)
             self._insert(new)
             if self._journal is not None:
                 self._journal.move(self.name, old_uuid, new)
@@ -731,7 +731,7 @@ class QueueTable:
             return None
         if type(e) is bytes:
             return e if e[24] == _PROCESSING and _rec_ts(e) >= now else None
-        assert isinstance(e, Message)
+        assert isinstance(e, StoredMessage)
         return e if e.state is _S_PROCESSING and e.id[0] >= now else None
 
     def done(self, uuid: bytes, now: float) -> bool:
@@ -775,10 +775,10 @@ class QueueTable:
                 return
             old = _decode(e, self._md.mds)  # a retry past a byte, or a ts the bytes cannot order
         else:
-            assert isinstance(e, Message)
+            assert isinstance(e, StoredMessage)
             old = e
         retry = old.retry if retry_delta == 0 or old.retry is None else old.retry + retry_delta
-        msg = Message((ts, uuid), state, old.type, retry, old.content)
+        msg = StoredMessage((ts, uuid), state, old.type, retry, old.content)
         self._insert(msg)
         if self._journal is not None:
             self._journal.move(self.name, uuid, msg)
@@ -800,7 +800,7 @@ class QueueTable:
 
     def claim(
         self, uuids: Sequence[bytes], timeout: float, now: float, max_bytes: int | None = None
-    ) -> list[Message | None]:
+    ) -> list[StoredMessage | None]:
         """Take messages back by the id of their last delivery (a pylmq extension): each record
         with one of these uuids that is in processing (deadline passed or not) or available
         again under that uuid (nacked, put back, or never pulled since its deadline passed)
@@ -826,7 +826,7 @@ class QueueTable:
         rest = set(uuids) - found.keys()
         if rest and self._restored is not None:
             self._scan_restored(rest, found)
-        out: list[Message | None] = []
+        out: list[StoredMessage | None] = []
         size = 0
         for u in uuids:
             if max_bytes is not None and size >= max_bytes:
@@ -873,7 +873,7 @@ class QueueTable:
     def _claimable(e: Entry) -> bool:
         if type(e) is bytes:
             return True  # compact records are available or processing
-        assert isinstance(e, Message)
+        assert isinstance(e, StoredMessage)
         return e.state is _S_AVAILABLE or e.state is _S_PROCESSING
 
     def put_back(self, uuid: bytes, now: float) -> bool:

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pylmq.core.clock import Clock
-from pylmq.core.message import Item, Message, Retry
+from pylmq.core.message import Item, Retry, StoredMessage
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.store import DEFAULT_FSYNC, FSYNC_POLICIES
 from pylmq.core.table import AccumResult, QueueTable
@@ -130,7 +130,7 @@ class DurableStats:
     free_bytes: int = -1  # on the data directory's file system at the last look (-1: not looked)
 
 
-_Frozen = list[tuple[str, RawProps, Iterable[Message]]]
+_Frozen = list[tuple[str, RawProps, Iterable[StoredMessage]]]
 
 
 class DurableStore(LocalStore):
@@ -375,7 +375,7 @@ class DurableStore(LocalStore):
 
     async def claim(
         self, name: str, uuids: Sequence[bytes], timeout: float, max_bytes: int | None = None
-    ) -> list[Message | None]:
+    ) -> list[StoredMessage | None]:
         if self._refusing:
             self._check_change(False)
         return await super().claim(name, uuids, timeout, max_bytes)
@@ -494,7 +494,7 @@ class DurableStore(LocalStore):
                 table = self.tables.get(queue)
                 old = None if table is None else table.get(old_uuid)
                 if table is not None and old is not None:
-                    table.restore_move(old_uuid, Message((ts, uuid), state, old.type, retry, old.content))
+                    table.restore_move(old_uuid, StoredMessage((ts, uuid), state, old.type, retry, old.content))
             case DeleteRecord(queue, uuid):
                 table = self.tables.get(queue)
                 if table is not None:

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from pylmq.core.message import Item, Message, MessageType, Metadata, State
+from pylmq.core.message import Item, Metadata, State, StoredMessage, StoredMessageType
 from pylmq.core.props import DefaultList, RawProps
 
 __all__ = [
@@ -75,14 +75,14 @@ K_SNAPSHOT_BEGIN, K_SNAPSHOT_END = 8, 9
 
 _STATE_CODE = {State.AVAILABLE: 0, State.PROCESSING: 1, State.ACCUM: 2}
 _CODE_STATE = {v: k for k, v in _STATE_CODE.items()}
-_TYPE_CODE = {MessageType.NORMAL: 0, MessageType.COMPOUND: 1}
+_TYPE_CODE = {StoredMessageType.NORMAL: 0, StoredMessageType.COMPOUND: 1}
 _CODE_TYPE = {v: k for k, v in _TYPE_CODE.items()}
 # crc32 of the kind byte, so a frame's checksum chains over the payload without concatenating.
 _KIND_CRC = {k: zlib.crc32(bytes([k])) for k in range(1, K_SNAPSHOT_END + 1)}
 _PUT_CRC, _MOVE_CRC, _DELETE_CRC = _KIND_CRC[K_PUT], _KIND_CRC[K_MOVE], _KIND_CRC[K_DELETE]
 _header = HEADER.pack
 _crc32 = zlib.crc32
-_AVAILABLE, _PROCESSING, _NORMAL = State.AVAILABLE, State.PROCESSING, MessageType.NORMAL
+_AVAILABLE, _PROCESSING, _NORMAL = State.AVAILABLE, State.PROCESSING, StoredMessageType.NORMAL
 
 
 class JournalFormatError(Exception):
@@ -106,7 +106,7 @@ class DefaultsRecord(NamedTuple):
 
 class PutRecord(NamedTuple):
     queue: str
-    message: Message
+    message: StoredMessage
 
 
 class MoveRecord(NamedTuple):
@@ -176,14 +176,14 @@ class Encoder:
     # put, move and delete are a push, pull and ack: framed inline, with the codes of
     # _STATE_CODE and _TYPE_CODE found by identity (an Enum's hash runs Python code).
 
-    def put(self, queue: str, msg: Message) -> bytes:
+    def put(self, queue: str, msg: StoredMessage) -> bytes:
         ts, uuid = msg.id
         st = msg.state
         state = 0 if st is _AVAILABLE else 1 if st is _PROCESSING else 2
         payload: bytes = self._pack((queue, ts, uuid, state, 0 if msg.type is _NORMAL else 1, msg.retry, msg.content))
         return _header(len(payload) + 1, _crc32(payload, _PUT_CRC), K_PUT) + payload
 
-    def move(self, queue: str, old_uuid: bytes, msg: Message) -> bytes:
+    def move(self, queue: str, old_uuid: bytes, msg: StoredMessage) -> bytes:
         ts, uuid = msg.id
         st = msg.state
         state = 0 if st is _AVAILABLE else 1 if st is _PROCESSING else 2
@@ -198,7 +198,7 @@ class Encoder:
         return _header(len(payload) + 1, _crc32(payload, _DELETE_CRC), K_DELETE) + payload
 
     def state(
-        self, queues: Iterable[tuple[str, RawProps, Iterable[Message]]], defaults: DefaultList
+        self, queues: Iterable[tuple[str, RawProps, Iterable[StoredMessage]]], defaults: DefaultList
     ) -> Iterable[bytes]:
         """The frames of a whole state (a compaction snapshot), queue by queue, between the
         snapshot markers."""
@@ -237,8 +237,8 @@ def _decode(kind: int, f: Any) -> Record:
     if kind == K_PUT:
         queue, ts, uuid, state, type_code, retry, content = f
         mtype = _CODE_TYPE[type_code]
-        content = [_item(i) for i in content] if mtype is MessageType.COMPOUND else _item(content)
-        return PutRecord(queue, Message((float(ts), uuid), _CODE_STATE[state], mtype, retry, content))
+        content = [_item(i) for i in content] if mtype is StoredMessageType.COMPOUND else _item(content)
+        return PutRecord(queue, StoredMessage((float(ts), uuid), _CODE_STATE[state], mtype, retry, content))
     if kind == K_MOVE:
         queue, old_uuid, ts, uuid, state, retry = f
         return MoveRecord(queue, old_uuid, float(ts), uuid, _CODE_STATE[state], retry)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pylmq.core.clock import Clock, SystemClock
-from pylmq.core.message import Item, Message, Retry
+from pylmq.core.message import Item, Retry, StoredMessage
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult, Journal, QueueTable
 
@@ -108,7 +108,7 @@ class LocalStore:
     async def enqueue(self, name: str, item: Item, retry: Retry, accum: float) -> AccumResult:
         return self._table(name).enqueue(item, retry, accum, self.clock.now())
 
-    async def dequeue(self, name: str, timeout: float) -> tuple[Message, float] | None:
+    async def dequeue(self, name: str, timeout: float) -> tuple[StoredMessage, float] | None:
         table = self.tables.get(name)
         return None if table is None else table.dequeue(timeout, self.clock.now())
 
@@ -130,7 +130,7 @@ class LocalStore:
 
     async def claim(
         self, name: str, uuids: Sequence[bytes], timeout: float, max_bytes: int | None = None
-    ) -> list[Message | None]:
+    ) -> list[StoredMessage | None]:
         table = self.tables.get(name)
         return [None] * len(uuids) if table is None else table.claim(uuids, timeout, self.clock.now(), max_bytes)
 
@@ -148,6 +148,6 @@ class LocalStore:
         table = self.tables.get(name)
         return 0 if table is None else table.bytes
 
-    def messages(self, name: str) -> list[Message]:
+    def messages(self, name: str) -> list[StoredMessage]:
         table = self.tables.get(name)
         return [] if table is None else table.messages()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from pylmq.core.message import Item, Message
+from pylmq.core.message import Item, StoredMessage
 from pylmq.store.journal import Encoder
 
 __all__ = ["WriteBuffer", "wake_all"]
@@ -39,10 +39,10 @@ class WriteBuffer:
             self.carry.append(frame)
             self.carry_bytes += len(frame)
 
-    def put(self, queue: str, msg: Message) -> None:
+    def put(self, queue: str, msg: StoredMessage) -> None:
         self.add(self.enc.put(queue, msg))
 
-    def move(self, queue: str, old_uuid: bytes, msg: Message) -> None:
+    def move(self, queue: str, old_uuid: bytes, msg: StoredMessage) -> None:
         self.add(self.enc.move(queue, old_uuid, msg))
 
     def append(self, queue: str, uuid: bytes, item: Item) -> None:

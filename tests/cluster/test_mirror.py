@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pylmq.cluster.mirror import LMQ_INFO, QUEUE_INFO, SCHEMA, Mirror
 from pylmq.cluster.records import message_from_term, message_to_term, props_from_term, props_to_term
-from pylmq.core.message import Message, MessageType, State
+from pylmq.core.message import State, StoredMessage, StoredMessageType
 from pylmq.erlang.terms import Atom
 
 A = Atom
@@ -55,7 +55,7 @@ def loaded(rows: list[tuple[object, ...]]) -> Mirror:
 
 
 def test_a_record_survives_the_round_trip_through_its_erlang_term() -> None:
-    msg = Message((1.5, b"u" * 16), State.PROCESSING, MessageType.COMPOUND, None, [((), b"a"), ((), b"b")])
+    msg = StoredMessage((1.5, b"u" * 16), State.PROCESSING, StoredMessageType.COMPOUND, None, [((), b"a"), ((), b"b")])
     assert message_from_term(message_to_term(msg)) == msg
 
 

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from pylmq.core import ManualClock, QueueManager, make_item
-from pylmq.core.message import Message
+from pylmq.core.message import StoredMessage
 from pylmq.core.queue import RETRY_AFTER_ERROR
 from pylmq.errors import InvalidQueueName, StoreError
 from pylmq.metrics import QueueMetrics
@@ -35,7 +35,7 @@ class GatedStore(MemoryStore):
             self.barrier_entered.set()
             await self.barrier_gate.wait()
 
-    async def dequeue(self, name: str, timeout: float) -> tuple[Message, float] | None:
+    async def dequeue(self, name: str, timeout: float) -> tuple[StoredMessage, float] | None:
         if self.dequeue_gate is not None:
             self.dequeue_entered.set()
             await self.dequeue_gate.wait()
@@ -229,7 +229,7 @@ class FlakyStore(MemoryStore):
         super().__init__(clock)
         self.failures = 0
 
-    async def dequeue(self, name: str, timeout: float) -> tuple[Message, float] | None:
+    async def dequeue(self, name: str, timeout: float) -> tuple[StoredMessage, float] | None:
         if self.failures == 0 and self.waittime(name) == 0:
             self.failures += 1
             raise StoreError("peer gone")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pylmq.core.clock import ManualClock
-from pylmq.core.message import MessageType, State, make_item
+from pylmq.core.message import State, StoredMessageType, make_item
 from pylmq.core.table import QueueTable
 
 
@@ -15,7 +15,7 @@ def test_push_creates_available_record_with_retry_plus_one() -> None:
     t, c = QueueTable("q"), ManualClock()
     assert t.enqueue(item(), retry=2, accum=0, now=c.now()) == "no"
     (m,) = t.messages()
-    assert (m.state, m.type, m.retry, m.ts) == (State.AVAILABLE, MessageType.NORMAL, 3, c.now())
+    assert (m.state, m.type, m.retry, m.ts) == (State.AVAILABLE, StoredMessageType.NORMAL, 3, c.now())
 
 
 def test_pull_gives_new_id_with_deadline_and_spends_one_retry() -> None:
@@ -124,7 +124,7 @@ def test_accumulation_window_packs_pushes_into_one_compound_message() -> None:
     c.advance(0.31)
     assert t.enqueue(item(b"3"), 2, 0.5, c.now()) == "new", "window closed: a new one opens"
     m, _ = t.dequeue(10, c.now()) or (None, 0)
-    assert m is not None and m.type is MessageType.COMPOUND
+    assert m is not None and m.type is StoredMessageType.COMPOUND
     assert m.content == [item(b"1"), item(b"2")]
 
 

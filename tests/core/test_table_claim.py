@@ -4,7 +4,7 @@ event loop: every other client waits meanwhile); the retry a redelivery spends; 
 from __future__ import annotations
 
 from pylmq.core.clock import ManualClock
-from pylmq.core.message import Message, MessageType, State, make_item, new_uuid
+from pylmq.core.message import State, StoredMessage, StoredMessageType, make_item, new_uuid
 from pylmq.core.table import QueueTable
 
 
@@ -28,7 +28,7 @@ def deep(n: int, clock: ManualClock, retry: int = 2) -> CountingTable:
     return t
 
 
-def take(t: QueueTable, clock: ManualClock, timeout: float = 10) -> Message:
+def take(t: QueueTable, clock: ManualClock, timeout: float = 10) -> StoredMessage:
     got = t.dequeue(timeout, clock.now())
     assert got is not None
     return got[0]
@@ -51,10 +51,14 @@ def test_a_nack_replayed_by_recovery_is_claimed_without_a_pass_over_the_queue() 
     c = ManualClock()
     t = CountingTable("q")
     u = new_uuid()
-    t.restore(Message((c.now() + 5, u), State.PROCESSING, MessageType.NORMAL, 1, make_item(b"n")))
+    t.restore(StoredMessage((c.now() + 5, u), State.PROCESSING, StoredMessageType.NORMAL, 1, make_item(b"n")))
     for i in range(100):
-        t.restore(Message((c.now() + 100 + i, new_uuid()), State.PROCESSING, MessageType.NORMAL, 1, make_item(b"p")))
-    t.restore_move(u, Message((c.now(), u), State.AVAILABLE, MessageType.NORMAL, 1, make_item(b"ignored")))
+        t.restore(
+            StoredMessage(
+                (c.now() + 100 + i, new_uuid()), State.PROCESSING, StoredMessageType.NORMAL, 1, make_item(b"p")
+            )
+        )
+    t.restore_move(u, StoredMessage((c.now(), u), State.AVAILABLE, StoredMessageType.NORMAL, 1, make_item(b"ignored")))
     t.recovered()
     scans = t.scans  # recovery's own lookup of available records
     (m,) = t.claim([u], 10, c.now())

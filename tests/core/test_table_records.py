@@ -1,4 +1,4 @@
-"""The queue table keeps most messages as compact records and the rest as Message objects
+"""The queue table keeps most messages as compact records and the rest as StoredMessage objects
 (pylmq.core.table's docstring); LMQ's rules must hold whichever form a record takes and across
 both. These tests push records into each form through the public API and check what comes out."""
 
@@ -8,7 +8,7 @@ import threading
 from uuid import RFC_4122, UUID
 
 from pylmq.core.clock import ManualClock
-from pylmq.core.message import Item, Message, MessageType, State, make_item, new_uuid
+from pylmq.core.message import Item, State, StoredMessage, StoredMessageType, make_item, new_uuid
 from pylmq.core.table import COMPACT_MAX, RECORD_OVERHEAD, QueueTable
 
 
@@ -21,7 +21,7 @@ def uuid_with_key(head: int, key: int = 0x0123456789ABCDE) -> bytes:
     return head.to_bytes(8, "big") + (0x80 << 56 | key).to_bytes(8, "big")
 
 
-def drain(t: QueueTable, now: float) -> list[Message]:
+def drain(t: QueueTable, now: float) -> list[StoredMessage]:
     out = []
     while (got := t.dequeue(30, now)) is not None:
         out.append(got[0])
@@ -88,7 +88,7 @@ def test_restored_uuids_sharing_an_index_key_are_each_found_acked_and_ordered() 
     now = c.now()
     a, b, d = uuid_with_key(1), uuid_with_key(2), uuid_with_key(3)
     for i, u in enumerate((b, a, d)):
-        t.restore(Message((now + 10 + i, u), State.PROCESSING, MessageType.NORMAL, 1, item(b"%d" % i)))
+        t.restore(StoredMessage((now + 10 + i, u), State.PROCESSING, StoredMessageType.NORMAL, 1, item(b"%d" % i)))
     assert len(t) == 3
     assert [m.uuid for m in t.messages()] == [b, a, d]
     for u in (a, b, d):
@@ -108,7 +108,7 @@ def test_records_restored_with_a_ts_of_zero_or_less_keep_their_order() -> None:
     t, c = QueueTable("q"), ManualClock()
     t.enqueue(item(b"now"), 2, 0, c.now())
     for i, (ts, body) in enumerate(((-0.0, b"minus zero"), (-5.0, b"negative"), (1.0, b"one"))):
-        t.restore(Message((ts, uuid_with_key(i, 7)), State.AVAILABLE, MessageType.NORMAL, 2, item(body)))
+        t.restore(StoredMessage((ts, uuid_with_key(i, 7)), State.AVAILABLE, StoredMessageType.NORMAL, 2, item(body)))
     got = [m.content[1] for m in drain(t, c.now())]  # type: ignore[index]
     assert got == [b"negative", b"minus zero", b"one", b"now"]
 
@@ -148,7 +148,7 @@ def test_snapshot_keeps_the_state_it_was_taken_in() -> None:
         m, _ = t.dequeue(30, c.now()) or (None, 0)
         assert m is not None and t.done(m.uuid, c.now())
     assert t.enqueue(item(b"acc2"), 2, 5.0, c.now()) == "yes"
-    seen: list[list[Message]] = []
+    seen: list[list[StoredMessage]] = []
     reader = threading.Thread(target=lambda: seen.append(list(snap)))
     reader.start()
     reader.join()
@@ -181,10 +181,12 @@ def test_recovery_removes_and_moves_available_records_from_the_middle() -> None:
     now = c.now()
     ids = [uuid_with_key(i, 100 + i) for i in range(6)]
     for i, u in enumerate(ids):
-        t.restore(Message((now + i, u), State.AVAILABLE, MessageType.NORMAL, 2, item(b"%d" % i)))
+        t.restore(StoredMessage((now + i, u), State.AVAILABLE, StoredMessageType.NORMAL, 2, item(b"%d" % i)))
     t.restore_delete(ids[2])
-    t.restore_move(ids[4], Message((now + 60, ids[4]), State.PROCESSING, MessageType.NORMAL, 1, item(b"ignored")))
-    t.restore(Message((now + 0.5, ids[0]), State.AVAILABLE, MessageType.NORMAL, 2, item(b"0 again")))
+    t.restore_move(
+        ids[4], StoredMessage((now + 60, ids[4]), State.PROCESSING, StoredMessageType.NORMAL, 1, item(b"ignored"))
+    )
+    t.restore(StoredMessage((now + 0.5, ids[0]), State.AVAILABLE, StoredMessageType.NORMAL, 2, item(b"0 again")))
     t.recovered()
     assert len(t) == 5
     moved = t.get(ids[4])

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from pylmq.core.message import Message
+from pylmq.core.message import StoredMessage
 from pylmq.store.durable import DurableStore
 from pylmq.store.local import LocalStore
 
@@ -30,7 +30,7 @@ async def crash_copy(store: DurableStore, dest: Path) -> Path:
     return dest
 
 
-def message_view(m: Message) -> tuple[Any, ...]:
+def message_view(m: StoredMessage) -> tuple[Any, ...]:
     return (m.id, m.state, m.type, m.retry, m.content)
 
 

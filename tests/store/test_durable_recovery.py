@@ -14,7 +14,7 @@ import pytest
 from store_helpers import OpenStore, crash_copy, state_of
 
 from pylmq.core.clock import ManualClock
-from pylmq.core.message import MessageType, State, make_item
+from pylmq.core.message import State, StoredMessageType, make_item
 from pylmq.errors import StoreError
 from pylmq.store.durable import DurableStore
 from pylmq.store.journal import MAGIC, Encoder
@@ -152,7 +152,7 @@ async def test_accumulated_items_are_recovered_and_the_open_window_keeps_accumul
     assert await s.enqueue("acc", make_item(b"2", "text/plain"), 2, 10.0) == "yes"
     s2 = await restart(open_store, s) if how == "restart" else await crash(open_store, s, tmp_path)
     (m,) = s2.messages("acc")
-    assert (m.state, m.type) == (State.ACCUM, MessageType.COMPOUND)
+    assert (m.state, m.type) == (State.ACCUM, StoredMessageType.COMPOUND)
     assert m.content == [make_item(b"1"), make_item(b"2", "text/plain")]
     assert await s2.enqueue("acc", make_item(b"3"), 2, 10.0) == "yes"
     clock.advance(10)

@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from pylmq.core.message import Message, MessageType, State, make_item
+from pylmq.core.message import State, StoredMessage, StoredMessageType, make_item
 from pylmq.store.journal import (
     MAGIC,
     AppendRecord,
@@ -39,9 +39,11 @@ def test_delete_frame_is_length_crc_kind_then_msgpack_fields() -> None:
 
 def test_every_record_kind_reads_back_as_written() -> None:
     enc = Encoder()
-    normal = Message((12.5, U1), State.AVAILABLE, MessageType.NORMAL, 3, make_item(b"body", "text/plain"))
-    compound = Message((13.0, U2), State.ACCUM, MessageType.COMPOUND, None, [make_item(b"a"), make_item(b"b", "x/y")])
-    moved = Message((40.25, U2), State.PROCESSING, MessageType.NORMAL, 2, ((), b""))
+    normal = StoredMessage((12.5, U1), State.AVAILABLE, StoredMessageType.NORMAL, 3, make_item(b"body", "text/plain"))
+    compound = StoredMessage(
+        (13.0, U2), State.ACCUM, StoredMessageType.COMPOUND, None, [make_item(b"a"), make_item(b"b", "x/y")]
+    )
+    moved = StoredMessage((40.25, U2), State.PROCESSING, StoredMessageType.NORMAL, 2, ((), b""))
     data = MAGIC + b"".join(
         [
             enc.queue("q", {"accum": 0.5, "retry": None, "timeout": 30.0}),
@@ -69,7 +71,7 @@ def test_every_record_kind_reads_back_as_written() -> None:
 
 
 def test_compound_content_reads_back_as_a_list_of_items() -> None:
-    msg = Message((1.0, U1), State.ACCUM, MessageType.COMPOUND, 1, [make_item(b"a")])
+    msg = StoredMessage((1.0, U1), State.ACCUM, StoredMessageType.COMPOUND, 1, [make_item(b"a")])
     (rec,), _ = read_all(MAGIC + Encoder().put("q", msg))
     assert isinstance(rec, PutRecord) and rec.message.content == [((), b"a")]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pylmq.core.message import Message, MessageType, State
+from pylmq.core.message import State, StoredMessage, StoredMessageType
 from pylmq.store.check import check_buffer
 from pylmq.store.journal import (
     MAGIC,
@@ -40,11 +40,13 @@ stamps = st.floats(0, 2e9, allow_nan=False)
 
 
 @st.composite
-def messages(draw: st.DrawFn) -> Message:
+def messages(draw: st.DrawFn) -> StoredMessage:
     if draw(st.booleans()):
-        return Message((draw(stamps), draw(uuids)), draw(states), MessageType.NORMAL, draw(retries), draw(items))
+        return StoredMessage(
+            (draw(stamps), draw(uuids)), draw(states), StoredMessageType.NORMAL, draw(retries), draw(items)
+        )
     content = draw(st.lists(items, min_size=1, max_size=3))
-    return Message((draw(stamps), draw(uuids)), draw(states), MessageType.COMPOUND, draw(retries), content)
+    return StoredMessage((draw(stamps), draw(uuids)), draw(states), StoredMessageType.COMPOUND, draw(retries), content)
 
 
 enc = Encoder()
@@ -165,7 +167,7 @@ def test_random_bit_flips_never_invent_records_and_never_go_unreported(
 @FAST
 @given(st.lists(st.tuples(names, st.lists(messages(), max_size=4)), max_size=3), st.data())
 def test_truncating_a_snapshot_anywhere_is_refused_never_cut(
-    queues: list[tuple[str, list[Message]]], data: st.DataObject
+    queues: list[tuple[str, list[StoredMessage]]], data: st.DataObject
 ) -> None:
     snapshot = MAGIC + b"".join(Encoder().state([(n, {}, ms) for n, ms in queues], []))
     assert check_buffer(snapshot, PATH, last=True).clean

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pylmq.core.clock import ManualClock
-from pylmq.core.message import Message, MessageType, State, make_item
+from pylmq.core.message import State, StoredMessage, StoredMessageType, make_item
 from pylmq.store.durable import DurableStore
 from pylmq.store.local import LocalStore
 from pylmq.store.memory import MemoryStore
@@ -140,12 +140,12 @@ class Model:
 
 def store_view(store: LocalStore) -> list[tuple[Any, ...]]:
     return sorted(
-        (m.ts, m.state.value, m.type is MessageType.COMPOUND, m.retry, [b for _, b in m.items()])
+        (m.ts, m.state.value, m.type is StoredMessageType.COMPOUND, m.retry, [b for _, b in m.items()])
         for m in store.messages(Q)
     )
 
 
-def delivered_view(m: Message) -> tuple[Any, ...]:
+def delivered_view(m: StoredMessage) -> tuple[Any, ...]:
     return (m.ts, m.state, m.retry, [b for _, b in m.items()])
 
 

@@ -1,4 +1,4 @@
-"""A hidden Erlang distribution node: processes, names, links, monitors, calls, connections.
+"""A hidden Erlang distribution node: processes, names, links, monitors, calls (connections: net_kernel).
 
 Everything runs on one asyncio loop. Signals (messages, links, exits, monitors) are handled
 synchronously in the order they arrive, like Erlang's per-pair ordering requires.
@@ -24,13 +24,14 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pylmq.erlang import epmd
-from pylmq.erlang.connection import Connection, accept, dial
-from pylmq.erlang.control import Op, frame
-from pylmq.erlang.flags import PYLMQ_FLAGS, Flag
+from pylmq.erlang import epmd, services
+from pylmq.erlang.connection import Connection
+from pylmq.erlang.control import Op
+from pylmq.erlang.flags import PYLMQ_FLAGS
+from pylmq.erlang.net_kernel import NetKernel, frame_for
 from pylmq.erlang.process import Dest, Handler, Process
 from pylmq.erlang.terms import Atom, Pid, Reference, Term
-from pylmq.errors import DistError, HandshakeError, NodeDown, PeerStalled, RemoteError
+from pylmq.errors import DistError, NodeDown, PeerStalled, RemoteError
 
 __all__ = ["Node", "Process", "start_node"]
 
@@ -83,58 +84,32 @@ class Node:
         self.epmd_port = epmd_port or epmd.default_port()
         self.listen_host = listen_host or (self.host if _is_ip(self.host) else "0.0.0.0")
         self.creation = secrets.randbelow(0xFFFF_FFF0) + 1
-        self.port = 0
         self._pid_ids = itertools.count(1)
         self._ref_ids = itertools.count(1)
         self._unlink_ids = itertools.count(1)
         self._processes: dict[Pid, Process] = {}
         self._names: dict[Atom, Process] = {}
-        self._connections: dict[str, Connection] = {}
-        self._connecting: dict[str, asyncio.Future[None]] = {}
-        self._queued: dict[str, list[tuple[tuple[Term, ...], Term]]] = {}
-        self._node_monitors: dict[str, list[Callable[[str, str], None]]] = {}
-        self._stall_monitors: list[Callable[[str, bool], None]] = []
         self._calls: dict[Reference, tuple[str | None, asyncio.Future[Term]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._server: asyncio.Server | None = None
-        self._registration: epmd.Registration | None = None
-        self._epmd_server: epmd.EpmdServer | None = None
+        self.net_kernel = NetKernel(self)
         self.functions: dict[tuple[Atom, Atom], Callable[..., Any]] = {}
         self._caller = self._new_process(self._on_call_reply)
-        from pylmq.erlang import services
-
         services.install(self)
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, *, listen: bool = True, register: bool = True, start_epmd: bool = True) -> Node:
         """Listen for peers and register in EPMD (starting pylmq's own epmd if none runs)."""
-        if listen:
-            self._server = await asyncio.start_server(self._on_incoming, self.listen_host, 0)
-            self.port = self._server.sockets[0].getsockname()[1]
-        if listen and register:
-            if start_epmd:
-                self._epmd_server = await epmd.ensure_epmd("127.0.0.1", self.epmd_port)
-            self._registration = await epmd.register(self.alive, self.port, port=self.epmd_port)
-            if self._registration.creation and self._registration.creation != self.creation:
-                self.creation = self._registration.creation
-                self._rekey()
+        creation = await self.net_kernel.start(listen=listen, register=register, start_epmd=start_epmd)
+        if creation is not None and creation != self.creation:
+            self.creation = creation
+            self._rekey()
         log.info("dist node %s up (port %d, creation %d)", self.name, self.port, self.creation)
         return self
 
     async def stop(self) -> None:
         """Close every connection (peers see the node go down), unregister, stop listening."""
-        for conn in list(self._connections.values()):
-            conn.close("stopped")
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        if self._registration is not None:
-            await self._registration.close()
-            self._registration = None
-        if self._epmd_server is not None:
-            await self._epmd_server.stop()
-            self._epmd_server = None
+        await self.net_kernel.stop()
         for t in list(self._tasks):
             t.cancel()
         if self._tasks:
@@ -152,6 +127,11 @@ class Node:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("dist task %s crashed", task.get_name(), exc_info=task.exception())
+
+    @property
+    def port(self) -> int:
+        """The distribution port this node listens on (0 until started)."""
+        return self.net_kernel.port
 
     # ------------------------------------------------------------------ identifiers
 
@@ -268,12 +248,7 @@ class Node:
         self._send_ctrl(node.name, (Op.REG_SEND, sender or self._caller.pid, EMPTY, name), msg)
 
     def _send_ctrl(self, peer: str, control: tuple[Term, ...], payload: Term = None) -> None:
-        conn = self._connections.get(peer)
-        if conn is not None:
-            conn.send(_frame_for(conn.flags, control, payload))
-            return
-        self._queued.setdefault(peer, []).append((control, payload))
-        self._ensure_connecting(peer)
+        self.net_kernel.send_ctrl(peer, control, payload)
 
     # ------------------------------------------------------------------ links, monitors, exits
 
@@ -436,7 +411,7 @@ class Node:
         no answer in time TimeoutError.
         """
         await self.connect(peer)
-        conn = self._connections.get(peer)
+        conn = self.net_kernel.connections.get(peer)
         if conn is not None and conn.stalled:
             # It would only wait out the timeout: the caller may have another node to ask.
             raise PeerStalled(f"node {peer} is stalled: nothing received for {conn.silence():.1f} s", sent=False)
@@ -494,147 +469,42 @@ class Node:
 
         ``peer == "*"`` watches every peer. Returns a function that cancels the watch.
         """
-        self._node_monitors.setdefault(peer, []).append(callback)
-
-        def cancel() -> None:
-            cbs = self._node_monitors.get(peer, [])
-            if callback in cbs:
-                cbs.remove(callback)
-
-        return cancel
+        return self.net_kernel.monitor_node(peer, callback)
 
     def monitor_stalls(self, callback: Callable[[str, bool], None]) -> Callable[[], None]:
         """Call ``callback(peer, stalled)`` when a connected peer stalls (True) and when it is
         heard from again (False). Returns a function that cancels the watch."""
-        self._stall_monitors.append(callback)
-
-        def cancel() -> None:
-            if callback in self._stall_monitors:
-                self._stall_monitors.remove(callback)
-
-        return cancel
+        return self.net_kernel.monitor_stalls(callback)
 
     def connected_nodes(self) -> list[str]:
-        return sorted(self._connections)
+        return self.net_kernel.connected_nodes()
 
     def stalled_nodes(self) -> dict[str, float]:
         """Connected peers that are stalled -> seconds since anything came from them."""
-        return {p: c.silence() for p, c in sorted(self._connections.items()) if c.stalled}
+        return self.net_kernel.stalled_nodes()
 
     def disconnect(self, peer: str) -> None:
-        conn = self._connections.get(peer)
-        if conn is not None:
-            conn.close("disconnect")
-
-    # ------------------------------------------------------------------ connections
+        self.net_kernel.disconnect(peer)
 
     async def connect(self, peer: str) -> None:
         """Make sure a connection to ``peer`` is up; raises NodeDown / HandshakeError / CookieMismatch."""
-        if peer in self._connections:
-            return
-        await asyncio.shield(self._ensure_connecting(peer))
+        await self.net_kernel.connect(peer)
 
-    def _ensure_connecting(self, peer: str) -> asyncio.Future[None]:
-        fut = self._connecting.get(peer)
-        if fut is None:
-            fut = self._connecting[peer] = asyncio.get_running_loop().create_future()
-            fut.add_done_callback(_consume_exception)
-            self.spawn_task(self._dial(peer, fut), f"dist-dial-{peer}")
-        return fut
+    # ------------------------------------------------------------------ what the net kernel reports
 
-    async def _dial(self, peer: str, fut: asyncio.Future[None]) -> None:
-        try:
-            if "@" not in peer:
-                raise DistError(f"bad node name {peer!r}: expected alive@host")
-            alive, host = peer.split("@", 1)
-            entry = await epmd.lookup(alive, host, self.epmd_port)
-            if entry is None:
-                raise NodeDown(f"node {peer} is not registered in epmd on {host}")
-            conn, _ = await dial(self, peer, host, entry.port, 6 if entry.highest_version >= 6 else 5)
-            if conn is None:
-                # The peer dials us too and wins: its incoming connection will resolve fut.
-                async with asyncio.timeout(10):
-                    await asyncio.shield(fut)
-                return
-            self._connection_up(conn)
-        except (DistError, TimeoutError, OSError) as e:
-            err = e if isinstance(e, DistError) else NodeDown(f"connecting to {peer} failed: {e!r}")
-            log.error("dist: connection to %s failed: %s", peer, err)
-            if self._connecting.get(peer) is fut:
-                del self._connecting[peer]
-            if not fut.done():
-                fut.set_exception(err)
-            if peer not in self._connections:
-                self._queued.pop(peer, None)
-                self._node_down(peer, "connect_failed")
-
-    def _accept_status(self, peer: str) -> str:
-        if peer in self._connections:
-            return "alive"
-        pending = self._connecting.get(peer)
-        if pending is not None and not pending.done():
-            return "nok" if self.name > peer else "ok_simultaneous"
-        return "ok"
-
-    async def _on_incoming(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            conn = await accept(self, reader, writer)
-        except HandshakeError as e:
-            log.error("dist: incoming connection refused: %s", e)
-            return
-        except Exception:
-            log.exception("dist: incoming handshake crashed")
-            writer.close()
-            return
-        old = self._connections.get(conn.peer)
-        if old is not None:
-            old.close("replaced")
-        self._connection_up(conn)
-
-    def _connection_up(self, conn: Connection) -> None:
-        peer = conn.peer
-        self._connections[peer] = conn
-        conn.start()
-        log.info("dist: connected to %s", peer)
-        for control, payload in self._queued.pop(peer, []):
-            conn.send(_frame_for(conn.flags, control, payload))
-        fut = self._connecting.pop(peer, None)
-        if fut is not None and not fut.done():
-            fut.set_result(None)
-
-    def _on_connection_lost(self, conn: Connection, reason: str) -> None:
-        if self._connections.get(conn.peer) is conn:
-            del self._connections[conn.peer]
-            log.info("dist: connection to %s lost (%s)", conn.peer, reason)
-            self._node_down(conn.peer, reason)
-
-    def _probe(self, conn: Connection) -> None:
+    def _probe_request(self) -> tuple[tuple[Term, ...], Term]:
         # net_adm:ping's request: every node answers it at once. The reply carries a ref that no
         # call waits for, so the caller process drops it; its arrival is all that counts.
         request = (GEN_CALL, (self._caller.pid, self.make_ref()), (A("is_auth"), self.atom))
-        conn.send(_frame_for(conn.flags, (Op.REG_SEND, self._caller.pid, EMPTY, A("net_kernel")), request))
+        return (Op.REG_SEND, self._caller.pid, EMPTY, A("net_kernel")), request
 
-    def _on_stall(self, conn: Connection, stalled: bool, silence: float) -> None:
-        peer = conn.peer
-        if stalled:
-            log.warning(
-                "dist: node %s is stalled: nothing received from it for %.1f s, a ping unanswered;"
-                " its pending calls fail now (the connection stays until net_ticktime, %.0f s)",
-                peer, silence, self.net_ticktime,
-            )  # fmt: skip
-            for call_peer, fut in list(self._calls.values()):
-                if call_peer == peer and not fut.done():
-                    fut.set_exception(PeerStalled(f"node {peer} is stalled: nothing received for {silence:.1f} s"))
-        else:
-            log.warning("dist: node %s is heard from again after %.1f s of silence", peer, silence)
-        for cb in list(self._stall_monitors):
-            try:
-                cb(peer, stalled)
-            except Exception:
-                log.exception("stall monitor callback for %s failed", peer)
+    def _peer_stalled(self, peer: str, silence: float) -> None:
+        for call_peer, fut in list(self._calls.values()):
+            if call_peer == peer and not fut.done():
+                fut.set_exception(PeerStalled(f"node {peer} is stalled: nothing received for {silence:.1f} s"))
 
-    def _node_down(self, peer: str, reason: str) -> None:
-        """Every link and monitor involving ``peer`` gets ``noconnection``; node monitors are told."""
+    def _peer_down(self, peer: str, reason: str) -> None:
+        """Every link and monitor involving ``peer`` gets ``noconnection``; calls to it fail."""
         peer_atom = A(peer)
         for proc in list(self._processes.values()):
             for pid in [p for p in proc.links if p.node is peer_atom]:
@@ -652,12 +522,6 @@ class Node:
         for call_peer, fut in list(self._calls.values()):
             if call_peer == peer and not fut.done():
                 fut.set_exception(NodeDown(f"node {peer} went down ({reason})"))
-        for key in (peer, "*"):
-            for cb in list(self._node_monitors.get(key, [])):
-                try:
-                    cb(peer, reason)
-                except Exception:
-                    log.exception("node monitor callback for %s failed", peer)
 
     # ------------------------------------------------------------------ incoming signals
 
@@ -707,7 +571,7 @@ class Node:
             proc = procs.get(to)
             if proc is not None and proc.links.get(from_) == 0:
                 del proc.links[from_]
-            conn.send(_frame_for(conn.flags, (Op.UNLINK_ID_ACK, unlink_id, to, from_), None))
+            conn.send(frame_for(conn.flags, (Op.UNLINK_ID_ACK, unlink_id, to, from_), None))
         elif op == Op.UNLINK_ID_ACK:
             _, unlink_id, from_, to = control
             proc = procs.get(to)
@@ -718,8 +582,6 @@ class Node:
             if proc is not None and proc.links.get(control[1]) == 0:
                 del proc.links[control[1]]
         elif op == Op.SPAWN_REQUEST or op == Op.SPAWN_REQUEST_TT:
-            from pylmq.erlang import services
-
             services.on_spawn_request(self, conn, control, payload if payload is not None else [])
         else:
             log.debug("node %s sent unsupported control op %s; ignored", conn.peer, op)
@@ -727,7 +589,7 @@ class Node:
     def _on_link(self, conn: Connection, from_: Pid, to: Pid) -> None:
         proc = self._processes.get(to)
         if proc is None:
-            conn.send(_frame_for(conn.flags, (Op.PAYLOAD_EXIT, to, from_), NOPROC))
+            conn.send(frame_for(conn.flags, (Op.PAYLOAD_EXIT, to, from_), NOPROC))
         elif from_ not in proc.links:  # while we unlink, a LINK from the peer is stale
             proc.links[from_] = 0
 
@@ -737,29 +599,12 @@ class Node:
         else:
             proc, name = self._names.get(target), target
         if proc is None:
-            conn.send(_frame_for(conn.flags, (Op.PAYLOAD_MONITOR_P_EXIT, target, watcher, ref), NOPROC))
+            conn.send(frame_for(conn.flags, (Op.PAYLOAD_MONITOR_P_EXIT, target, watcher, ref), NOPROC))
         else:
             proc.monitored_by[ref] = (watcher, name)
 
 
 # ---------------------------------------------------------------------- helpers
-
-_PAYLOAD_FALLBACK = {Op.PAYLOAD_EXIT: Op.EXIT, Op.PAYLOAD_EXIT2: Op.EXIT2, Op.PAYLOAD_MONITOR_P_EXIT: Op.MONITOR_P_EXIT}
-_WITH_PAYLOAD = {Op.SEND, Op.REG_SEND, Op.SEND_SENDER, Op.SPAWN_REQUEST, Op.ALIAS_SEND, *_PAYLOAD_FALLBACK}
-
-
-def _frame_for(peer_flags: int, control: tuple[Term, ...], payload: Term) -> bytearray:
-    op = control[0]
-    if op in _PAYLOAD_FALLBACK and not peer_flags & Flag.EXIT_PAYLOAD:
-        return frame((_PAYLOAD_FALLBACK[op], *control[1:], payload))
-    if op in _WITH_PAYLOAD:
-        return frame(control, payload)
-    return frame(control)
-
-
-def _consume_exception(fut: asyncio.Future[None]) -> None:
-    if not fut.cancelled():
-        fut.exception()
 
 
 async def _reply_later(proc: Process, from_: Term, result: Awaitable[Term]) -> None:

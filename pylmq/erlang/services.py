@@ -6,21 +6,21 @@ Calls from Erlang reach Python code only through ``Node.functions``, the whiteli
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pylmq.erlang.control import SPAWN_REPLY_LINKED, SPAWN_REPLY_MONITORED, Op, frame
 from pylmq.erlang.terms import Atom, Pid, Term
 
 if TYPE_CHECKING:
     from pylmq.erlang.connection import Connection
-    from pylmq.erlang.node import Node
-    from pylmq.erlang.process import Process
+    from pylmq.erlang.process import Dest, Handler, Process
 
-__all__ = ["PythonError", "install", "on_spawn_request"]
+__all__ = ["PythonError", "ServiceHost", "install", "on_spawn_request"]
 
 log = logging.getLogger("pylmq.erlang.services")
 
@@ -54,7 +54,19 @@ class PythonError(Exception):
         self.term = term
 
 
-def install(node: Node) -> None:
+class ServiceHost(Protocol):
+    """What the services need from their node (:class:`pylmq.erlang.node.Node`)."""
+
+    functions: dict[tuple[Atom, Atom], Callable[..., Any]]
+
+    def spawn(self, name: Atom | str | None = None, handler: Handler | None = None) -> Process: ...
+    def send(self, dest: Dest, msg: Term, sender: Pid | None = None) -> None: ...
+    def spawn_task(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]: ...
+    def make_pid(self) -> Pid: ...
+    def _send_ctrl(self, peer: str, control: tuple[Term, ...], payload: Term = None) -> None: ...
+
+
+def install(node: ServiceHost) -> None:
     """Register the node's ``net_kernel`` and ``rex`` handler processes."""
     node.spawn("net_kernel", _net_kernel)
     # rex needs the node (its function whitelist, its tasks), not just the process's Host.
@@ -71,7 +83,7 @@ def _net_kernel(proc: Process, msg: Term) -> None:
             proc.reply(msg[1], A("not_supported"))
 
 
-def _lookup(node: Node, module: Term, function: Term, args: Term) -> Callable[..., Any] | None:
+def _lookup(node: ServiceHost, module: Term, function: Term, args: Term) -> Callable[..., Any] | None:
     if type(module) is not Atom or type(function) is not Atom or type(args) is not list:
         return None
     return node.functions.get((module, function))
@@ -96,7 +108,7 @@ def _error_reason(e: BaseException) -> Term:
     return (PYTHON, type(e).__name__.encode(), str(e).encode())
 
 
-def _rex(node: Node, proc: Process, msg: Term) -> None:
+def _rex(node: ServiceHost, proc: Process, msg: Term) -> None:
     """The ``rex`` server of OTP <= 24 callers (``rpc:call`` fallback) and jinterface-style calls."""
     if type(msg) is not tuple:
         return
@@ -140,7 +152,7 @@ def _rex(node: Node, proc: Process, msg: Term) -> None:
     node.spawn_task(work(), f"rex-{m}:{f}")
 
 
-def on_spawn_request(node: Node, conn: Connection, control: tuple[Term, ...], args: Term) -> None:
+def on_spawn_request(node: ServiceHost, conn: Connection, control: tuple[Term, ...], args: Term) -> None:
     """SPAWN_REQUEST from erpc/rpc (OTP 23+): answer SPAWN_REPLY, run, report as the exit reason."""
     req_id, caller, _gl, mfa, opts = control[1:6]
     flags = 0

@@ -99,7 +99,7 @@ async def test_erlang_node_finds_pylmq_through_pylmq_own_epmd() -> None:
     # A host with no epmd: pylmq starts its own on ERL_EPMD_PORT and an Erlang node registers there.
     port = free_port()
     node = await Node(unique_name("py") + "@127.0.0.1", COOKIE, epmd_port=port, listen_host="127.0.0.1").start()
-    assert node._epmd_server is not None, "pylmq did not start its own epmd"
+    assert node.net_kernel.epmd_server is not None, "pylmq did not start its own epmd"
     alive = unique_name("e")
     env = dict(os.environ, ERL_EPMD_PORT=str(port))
     erl = subprocess.Popen(

@@ -123,7 +123,7 @@ async def stalled_pair(epmd_port: int, stall_timeout: float) -> tuple[Node, Node
 def freeze(b: Node, peer: str) -> asyncio.ReadTransport:
     """b stops reading from peer, as a suspended node: it neither answers nor ticks (ticks come
     only every net_ticktime/4, a minute's quarter here)."""
-    transport = b._connections[peer]._writer.transport
+    transport = b.net_kernel.connections[peer]._writer.transport
     assert isinstance(transport, asyncio.ReadTransport)
     transport.pause_reading()
     return transport

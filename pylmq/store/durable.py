@@ -21,11 +21,12 @@ groups are small (the records of one round of the loop), and Redis's append-only
 the same choice for the same reason.
 
 Files in the data directory: ``LOCK`` (held with ``flock`` while open, so two nodes never share
-a directory) and ``journal-NNNNNNNN.log``, the current segment. Compaction freezes the live
-state (O(n) references, on the loop), writes it as a new segment in a thread, appends the
-records that came meanwhile, syncs, renames it into place and drops the old segment; the
-highest-numbered segment always holds the whole state. Recovery replays that segment and cuts a
-torn tail (saved aside as ``journal-NNNNNNNN.log.torn-<time>-at<offset>``); any other damage makes
+a directory) and ``journal-NNNNNNNN.log``, the current segment. Compaction
+(:mod:`pylmq.store.compaction`) freezes the live state (O(n) references, on the loop), writes it
+as a new segment in a thread, appends the records that came meanwhile, syncs, renames it into
+place and drops the old segment; the highest-numbered segment always holds the whole state.
+Recovery (:mod:`pylmq.store.recovery`) replays that segment and cuts a torn tail (saved aside as
+``journal-NNNNNNNN.log.torn-<time>-at<offset>``); any other damage makes
 it refuse to start (:mod:`pylmq.store.check` says which is which, and repairs).
 
 Failures and limits (docs/decisions/store-failures.md): a write or sync that fails stops all
@@ -48,7 +49,6 @@ import asyncio
 import collections
 import contextlib
 import fcntl
-import gc
 import logging
 import math
 import os
@@ -62,49 +62,19 @@ from pylmq.core.clock import Clock
 from pylmq.core.message import Item, Retry, StoredMessage
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.store import DEFAULT_FSYNC, FSYNC_POLICIES
-from pylmq.core.table import AccumResult, QueueTable
-from pylmq.errors import ConfigError, JournalCorrupt, ShuttingDown, StoreError, StoreFull
-from pylmq.store.check import (
-    check_segment,
-    fsync_dir,
-    mapped,
-    orphaned_current,
-    refusal,
-    save_aside,
-    segment_paths,
-    unterminated_snapshot,
-    write_all,
-)
-from pylmq.store.journal import (
-    MAGIC,
-    SEGMENT_NAME,
-    AppendRecord,
-    DefaultsRecord,
-    DeleteRecord,
-    DropRecord,
-    Encoder,
-    JournalFormatError,
-    JournalReader,
-    MoveRecord,
-    PutRecord,
-    QueueRecord,
-    Record,
-    damage_at,
-)
+from pylmq.core.table import AccumResult
+from pylmq.errors import ConfigError, ShuttingDown, StoreError, StoreFull
+from pylmq.store import compaction as compact
+from pylmq.store.compaction import Frozen, drop_snapshot, install, write_snapshot
+from pylmq.store.journal import JournalFormatError
 from pylmq.store.journal_io import JournalIO, Syncer, Worker, fdatasync
 from pylmq.store.local import LocalStore
+from pylmq.store.recovery import recover
 from pylmq.store.write_buffer import WriteBuffer, wake_all
 
 __all__ = ["DurableStats", "DurableStore", "JournalIO"]  # JournalIO: the seam tests give the store
 
 log = logging.getLogger("pylmq.store.durable")
-
-_CHUNK = 1 << 20
-
-
-def _segment_name(seq: int) -> str:
-    return f"journal-{seq:08d}.log"
-
 
 # What the store accepts: every change; no pushes or new queues (it lets consumers drain and
 # operators fix what they can while a limit is near); or no change at all (failed: nothing is
@@ -128,9 +98,6 @@ class DurableStats:
     compaction_failures: int = 0  # in a row: back to 0 once one succeeds
     repairs: int = 0  # failed states left by writing the whole state as a new segment
     free_bytes: int = -1  # on the data directory's file system at the last look (-1: not looked)
-
-
-_Frozen = list[tuple[str, RawProps, Iterable[StoredMessage]]]
 
 
 class DurableStore(LocalStore):
@@ -392,125 +359,10 @@ class DurableStore(LocalStore):
     # -- recovery (runs in the journal thread before anything else touches the store) ------------
 
     def _recover(self) -> None:
-        d = self.data_dir
-        for tmp in d.glob("journal-*.log.tmp"):
-            tmp.unlink()
-        paths = segment_paths(d)  # the list the checker judges (pylmq.store.check)
-        if not paths:
-            self._seq = 1
-            self._fd = self._create_segment(1)
-            self.stats.segment, self.stats.segment_bytes = 1, len(MAGIC)
-            return
-        *older, path = paths
-        m = SEGMENT_NAME.match(path.name)
-        assert m is not None, "segment_paths lists segment names only"
-        self._seq = seq = int(m.group(1))
-        for old in older:
-            # Superseded (a crash came between installing a compacted segment and deleting the
-            # one before): deleted below, but not with damage in it, which says the disk fails.
-            problems = check_segment(old, last=False).problems
-            if problems:
-                raise problems[0]
-        orphan = orphaned_current(paths)
-        if orphan is not None:
-            raise orphan
-        reader = JournalReader()
-        count = 0
-        # Replay allocates millions of long-lived objects and frees none in cycles: the cyclic
-        # collector would only rescan them over and over.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            with open(path, "rb") as f:
-                while chunk := f.read(_CHUNK):
-                    for rec in reader.feed(chunk):
-                        self._apply(rec)
-                        count += 1
-        except JournalFormatError as e:
-            raise JournalCorrupt(str(path), reader.offset, reader.offset, str(e)) from e
-        finally:
-            if gc_was_enabled:
-                gc.enable()
-        for table in self.tables.values():
-            table.recovered()  # replay looked records up by uuid; serving never does
-        size = path.stat().st_size
-        if reader.offset < len(MAGIC):
-            raise JournalCorrupt(str(path), 0, size, "shorter than its signature")
-        if reader.offset < size:
-            self._judge_damage(path, reader, size)
-        elif reader.snapshot_at is not None:
-            raise JournalCorrupt(str(path), reader.snapshot_at, size, unterminated_snapshot(reader.snapshot_at))
-        for old in older:
-            old.unlink()
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-        self.stats.segment, self.stats.segment_bytes = seq, reader.offset
-        self.stats.recovered_records = count
-        log.info("recovered %d records from %s (%d queues)", count, path, len(self.tables))
-
-    def _judge_damage(self, path: Path, reader: JournalReader, size: int) -> None:
-        """The reader stopped at a bad frame: cut it if it is a torn tail, else refuse."""
-        with mapped(path) as buf:
-            damage = damage_at(buf, reader.offset)
-            assert damage is not None, "the reader stops only at a bad frame"
-            why = refusal(damage, buf, last=True, snapshot_at=reader.snapshot_at)
-        if why is not None:
-            raise JournalCorrupt(str(path), damage.offset, damage.end, why)
-        self._cut_tail(path, reader.offset, size)
-
-    def _cut_tail(self, path: Path, keep: int, size: int) -> None:
-        """A torn write (crash mid-write): keep every whole record, save the rest aside."""
-        with open(path, "r+b") as f:
-            f.seek(keep)
-            tail = f.read()
-            torn = save_aside(path, "torn", keep, tail)
-            f.truncate(keep)
-            f.flush()
-            os.fsync(f.fileno())
-        self.stats.torn_bytes = size - keep
-        log.warning("%s: cut a torn tail of %d bytes at offset %d (saved as %s)", path, size - keep, keep, torn)
-
-    def _create_segment(self, seq: int) -> int:
-        final = self.data_dir / _segment_name(seq)
-        tmp = final.with_name(final.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-        write_all(fd, MAGIC)
-        os.fsync(fd)
-        os.rename(tmp, final)
-        fsync_dir(self.data_dir)
-        return fd
-
-    def _table_for_replay(self, name: str) -> QueueTable:
-        table = self.tables.get(name)
-        if table is None:
-            table = self.tables[name] = QueueTable(name, self._log)
-            self.props.setdefault(name, {})
-        return table
-
-    def _apply(self, rec: Record) -> None:
-        match rec:
-            case PutRecord(queue, msg):
-                self._table_for_replay(queue).restore(msg)
-            case MoveRecord(queue, old_uuid, ts, uuid, state, retry):
-                table = self.tables.get(queue)
-                old = None if table is None else table.get(old_uuid)
-                if table is not None and old is not None:
-                    table.restore_move(old_uuid, StoredMessage((ts, uuid), state, old.type, retry, old.content))
-            case DeleteRecord(queue, uuid):
-                table = self.tables.get(queue)
-                if table is not None:
-                    table.restore_delete(uuid)
-            case AppendRecord(queue, uuid, item):
-                table = self.tables.get(queue)
-                if table is not None:
-                    table.restore_append(uuid, item)
-            case QueueRecord(queue, props):
-                self._table_for_replay(queue)
-                self.props[queue] = props
-            case DropRecord(queue):
-                self.tables.pop(queue, None)
-                self.props.pop(queue, None)
-            case DefaultsRecord(defaults):
-                self.defaults = defaults
+        r = recover(self.data_dir, self, self._log)
+        self._seq, self._fd = r.seq, r.fd
+        st = self.stats
+        st.segment, st.segment_bytes, st.recovered_records, st.torn_bytes = r.seq, r.size, r.records, r.torn_bytes
 
     # -- group commit ------------------------------------------------------------------------------
 
@@ -702,9 +554,11 @@ class DurableStore(LocalStore):
         io = self._io
         assert io is not None
         try:
-            fd, size = await loop.run_in_executor(self._snap_io, self._write_snapshot, seq, frozen, defaults)
+            fd, size = await loop.run_in_executor(
+                self._snap_io, write_snapshot, self.data_dir, self.io, seq, frozen, defaults
+            )
             try:
-                await io.call(self._install, seq, fd, b"", self._fd)
+                await io.call(install, self.data_dir, self.io, seq, fd, b"", self._fd)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.close(fd)
@@ -719,7 +573,7 @@ class DurableStore(LocalStore):
         self._log.failed = False
         st = self.stats
         st.segment, st.segment_bytes, st.repairs = seq, size, st.repairs + 1
-        self._next_check = max(self.compact_min_bytes, int(self.compact_ratio * size))
+        self._next_check = compact.next_check(self.compact_min_bytes, self.compact_ratio, size)
         self._repair_delay = 0.0
         self._compaction_succeeded()
         self._check_space()
@@ -736,8 +590,7 @@ class DurableStore(LocalStore):
 
     def _drop_snapshot(self, fd: int) -> None:
         """A compaction's snapshot that will not be installed: close it and delete its file."""
-        os.close(fd)
-        (self.data_dir / (_segment_name(self._seq + 1) + ".tmp")).unlink(missing_ok=True)
+        drop_snapshot(self.data_dir, self._seq + 1, fd)
 
     # -- limits -----------------------------------------------------------------------------------
 
@@ -827,7 +680,7 @@ class DurableStore(LocalStore):
         if seg < self._next_check:
             return
         live = sum(t.bytes for t in self.tables.values())
-        if seg <= self.compact_ratio * live:
+        if not compact.is_due(seg, live, self.compact_ratio):
             self._next_check = seg + max(self.compact_min_bytes // 4, 1)
             return
         self.start_compaction()
@@ -840,13 +693,14 @@ class DurableStore(LocalStore):
         self._log.carry, self._log.carry_bytes = [], 0
         self._compaction_started = time.monotonic()
         seq = self._seq + 1
-        fut = asyncio.get_running_loop().run_in_executor(self._snap_io, self._write_snapshot, seq, frozen, defaults)
+        fut = asyncio.get_running_loop().run_in_executor(
+            self._snap_io, write_snapshot, self.data_dir, self.io, seq, frozen, defaults
+        )
         fut.add_done_callback(lambda _: self._wake.set())
         self._compaction = fut
 
-    def _freeze(self) -> tuple[_Frozen, DefaultList]:
-        frozen: _Frozen = [(n, dict(self.props.get(n, {})), t.snapshot()) for n, t in self.tables.items()]
-        return frozen, [(r, dict(p)) for r, p in self.defaults]
+    def _freeze(self) -> tuple[Frozen, DefaultList]:
+        return compact.freeze(self.tables, self.props, self.defaults)
 
     def _retry_compaction(self) -> None:
         self._compact_timer = None
@@ -859,9 +713,9 @@ class DurableStore(LocalStore):
         error, a full disk)."""
         self._compact_failures = n = self._compact_failures + 1
         self.stats.compaction_failures = n
-        delay = min(self.retry_initial * 2 ** min(n - 1, 30), self.retry_max)
+        delay = compact.retry_delay(self.retry_initial, self.retry_max, n)
         live = sum(t.bytes for t in self.tables.values())
-        self._journal_limit = max(self.journal_max_bytes, int(2 * self.compact_ratio * live))
+        self._journal_limit = compact.journal_limit(self.journal_max_bytes, self.compact_ratio, live)
         log.error(
             "compaction of %s failed (%d in a row), keeping the current segment (%d bytes; pushes refused past %d); "
             "next attempt in %.3g s: %r",
@@ -879,28 +733,6 @@ class DurableStore(LocalStore):
         if self._compact_timer is not None:
             self._compact_timer.cancel()
             self._compact_timer = None
-
-    def _write_snapshot(self, seq: int, frozen: _Frozen, defaults: DefaultList) -> tuple[int, int]:
-        tmp = self.data_dir / (_segment_name(seq) + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-        try:
-            size = 0
-            chunk = bytearray(MAGIC)
-            write = self.io.write
-            for frame in Encoder().state(frozen, defaults):
-                chunk += frame
-                if len(chunk) >= _CHUNK:
-                    write(fd, chunk)
-                    size += len(chunk)
-                    chunk = bytearray()
-            write(fd, chunk)
-            size += len(chunk)
-            self.io.fdatasync(fd)
-        except BaseException:
-            os.close(fd)
-            tmp.unlink(missing_ok=True)
-            raise
-        return fd, size
 
     async def _switch(self, compaction: asyncio.Future[tuple[int, int]]) -> None:
         """The snapshot is written: add the records made since the freeze, sync, rename it into
@@ -937,7 +769,7 @@ class DurableStore(LocalStore):
         seq = self._seq + 1
         tail = b"".join(carry)
         try:
-            await io.call(self._install, seq, fd, tail, self._fd)
+            await io.call(install, self.data_dir, self.io, seq, fd, tail, self._fd)
         except BaseException:
             self._unsynced.append((self._written + len(held), waiters))  # failed with the store
             raise
@@ -950,23 +782,11 @@ class DurableStore(LocalStore):
         st.segment, st.segment_bytes, st.compactions = seq, size, st.compactions + 1
         st.syncs += 1
         st.last_compaction_seconds = time.monotonic() - self._compaction_started
-        self._next_check = max(self.compact_min_bytes, int(self.compact_ratio * snap_size))
+        self._next_check = compact.next_check(self.compact_min_bytes, self.compact_ratio, snap_size)
         self._compaction_succeeded()
         self._update_refusal()
         log.info("compacted %s: segment %d, %d bytes, %.3f s", self.data_dir, seq, size, st.last_compaction_seconds)
         wake_all(waiters)
-
-    def _install(self, seq: int, fd: int, tail: bytes, old_fd: int) -> None:
-        final = self.data_dir / _segment_name(seq)
-        self.io.write(fd, tail)
-        self.io.fdatasync(fd)
-        os.rename(final.with_name(final.name + ".tmp"), final)
-        fsync_dir(self.data_dir)
-        # Off the loop: dropping a big file can take a while on some file systems.
-        os.close(old_fd)
-        # Left behind, the old segment is deleted at the next recovery (the highest one wins).
-        with contextlib.suppress(OSError):
-            (self.data_dir / _segment_name(seq - 1)).unlink()
 
     # -- for tests and tools --------------------------------------------------------------------------
 

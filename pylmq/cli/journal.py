@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from pylmq.core.store import DEFAULT_DATA_DIR
 from pylmq.errors import LMQError
 from pylmq.store.check import Repaired, SegmentReport, check, repair
 
@@ -89,7 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="check: report the damage (exit 0 clean, 1 damaged, 2 error); repair: keep every valid record, "
         "save the damaged bytes aside (exit 0 once clean, 2 error)",
     )
-    p.add_argument("--data-dir", default="data", help="the durable store's directory (default data)")
+    p.add_argument(
+        "--data-dir", default=DEFAULT_DATA_DIR, help=f"the durable store's directory (default {DEFAULT_DATA_DIR})"
+    )
     return p
 
 

@@ -20,7 +20,18 @@ from typing import Any, get_args
 from pylmq.config.consult import Atom, Term, parse_terms, proplist
 from pylmq.config.lager import LagerConfig, lager_from_terms
 from pylmq.config.vmargs import NameMode, VmArgs, parse_vm_args
-from pylmq.core.store import DEFAULT_FSYNC, DEFAULT_STORE, FSYNC_POLICIES, STORE_KINDS, FsyncPolicy, StoreKind
+from pylmq.core.store import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_DISK_RESERVE_BYTES,
+    DEFAULT_FSYNC,
+    DEFAULT_FSYNC_INTERVAL,
+    DEFAULT_JOURNAL_MAX_BYTES,
+    DEFAULT_STORE,
+    FSYNC_POLICIES,
+    STORE_KINDS,
+    FsyncPolicy,
+    StoreKind,
+)
 from pylmq.errors import ConfigError
 from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
 
@@ -46,11 +57,11 @@ class Settings:
     lager: LagerConfig = field(default_factory=LagerConfig)
     log_dir: Path | None = None  # when set, every log file goes here (by its file name)
     store: StoreKind = DEFAULT_STORE
-    data_dir: Path = Path("data")
+    data_dir: Path = Path(DEFAULT_DATA_DIR)
     fsync: FsyncPolicy = DEFAULT_FSYNC
-    fsync_interval: int = 1000  # ms, for fsync=interval
-    journal_max_bytes: int = 1 << 30  # durable store: pushes refused past it while compaction fails
-    disk_reserve_bytes: int = 64 << 20  # durable store: pushes refused below this much free space
+    fsync_interval: int = round(DEFAULT_FSYNC_INTERVAL * 1000)  # ms, for fsync=interval
+    journal_max_bytes: int = DEFAULT_JOURNAL_MAX_BYTES  # durable store: pushes refused past it while compaction fails
+    disk_reserve_bytes: int = DEFAULT_DISK_RESERVE_BYTES  # durable store: pushes refused below this much free space
     # Open connections each API (HTTP, MessagePack-RPC) accepts; 0: from the descriptor limit
     # (pylmq.api._limits.default_max_connections).
     max_connections: int = 0

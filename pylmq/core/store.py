@@ -21,7 +21,11 @@ from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult
 
 __all__ = [
+    "DEFAULT_DATA_DIR",
+    "DEFAULT_DISK_RESERVE_BYTES",
     "DEFAULT_FSYNC",
+    "DEFAULT_FSYNC_INTERVAL",
+    "DEFAULT_JOURNAL_MAX_BYTES",
     "DEFAULT_STORE",
     "FSYNC_POLICIES",
     "STORE_KINDS",
@@ -45,6 +49,16 @@ DEFAULT_FSYNC: Final[FsyncPolicy] = "interval"
 or being killed (it is in the page cache); a power cut or an OS crash can lose the last
 ``fsync_interval`` of them. ``always`` closes that window at about half the throughput
 (``python -m bench``)."""
+DEFAULT_FSYNC_INTERVAL: Final[float] = 1.0
+"""Seconds between the durable store's fsyncs under ``interval`` (app.config's is in ms)."""
+
+# The durable store's defaults (pylmq.store.durable.DurableStore), which Settings and
+# NodeOptions repeat by reference: its data directory, relative to the working directory as
+# LMQ's Mnesia directory is; how far its journal may grow while compaction fails; and the free
+# space it keeps on the disk. Past a limit it refuses pushes (503 store_full).
+DEFAULT_DATA_DIR: Final[str] = "data"
+DEFAULT_JOURNAL_MAX_BYTES: Final[int] = 1 << 30
+DEFAULT_DISK_RESERVE_BYTES: Final[int] = 64 << 20
 
 
 @runtime_checkable

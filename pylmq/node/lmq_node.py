@@ -23,7 +23,17 @@ from pylmq.api._limits import (
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.manager import QueueManager
 from pylmq.core.queue import QueueObserver
-from pylmq.core.store import DEFAULT_FSYNC, DEFAULT_STORE, FSYNC_POLICIES, STORE_KINDS, Store
+from pylmq.core.store import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_DISK_RESERVE_BYTES,
+    DEFAULT_FSYNC,
+    DEFAULT_FSYNC_INTERVAL,
+    DEFAULT_JOURNAL_MAX_BYTES,
+    DEFAULT_STORE,
+    FSYNC_POLICIES,
+    STORE_KINDS,
+    Store,
+)
 from pylmq.errors import ConfigError
 from pylmq.metrics import QueueMetrics
 from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
@@ -58,14 +68,14 @@ class NodeOptions:
     http: tuple[str, int] | None = ("0.0.0.0", DEFAULT_HTTP_PORT)
     rpc: tuple[str, int] | None = ("0.0.0.0", DEFAULT_RPC_PORT)
     store: str = DEFAULT_STORE
-    data_dir: Path = field(default_factory=lambda: Path("data"))
+    data_dir: Path = field(default_factory=lambda: Path(DEFAULT_DATA_DIR))
     fsync: str = DEFAULT_FSYNC
-    fsync_interval: float = 1.0  # seconds between fsyncs with fsync="interval"
+    fsync_interval: float = DEFAULT_FSYNC_INTERVAL  # seconds between fsyncs with fsync="interval"
     shutdown_timeout: float = 10.0
     # The durable store's limits (pylmq.store.durable.DurableStore): past them it refuses
     # pushes with 503 store_full rather than let its journal grow or the disk fill.
-    journal_max_bytes: int = 1 << 30
-    disk_reserve_bytes: int = 64 << 20
+    journal_max_bytes: int = DEFAULT_JOURNAL_MAX_BYTES
+    disk_reserve_bytes: int = DEFAULT_DISK_RESERVE_BYTES
     # Open connections each API accepts (None: from the descriptor limit), HTTP read timeouts.
     max_connections: int | None = None
     header_timeout: float = DEFAULT_HEADER_TIMEOUT

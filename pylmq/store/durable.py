@@ -61,7 +61,13 @@ from pathlib import Path
 from pylmq.core.clock import Clock
 from pylmq.core.message import Item, Retry, StoredMessage
 from pylmq.core.props import DefaultList, RawProps
-from pylmq.core.store import DEFAULT_FSYNC, FSYNC_POLICIES
+from pylmq.core.store import (
+    DEFAULT_DISK_RESERVE_BYTES,
+    DEFAULT_FSYNC,
+    DEFAULT_FSYNC_INTERVAL,
+    DEFAULT_JOURNAL_MAX_BYTES,
+    FSYNC_POLICIES,
+)
 from pylmq.core.table import AccumResult
 from pylmq.errors import ConfigError, ShuttingDown, StoreError, StoreFull
 from pylmq.store import compaction as compact
@@ -109,11 +115,11 @@ class DurableStore(LocalStore):
         *,
         fsync: str = DEFAULT_FSYNC,
         clock: Clock | None = None,
-        fsync_interval: float = 1.0,
+        fsync_interval: float = DEFAULT_FSYNC_INTERVAL,
         compact_min_bytes: int = 64 << 20,
         compact_ratio: float = 2.0,
-        journal_max_bytes: int = 1 << 30,
-        disk_reserve_bytes: int = 64 << 20,
+        journal_max_bytes: int = DEFAULT_JOURNAL_MAX_BYTES,
+        disk_reserve_bytes: int = DEFAULT_DISK_RESERVE_BYTES,
         retry_initial: float = 1.0,
         retry_max: float = 300.0,
         io: JournalIO | None = None,

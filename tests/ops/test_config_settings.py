@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 
@@ -9,7 +10,16 @@ import pytest
 
 from pylmq.config import LagerConfig, LogHandler, Settings, load_settings
 from pylmq.core.clock import SystemClock
-from pylmq.core.store import DEFAULT_FSYNC, DEFAULT_STORE, FSYNC_POLICIES, STORE_KINDS
+from pylmq.core.store import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_DISK_RESERVE_BYTES,
+    DEFAULT_FSYNC,
+    DEFAULT_FSYNC_INTERVAL,
+    DEFAULT_JOURNAL_MAX_BYTES,
+    DEFAULT_STORE,
+    FSYNC_POLICIES,
+    STORE_KINDS,
+)
 from pylmq.errors import ConfigError, ConfigSyntaxError
 from pylmq.node import NodeOptions, make_store
 from pylmq.node.service import node_options
@@ -176,6 +186,23 @@ def test_one_set_of_defaults_for_settings_node_options_command_line_and_clients(
     assert DEFAULT_HTTP_URL.endswith(f":{DEFAULT_HTTP_PORT}") and CLIENT_RPC_PORT == DEFAULT_RPC_PORT
     choices = {a.dest: a.choices for a in build_parser()._actions}
     assert (tuple(choices["store"]), tuple(choices["fsync"])) == (STORE_KINDS, FSYNC_POLICIES)
+    # Every option a default configuration gives the node is NodeOptions' own default (units
+    # converted: app.config counts milliseconds), and the durable store's keyword defaults
+    # are the same values, so a default changed in one place only shows up here.
+    assert node_options(s) == opts
+    store_defaults = {
+        name: p.default
+        for name, p in inspect.signature(DurableStore).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    shared = ("fsync", "fsync_interval", "journal_max_bytes", "disk_reserve_bytes")
+    assert {n: store_defaults[n] for n in shared} == {n: getattr(opts, n) for n in shared}
+    assert (s.data_dir, opts.data_dir) == (Path(DEFAULT_DATA_DIR), Path(DEFAULT_DATA_DIR))
+    assert (opts.fsync_interval, opts.journal_max_bytes, opts.disk_reserve_bytes) == (
+        DEFAULT_FSYNC_INTERVAL,
+        DEFAULT_JOURNAL_MAX_BYTES,
+        DEFAULT_DISK_RESERVE_BYTES,
+    )
 
 
 def test_unknown_override_is_an_error() -> None:

@@ -2,33 +2,23 @@
 
 from __future__ import annotations
 
-import importlib
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import erlpeer
 import pytest
-from cluster_helpers import ROOT, PyNode, eventually
+
+from tests.cluster.cluster_helpers import PyNode, eventually
+from tests.interop import erlpeer
+from tests.rel import rel_helpers
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
-
-
-def _release_helpers() -> Any:
-    # tests/rel/rel_helpers.py builds and configures releases. tests/rel is on sys.path only when
-    # pytest collects it too; imported by its own name, the module is the one tests/rel uses.
-    rel_dir = str(ROOT / "tests" / "rel")
-    if rel_dir not in sys.path:
-        sys.path.append(rel_dir)
-    return importlib.import_module("rel_helpers")
 
 
 @pytest.fixture
 def four(tmp_path: Path) -> Iterator[tuple[Any, Any, PyNode]]:
     """2 Erlang peers, a pylmq node joined to them, and a released pylmq node (not joined yet)."""
-    rel_helpers = _release_helpers()
     with erlpeer.running_cluster(tmp_path) as erl:
         py = PyNode("py", erl.cookie, tmp_path / "py", erl.log, erl.a.name)
         rel = rel_helpers.make_release(tmp_path / "rel")

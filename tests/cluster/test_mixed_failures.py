@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_helpers import Mixed, eventually, mixed_cluster
+
+from tests.cluster.cluster_helpers import Mixed, eventually, mixed_cluster
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 

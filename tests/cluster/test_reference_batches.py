@@ -16,11 +16,11 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
-from cluster_helpers import PyNode
-from lmq_reference import RefCluster, RefNode, http, reference_cluster
 
 from pylmq.client import HttpClient
 from pylmq.errors import NotSupported
+from tests.cluster.cluster_helpers import PyNode
+from tests.cluster.lmq_reference import RefCluster, RefNode, http, reference_cluster
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 

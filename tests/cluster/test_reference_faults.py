@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lmq_reference import RefCluster, reference_cluster, wait_for
 
 from pylmq.client import HttpClient
 from pylmq.erlang import start_node
 from pylmq.erlang.terms import Term
 from pylmq.errors import ClusterError, LMQError
+from tests.cluster.lmq_reference import RefCluster, reference_cluster, wait_for
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 

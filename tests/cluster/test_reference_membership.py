@@ -14,21 +14,17 @@ import re
 import secrets
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cluster_helpers import ROOT, PyNode
-from lmq_reference import RefNode, http, kit_or_skip, wait_for
-
-sys.path.insert(0, str(ROOT / "tests" / "rel"))
-
-from rel_helpers import Release, make_release
 
 from pylmq.client import HttpClient, RpcClient
 from pylmq.errors import LMQError
+from tests.cluster.cluster_helpers import PyNode
+from tests.cluster.lmq_reference import RefNode, http, kit_or_skip, wait_for
+from tests.rel.rel_helpers import Release, make_release
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 

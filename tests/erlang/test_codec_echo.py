@@ -7,10 +7,10 @@ import asyncio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from otp_nodes import COOKIE, ErlNode, unique_name
 
 from pylmq.erlang import Atom, BitBinary, ImproperList, Key, Node, decode, encode
 from pylmq.erlang.terms import Term, freeze, needs_key
+from tests.erlang.otp_nodes import COOKIE, ErlNode, unique_name
 
 pytestmark = pytest.mark.erl
 

@@ -6,7 +6,6 @@ import math
 import zlib
 
 import pytest
-from otp_nodes import Runtime, eval_erl, runtimes
 
 from pylmq.erlang.etf import DecodeError, EncodeError, decode, decode_from, encode
 from pylmq.erlang.terms import (
@@ -22,6 +21,7 @@ from pylmq.erlang.terms import (
     erl_string,
     to_text,
 )
+from tests.erlang.otp_nodes import Runtime, eval_erl, runtimes
 
 A = Atom
 

@@ -7,11 +7,11 @@ import logging
 import re
 
 import pytest
-from dist_helpers import erl_eval
-from otp_nodes import COOKIE, ErlNode, Runtime, unique_name
 
 from pylmq.erlang import Atom, Node
 from pylmq.errors import CookieMismatch, NodeDown, RemoteError
+from tests.erlang.dist_helpers import erl_eval
+from tests.erlang.otp_nodes import COOKIE, ErlNode, Runtime, unique_name
 
 pytestmark = pytest.mark.erl
 A = Atom

@@ -7,11 +7,11 @@ import socket
 from collections.abc import AsyncIterator
 
 import pytest
-from otp_nodes import unique_name
 
 from pylmq.erlang import Atom, Node
 from pylmq.erlang.epmd import EpmdServer
 from pylmq.errors import DistError, PeerStalled, ProcessExited, RemoteError
+from tests.erlang.otp_nodes import unique_name
 
 A = Atom
 

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
-from erlpeer import LOCAL, Cluster, Message
+
+from tests.interop.erlpeer import LOCAL, Cluster, Message
 
 pytestmark = pytest.mark.erl
 

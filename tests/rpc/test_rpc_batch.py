@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from rpc_helpers import RawClient
-
 from pylmq.core.manager import MAX_BATCH
 from pylmq.node import LMQNode
+from tests.rpc.rpc_helpers import RawClient
 
 
 async def test_push_many_stores_each_value_and_pull_many_gives_them_back_in_order(client: RawClient) -> None:

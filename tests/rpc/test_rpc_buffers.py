@@ -12,12 +12,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import msgpack
 import pytest
-from rpc_helpers import open_client
 
 from pylmq.api._limits import BufferBudget
 from pylmq.api.rpc_server import RpcServer
 from pylmq.node import LMQNode, NodeOptions
 from pylmq.wire.msgpack_rpc import Decoder
+from tests.rpc.rpc_helpers import open_client
 
 KIB = 1024
 

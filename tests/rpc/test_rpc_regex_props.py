@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rpc_helpers import RawClient
 
 from pylmq.core.pattern import MAX_PROGRAM
 from pylmq.core.props import MAX_DEFAULTS
+from tests.rpc.rpc_helpers import RawClient
 
 
 @pytest.mark.parametrize("method", ["pull_any", "push_all"])

@@ -4,15 +4,16 @@ refuses what would ack messages nothing has processed."""
 from __future__ import annotations
 
 import pytest
-from spark_helpers import NO_PYSPARK
+
+from tests.spark.spark_helpers import NO_PYSPARK
 
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 from pyspark.sql import DataFrame, SparkSession
-from spark_helpers import queue_size
 
 from pylmq.client import HttpClient
 from pylmq.node.testing import NodeThread
 from pylmq.spark import ack, consume, process
+from tests.spark.spark_helpers import queue_size
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

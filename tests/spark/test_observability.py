@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import NO_PYSPARK
+
+from tests.spark.spark_helpers import NO_PYSPARK
 
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 from pyspark.sql import DataFrame, SparkSession
-from spark_helpers import wait_until
 
 from pylmq.client import HttpClient
 from pylmq.spark import stop
+from tests.spark.spark_helpers import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

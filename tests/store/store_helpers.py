@@ -1,4 +1,4 @@
-"""Helpers for store tests (imported by name: this directory is on sys.path under pytest)."""
+"""Helpers for store tests (``from tests.store.store_helpers import ...``)."""
 
 from __future__ import annotations
 

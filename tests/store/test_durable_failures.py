@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_helpers import OpenStore, state_of
 
 from pylmq.core.message import make_item
 from pylmq.errors import StoreError, StoreFull
 from pylmq.store.durable import DurableStore, JournalIO
+from tests.store.store_helpers import OpenStore, state_of
 
 
 class FaultyIO(JournalIO):

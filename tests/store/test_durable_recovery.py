@@ -11,13 +11,13 @@ import os
 from pathlib import Path
 
 import pytest
-from store_helpers import OpenStore, crash_copy, state_of
 
 from pylmq.core.clock import ManualClock
 from pylmq.core.message import State, StoredMessageType, make_item
 from pylmq.errors import StoreError
 from pylmq.store.durable import DurableStore
 from pylmq.store.journal import MAGIC, Encoder
+from tests.store.store_helpers import OpenStore, crash_copy, state_of
 
 
 async def restart(open_store: OpenStore, s: DurableStore, **kw: object) -> DurableStore:

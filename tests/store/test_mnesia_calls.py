@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from store_helpers import QuietLink
 
 from pylmq.cluster.mnesia_store import SUSPECT_FOR, MnesiaStore
 from pylmq.core.clock import ManualClock
 from pylmq.erlang.terms import Atom, Term
 from pylmq.errors import ClusterError, PeerStalled
 from pylmq.store.memory import MemoryStore
+from tests.store.store_helpers import QuietLink
 
 A = Atom
 TIMEOUT = 0.2

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import cast
 
 import pytest
-from store_helpers import QuietLink
 
 from pylmq.cluster.gate import QueueGate
 from pylmq.cluster.mnesia_store import MnesiaStore
@@ -18,6 +17,7 @@ from pylmq.core.message import Item
 from pylmq.erlang.terms import Atom, Export, Term
 from pylmq.errors import ClusterError, HandshakeError, NodeDown, PeerStalled
 from pylmq.store.memory import MemoryStore
+from tests.store.store_helpers import QuietLink
 
 A = Atom
 OK, EMPTY, NOT_FOUND = A("ok"), A("empty"), A("not_found")

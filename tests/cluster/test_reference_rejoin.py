@@ -37,7 +37,7 @@ def call_pylmq(cluster: RefCluster, function: str, *args: Term) -> Term:
 
 
 def mode(cluster: RefCluster) -> str:
-    status = dict(call_pylmq(cluster, "status"))  # type: ignore[arg-type]
+    status = dict(call_pylmq(cluster, "status"))
     value = status[Atom("mode")]
     assert isinstance(value, Atom)
     return value.name

@@ -29,6 +29,7 @@ async def test_rpc_error_raises_remote_error_with_the_badrpc_reason(py: Node, er
     with pytest.raises(RemoteError) as info:
         await py.rpc(erl.name, "erlang", "binary_to_atom", [42])
     reason = info.value.term
+    assert isinstance(reason, tuple) and isinstance(reason[1], tuple), reason
     assert reason[0] is A("EXIT") and reason[1][0] is A("badarg"), reason
 
 

@@ -54,7 +54,8 @@ async def test_rpc_between_pylmq_nodes_only_reaches_registered_functions(epmd_po
         assert await a.rpc(b.name, "m", "double", [21]) == 42
         with pytest.raises(RemoteError) as info:
             await a.rpc(b.name, "os", "system", [b"true"])
-        assert info.value.term[1][0] is A("undef")
+        term = info.value.term
+        assert isinstance(term, tuple) and isinstance(term[1], tuple) and term[1][0] is A("undef"), term
     finally:
         await a.stop()
         await b.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from pylmq.core.manager import MAX_BATCH
 from pylmq.node import LMQNode
@@ -39,7 +40,8 @@ async def test_pull_many_waits_for_the_first_message(client: RawClient, connect)
 
 
 async def test_batch_calls_refuse_bad_arguments_with_a_reason(client: RawClient, node: LMQNode) -> None:
-    cases = [
+    # (method, *params), words of the reason: the params are Any, many are deliberately wrong.
+    cases: list[tuple[tuple[Any, ...], str]] = [
         (("push_many", "q", "not a list"), "array of contents"),
         (("push_many", "q", [1] * (MAX_BATCH + 1)), f"at most {MAX_BATCH}"),
         (("push_many", "q"), "takes 2 arguments"),

@@ -24,7 +24,8 @@ KIB = 1024
 
 def _frame_start(msgid: int, size: int) -> bytes:
     """The first bytes of ``[0, msgid, "push", ["q", <bin of size bytes>]]``."""
-    return b"\x94\x00" + msgpack.packb(msgid) + b"\xa4push\x92\xa1q\xc6" + size.to_bytes(4, "big")
+    packed_id: bytes = msgpack.packb(msgid)
+    return b"\x94\x00" + packed_id + b"\xa4push\x92\xa1q\xc6" + size.to_bytes(4, "big")
 
 
 async def _until(cond: Callable[[], bool], what: str, timeout: float = 5.0) -> None:

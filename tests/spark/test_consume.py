@@ -3,6 +3,8 @@ refuses what would ack messages nothing has processed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.spark.spark_helpers import NO_PYSPARK
@@ -132,12 +134,13 @@ def test_ack_of_a_cache_that_lost_blocks_refuses_before_pulling_and_acks_nothing
     df.unpersist()
 
 
-def _logical_nodes(plan: object) -> list[object]:
+def _logical_nodes(plan: Any) -> list[Any]:
+    # Any: the plan's nodes are py4j proxies of JVM objects, typed by nothing on this side.
     out, stack = [], [plan]
     while stack:
         node = stack.pop()
         out.append(node)
-        children = node.children()  # type: ignore[attr-defined]
+        children = node.children()
         stack.extend(children.apply(i) for i in range(children.size()))
     return out
 

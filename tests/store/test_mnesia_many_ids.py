@@ -23,9 +23,6 @@ class OkLink(QuietLink):
     def peers(self) -> list[str]:
         return ["lmq@h"]
 
-    def stalled(self) -> dict[str, float]:
-        return {}
-
     async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
         self.calls.append(function)
         return Atom("ok")

@@ -172,7 +172,7 @@ def test_logged_exception_is_one_line_and_a_crash_report(configure: Configure, t
     assert line.endswith(" request failed path=/messages/q: KeyError: 'missing'"), line
     crash = (tmp_path / "log" / "crash.log").read_text()
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d =ERROR REPORT====\n", crash), crash
-    assert "Traceback (most recent call last)" in crash and '{}["missing"]' in crash
+    assert "Traceback (most recent call last)" in crash and 'empty["missing"]' in crash
 
 
 async def test_unhandled_task_crash_goes_to_crash_log(configure: Configure, tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,9 +14,12 @@ from tests.rel import rel_helpers
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 
+# The four fixture: the Erlang peers, the released node, the joined pylmq node.
+Four = tuple[erlpeer.Cluster, rel_helpers.Release, PyNode]
+
 
 @pytest.fixture
-def four(tmp_path: Path) -> Iterator[tuple[Any, Any, PyNode]]:
+def four(tmp_path: Path) -> Iterator[Four]:
     """2 Erlang peers, a pylmq node joined to them, and a released pylmq node (not joined yet)."""
     with erlpeer.running_cluster(tmp_path) as erl:
         py = PyNode("py", erl.cookie, tmp_path / "py", erl.log, erl.a.name)
@@ -35,7 +37,7 @@ def four(tmp_path: Path) -> Iterator[tuple[Any, Any, PyNode]]:
             rel.statsd.close()
 
 
-def test_lmq_admin_join_then_status_shows_all_four_nodes_and_the_queue_sizes(four: tuple[Any, Any, PyNode]) -> None:
+def test_lmq_admin_join_then_status_shows_all_four_nodes_and_the_queue_sizes(four: Four) -> None:
     erl, rel, py = four
     joined = rel.admin("join", erl.b.name)
     assert (joined.returncode, joined.stdout) == (0, "ok\n"), joined

@@ -51,7 +51,7 @@ rel: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check pylmq tests bench examples scripts
 	$(BIN)/ruff format --check pylmq tests bench examples scripts
-	$(BIN)/mypy pylmq
+	$(BIN)/mypy pylmq tests
 	$(BIN)/lint-imports --no-cache
 
 # The StatsD daemon (npm) for tests/ops/test_statsd_daemon.py; installed only when missing.

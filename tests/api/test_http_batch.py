@@ -9,26 +9,26 @@ import msgpack
 from pylmq.core.manager import MAX_BATCH
 from pylmq.node import LMQNode
 from pylmq.store.durable import DurableStore
+from tests.api.api_helpers import Api, Reply, StartNode
 
-# api, node and start are tests/api/conftest.py's fixtures (conftest is not importable by name
-# when several test directories run together).
+# api, node and start are tests/api/conftest.py's fixtures (pytest injects them by name).
 
 MSGPACK = {"Content-Type": "application/x-msgpack"}
 
 
-async def push_many(api, name: str, entries: list[object]):
+async def push_many(api: Api, name: str, entries: list[object]) -> Reply:
     body = msgpack.packb(entries, use_bin_type=True)
     return await api.request("POST", f"/batch/{api.q(name)}", data=body, headers=MSGPACK)
 
 
-async def pull_many(api, name: str, **query: object) -> list[dict[str, object]]:
+async def pull_many(api: Api, name: str, **query: object) -> list[dict[str, object]]:
     r = await api.request("GET", f"/batch/{api.q(name)}", query)
     assert (r.status, r.headers["content-type"]) == (200, "application/x-msgpack"), r
     got: list[dict[str, object]] = msgpack.unpackb(r.body, raw=False)
     return got
 
 
-async def test_push_many_stores_each_message_in_order_with_its_content_type(api) -> None:
+async def test_push_many_stores_each_message_in_order_with_its_content_type(api: Api) -> None:
     r = await push_many(api, "b", [b"one", ["text/plain", b"two"], [None, b"three"]])
     assert (r.status, r.json()) == (200, {"pushed": 3}), r
     seen = []
@@ -40,7 +40,7 @@ async def test_push_many_stores_each_message_in_order_with_its_content_type(api)
     assert seen == [(b"one", octets), (b"two", "text/plain"), (b"three", octets)]
 
 
-async def test_pull_many_takes_up_to_n_in_order_and_leaves_the_rest(api) -> None:
+async def test_pull_many_takes_up_to_n_in_order_and_leaves_the_rest(api: Api) -> None:
     await push_many(api, "b", [f"m{i}".encode() for i in range(10)])
     got = await pull_many(api, "b", n=4, t=0)
     assert [m["body"] for m in got] == [b"m0", b"m1", b"m2", b"m3"]
@@ -51,13 +51,13 @@ async def test_pull_many_takes_up_to_n_in_order_and_leaves_the_rest(api) -> None
     assert [m["body"] for m in rest] == [f"m{i}".encode() for i in range(4, 10)]
 
 
-async def test_pull_many_says_how_many_messages_the_queue_holds(api) -> None:
+async def test_pull_many_says_how_many_messages_the_queue_holds(api: Api) -> None:
     await push_many(api, "s", [b"a", b"b", b"c"])
     r = await api.request("GET", "/batch/s", {"n": 1, "t": 0})
     assert r.headers["x-lmq-queue-size"] == "3", "waiting and in-processing messages count"
 
 
-async def test_pulled_messages_are_in_processing_and_acked_by_their_ids(api, node: LMQNode) -> None:
+async def test_pulled_messages_are_in_processing_and_acked_by_their_ids(api: Api, node: LMQNode) -> None:
     await push_many(api, "b", [b"x", b"y"])
     got = await pull_many(api, "b", n=10, t=0)
     assert (await api.pull("b")).status == 204, "a message pulled in a batch must not be delivered again"
@@ -66,11 +66,11 @@ async def test_pulled_messages_are_in_processing_and_acked_by_their_ids(api, nod
     assert node.store.size("b") == 0
 
 
-async def test_pull_many_on_an_empty_queue_answers_an_empty_array(api) -> None:
+async def test_pull_many_on_an_empty_queue_answers_an_empty_array(api: Api) -> None:
     assert await pull_many(api, "none", n=5, t=0) == []
 
 
-async def test_pull_many_waits_up_to_t_for_the_first_message(api) -> None:
+async def test_pull_many_waits_up_to_t_for_the_first_message(api: Api) -> None:
     async def later() -> None:
         await asyncio.sleep(0.2)
         await push_many(api, "w", [b"late"])
@@ -81,7 +81,7 @@ async def test_pull_many_waits_up_to_t_for_the_first_message(api) -> None:
     assert [m["body"] for m in got] == [b"late"]
 
 
-async def test_pull_many_gives_a_compound_message_as_parts(api) -> None:
+async def test_pull_many_gives_a_compound_message_as_parts(api: Api) -> None:
     await api.set_props("acc", accum=0.05)
     await api.push("acc", b"a", "text/plain")
     await api.push("acc", b"b")
@@ -90,7 +90,7 @@ async def test_pull_many_gives_a_compound_message_as_parts(api) -> None:
     assert "body" not in m
 
 
-async def test_push_many_refuses_bad_bodies_and_pushes_nothing(api, node: LMQNode) -> None:
+async def test_push_many_refuses_bad_bodies_and_pushes_nothing(api: Api, node: LMQNode) -> None:
     cases: list[tuple[bytes, dict[str, str], str]] = [
         (msgpack.packb([b"a"]), {"Content-Type": "application/json"}, "application/x-msgpack"),
         (b"\xc1", MSGPACK, "MessagePack"),
@@ -107,7 +107,7 @@ async def test_push_many_refuses_bad_bodies_and_pushes_nothing(api, node: LMQNod
     assert node.store.size("bad") == 0
 
 
-async def test_pull_many_refuses_a_count_out_of_bounds(api, node: LMQNode) -> None:
+async def test_pull_many_refuses_a_count_out_of_bounds(api: Api, node: LMQNode) -> None:
     await push_many(api, "c", [b"x"])
     for n in ("0", str(MAX_BATCH + 1), "abc", "-1", "1.5", ""):
         r = await api.request("GET", "/batch/c", {"n": n, "t": 0})
@@ -117,13 +117,13 @@ async def test_pull_many_refuses_a_count_out_of_bounds(api, node: LMQNode) -> No
     assert node.store.size("c") == 1 and len(await pull_many(api, "c", n=1, t=0)) == 1
 
 
-async def test_pull_many_stops_at_the_payload_bound(node: LMQNode, api) -> None:
+async def test_pull_many_stops_at_the_payload_bound(node: LMQNode, api: Api) -> None:
     await push_many(api, "big", [b"x" * 1000] * 10)
     got = await node.manager.pull_many("big", 10, 0, max_bytes=2500)
     assert len(got) == 3, "takes messages until their payload reaches max_bytes, then answers"
 
 
-async def test_pull_many_does_not_starve_a_waiting_long_poll(api) -> None:
+async def test_pull_many_does_not_starve_a_waiting_long_poll(api: Api) -> None:
     waiting = asyncio.create_task(api.pull("lp", t=5))
     await asyncio.sleep(0.1)
     await push_many(api, "lp", [b"first", b"second"])
@@ -132,7 +132,7 @@ async def test_pull_many_does_not_starve_a_waiting_long_poll(api) -> None:
     assert [m["body"] for m in await pull_many(api, "lp", n=5, t=0)] == [b"second"]
 
 
-async def test_a_batch_is_one_group_commit_on_the_durable_store_and_survives_restart(start) -> None:
+async def test_a_batch_is_one_group_commit_on_the_durable_store_and_survives_restart(start: StartNode) -> None:
     node, api = await start()
     assert isinstance(node.store, DurableStore)
     groups = node.store.stats.groups
@@ -151,7 +151,7 @@ async def test_a_batch_is_one_group_commit_on_the_durable_store_and_survives_res
     assert [m["body"] for m in rest] == [f"m{i}".encode() for i in range(300, 500)]
 
 
-async def test_a_pull_many_client_that_leaves_while_waiting_takes_nothing(api, node: LMQNode) -> None:
+async def test_a_pull_many_client_that_leaves_while_waiting_takes_nothing(api: Api, node: LMQNode) -> None:
     assert node.http_address is not None
     _reader, writer = await asyncio.open_connection(*node.http_address)
     writer.write(b"GET /batch/gone?n=5&t=10 HTTP/1.1\r\nHost: x\r\n\r\n")

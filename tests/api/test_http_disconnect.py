@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 
 from pylmq.node import LMQNode
+from tests.api.api_helpers import Api
 
 
 async def _eventually(cond: Callable[[], bool], what: str, timeout: float = 3.0) -> None:
@@ -27,7 +28,9 @@ def _waiting(node: LMQNode, name: str) -> bool:
     return q is not None and q.has_waiters()
 
 
-async def _open_raw_get(node: LMQNode, target: str, rcvbuf: int | None = None):
+async def _open_raw_get(
+    node: LMQNode, target: str, rcvbuf: int | None = None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     assert node.http_address is not None
     host, port = node.http_address
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -47,7 +50,7 @@ async def _close(writer: asyncio.StreamWriter) -> None:
         await writer.wait_closed()
 
 
-async def test_message_pushed_after_a_long_poll_client_left_goes_to_the_next_puller(node, api) -> None:
+async def test_message_pushed_after_a_long_poll_client_left_goes_to_the_next_puller(node: LMQNode, api: Api) -> None:
     _, writer = await _open_raw_get(node, "/messages/lp")
     await _eventually(lambda: _waiting(node, "lp"), "the long poll to be waiting")
     await _close(writer)
@@ -58,7 +61,7 @@ async def test_message_pushed_after_a_long_poll_client_left_goes_to_the_next_pul
     assert (await api.pull("lp", t=0)).status == 204, "the message must be delivered once"
 
 
-async def test_message_racing_a_closing_long_poll_is_not_lost(node, api) -> None:
+async def test_message_racing_a_closing_long_poll_is_not_lost(node: LMQNode, api: Api) -> None:
     # The push may reach the gone client's waiter before the server sees the close; then the
     # message is put back (or, if it was already written out, redelivered after the timeout).
     await api.set_props("race", timeout=0.2)
@@ -73,7 +76,7 @@ async def test_message_racing_a_closing_long_poll_is_not_lost(node, api) -> None
         assert (await api.pull("race", t=0)).status == 204, f"round {i}: message duplicated"
 
 
-async def test_pull_any_long_poll_client_leaving_loses_nothing(node, api) -> None:
+async def test_pull_any_long_poll_client_leaving_loses_nothing(node: LMQNode, api: Api) -> None:
     await api.set_props("lpa/x")
     timeout = aiohttp.ClientTimeout(total=0.2)
     with pytest.raises(asyncio.TimeoutError):
@@ -84,7 +87,7 @@ async def test_pull_any_long_poll_client_leaving_loses_nothing(node, api) -> Non
     assert (r.status, r.body, r.retry) == (200, b"kept", "2"), r
 
 
-async def test_client_timing_out_like_lmqs_accidentally_closed_test(node, api) -> None:
+async def test_client_timing_out_like_lmqs_accidentally_closed_test(node: LMQNode, api: Api) -> None:
     timeout = aiohttp.ClientTimeout(total=0.1)
     with pytest.raises(asyncio.TimeoutError):
         await api.session.get(api.url("/messages/acc-closed"), timeout=timeout)
@@ -94,7 +97,7 @@ async def test_client_timing_out_like_lmqs_accidentally_closed_test(node, api) -
     assert (r.status, r.headers["content-type"], r.retry) == (200, "application/json", "2"), r
 
 
-async def test_client_leaving_while_its_message_is_written_gets_it_put_back(node, api) -> None:
+async def test_client_leaving_while_its_message_is_written_gets_it_put_back(node: LMQNode, api: Api) -> None:
     # A body far larger than the socket buffers: the server is still writing it when the client,
     # having read only the status line, closes. The message goes back with its retry intact.
     body = b"x" * (16 * 1024 * 1024)
@@ -102,13 +105,13 @@ async def test_client_leaving_while_its_message_is_written_gets_it_put_back(node
     reader, writer = await _open_raw_get(node, "/messages/midway?t=0", rcvbuf=4096)
     status = await reader.readline()
     assert status.startswith(b"HTTP/1.1 200"), status
-    writer.transport.abort()  # type: ignore[attr-defined]
+    writer.transport.abort()
     await _eventually(lambda: node.store.waittime("midway") == 0, "the message to be put back")
     r = await api.pull("midway", t=0)
     assert (r.status, len(r.body), r.retry) == (200, len(body), "2"), f"expected the body back, retry 2: {r.status}"
 
 
-async def test_client_closing_right_after_its_request_loses_nothing(node, api) -> None:
+async def test_client_closing_right_after_its_request_loses_nothing(node: LMQNode, api: Api) -> None:
     # Whether the server notices before or after writing the answer, the message comes back:
     # put back at once, or redelivered when its (short) timeout passes.
     await api.set_props("quick", timeout=0.2)

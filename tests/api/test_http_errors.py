@@ -9,13 +9,18 @@ import pytest
 
 from pylmq.api.http import HttpApi
 from pylmq.api.http_server import HttpServer
+from pylmq.node import LMQNode
+from tests.api.api_helpers import Api
 
 UNKNOWN_ID = str(uuid.uuid4())
 JSON_CT = {"Content-Type": "application/json"}
 
 # (method, path, query, body, status, reason). Every request names the queue "keep", which holds
 # one message while the request is made.
-BAD_REQUESTS = [
+# method, path, query, body, the status expected and the error reason expected.
+BadRequest = tuple[str, str, dict[str, str] | None, bytes | None, int, str]
+
+BAD_REQUESTS: list[BadRequest] = [
     ("PATCH", "/properties/keep", None, b'{"retry":', 400, "bad_request"),
     ("PATCH", "/properties/keep", None, b"not json", 400, "bad_request"),
     ("PATCH", "/properties/keep", None, b"", 400, "bad_request"),
@@ -72,13 +77,13 @@ BAD_REQUESTS = [
 ]
 
 
-def _case_id(case: tuple) -> str:
+def _case_id(case: BadRequest) -> str:
     method, path, query, body, status, _ = case
     return f"{method} {path[:40]} {query or ''} {(body or b'')[:20]!r} -> {status}"
 
 
 @pytest.mark.parametrize("case", BAD_REQUESTS, ids=[_case_id(c) for c in BAD_REQUESTS])
-async def test_bad_request_gets_json_reason_and_loses_nothing(api, case) -> None:
+async def test_bad_request_gets_json_reason_and_loses_nothing(api: Api, case: BadRequest) -> None:
     method, path, query, body, status, reason = case
     await api.push("keep", b"precious")
     r = await api.request(method, path, query, data=body, headers=JSON_CT if body is not None else None)
@@ -93,13 +98,13 @@ async def test_bad_request_gets_json_reason_and_loses_nothing(api, case) -> None
     assert (await api.pull("keep", t=0)).status == 204
 
 
-async def test_bad_properties_leave_the_old_ones_in_place(api) -> None:
+async def test_bad_properties_leave_the_old_ones_in_place(api: Api) -> None:
     await api.set_props("stay", retry=4)
     assert (await api.patch_props("stay", {"retry": 1, "bogus": 2})).status == 400
     assert (await api.props("stay")).json() == {"accum": 0, "retry": 4, "timeout": 30}
 
 
-async def test_bad_default_list_leaves_the_old_one_in_place(api) -> None:
+async def test_bad_default_list_leaves_the_old_one_in_place(api: Api) -> None:
     good = b'[["a.*",{"retry":1}]]'
     assert (await api.request("PUT", "/properties", data=good, headers=JSON_CT)).status == 204
     bad = b'[["b.*",{"retry":1}],["(",{"retry":2}]]'
@@ -107,20 +112,20 @@ async def test_bad_default_list_leaves_the_old_one_in_place(api) -> None:
     assert (await api.request("GET", "/properties")).body == good
 
 
-async def test_405_names_the_allowed_methods(api) -> None:
+async def test_405_names_the_allowed_methods(api: Api) -> None:
     r = await api.request("DELETE", "/stats")
     assert r.status == 405
     assert r.headers["Allow"] == "GET", r
 
 
-async def test_head_does_not_pull_a_message(api) -> None:
+async def test_head_does_not_pull_a_message(api: Api) -> None:
     await api.push("head", b"x")
     r = await api.request("HEAD", "/messages/head")
     assert r.status == 405, r
     assert (await api.pull("head")).body == b"x"
 
 
-async def test_bad_request_on_a_keep_alive_connection_leaves_it_usable(api) -> None:
+async def test_bad_request_on_a_keep_alive_connection_leaves_it_usable(api: Api) -> None:
     connector = aiohttp.TCPConnector(limit=1)
     async with aiohttp.ClientSession(connector=connector) as one:
         async with one.get(api.url("/messages/ka", {"t": "-1"})) as r:
@@ -131,7 +136,7 @@ async def test_bad_request_on_a_keep_alive_connection_leaves_it_usable(api) -> N
             assert (r.status, await r.read()) == (200, b"after")
 
 
-async def test_body_over_the_limit_is_413_with_json_and_nothing_is_queued(node) -> None:
+async def test_body_over_the_limit_is_413_with_json_and_nothing_is_queued(node: LMQNode) -> None:
     # A second server on the same manager with a tiny limit, so the test needs no 64 MiB body.
     server = HttpServer(HttpApi(node.manager), max_body=1024)
     host, port = await server.start("127.0.0.1", 0)

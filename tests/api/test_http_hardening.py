@@ -14,7 +14,8 @@ import re
 import resource
 import sys
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +25,7 @@ from pylmq.api.http_server import HttpServer
 from pylmq.config import load_settings
 from pylmq.node import LMQNode, NodeOptions
 from pylmq.node.service import node_options
+from tests.api.api_helpers import Api
 
 
 @contextlib.contextmanager
@@ -39,7 +41,7 @@ def no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-async def _eventually(cond, what: str, timeout: float = 3.0) -> None:
+async def _eventually(cond: Callable[[], object], what: str, timeout: float = 3.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not cond():
@@ -49,7 +51,7 @@ async def _eventually(cond, what: str, timeout: float = 3.0) -> None:
 
 
 @pytest.fixture
-async def server(node) -> AsyncIterator[HttpServer]:
+async def server(node: LMQNode) -> AsyncIterator[HttpServer]:
     srv = HttpServer(HttpApi(node.manager), max_body=1 << 20)
     await srv.start("127.0.0.1", 0)
     yield srv
@@ -62,7 +64,7 @@ def _address(server: HttpServer) -> tuple[str, int]:
     return host, port
 
 
-async def test_a_connection_closed_mid_upload_is_freed_without_the_cyclic_collector(server) -> None:
+async def test_a_connection_closed_mid_upload_is_freed_without_the_cyclic_collector(server: HttpServer) -> None:
     with no_cyclic_gc():
         _, writer = await asyncio.open_connection(*_address(server))
         writer.write(b"POST /messages/big HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n" + b"x" * 300_000)
@@ -86,7 +88,7 @@ def _rss_kib(pid: int) -> int:
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads RSS from /proc")
-async def test_repeated_aborted_large_uploads_do_not_grow_a_nodes_memory(tmp_path) -> None:
+async def test_repeated_aborted_large_uploads_do_not_grow_a_nodes_memory(tmp_path: Path) -> None:
     # A real node process, its collector tuned as in production (python -m pylmq).
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "pylmq", "--store", "memory", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0",
@@ -146,7 +148,7 @@ async def _closed(reader: asyncio.StreamReader, timeout: float = 5) -> bool:
         return False
 
 
-async def test_a_chunked_body_is_refused_as_soon_as_it_passes_the_limit(node) -> None:
+async def test_a_chunked_body_is_refused_as_soon_as_it_passes_the_limit(node: LMQNode) -> None:
     srv = HttpServer(HttpApi(node.manager), max_body=1024)
     await srv.start("127.0.0.1", 0)
     try:
@@ -164,7 +166,7 @@ async def test_a_chunked_body_is_refused_as_soon_as_it_passes_the_limit(node) ->
 
 
 @pytest.fixture
-async def slow_server(node) -> AsyncIterator[HttpServer]:
+async def slow_server(node: LMQNode) -> AsyncIterator[HttpServer]:
     # The timeouts alone: the receive rate has its own tests (test_http_buffers).
     srv = HttpServer(
         HttpApi(node.manager), header_timeout=0.3, body_timeout=0.3, keepalive_timeout=60, min_receive_rate=0
@@ -174,7 +176,7 @@ async def slow_server(node) -> AsyncIterator[HttpServer]:
     await srv.close()
 
 
-async def test_a_head_trickling_in_byte_by_byte_is_408_at_its_deadline(slow_server) -> None:
+async def test_a_head_trickling_in_byte_by_byte_is_408_at_its_deadline(slow_server: HttpServer) -> None:
     reader, writer = await _raw(slow_server)
     request = b"GET /messages/slow?t=0 HTTP/1.1\r\nHost: t\r\nX-Pad: " + b"a" * 100
     loop = asyncio.get_running_loop()
@@ -192,7 +194,7 @@ async def test_a_head_trickling_in_byte_by_byte_is_408_at_its_deadline(slow_serv
     writer.close()
 
 
-async def test_a_stalled_body_is_408(slow_server, node) -> None:
+async def test_a_stalled_body_is_408(slow_server: HttpServer, node: LMQNode) -> None:
     reader, writer = await _raw(slow_server)
     writer.write(b"POST /messages/stall HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n" + b"x" * 10)
     status, body = await _answer(reader)
@@ -202,7 +204,9 @@ async def test_a_stalled_body_is_408(slow_server, node) -> None:
     assert node.manager.get("stall") is None
 
 
-async def test_a_steady_body_and_a_long_poll_are_not_timed_out(slow_server, node, api) -> None:
+async def test_a_steady_body_and_a_long_poll_are_not_timed_out(
+    slow_server: HttpServer, node: LMQNode, api: Api
+) -> None:
     reader, writer = await _raw(slow_server)
     writer.write(b"POST /messages/steady HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n")
     for _ in range(10):  # 1 s in all, a byte every 0.1 s: never 0.3 s without one
@@ -216,7 +220,9 @@ async def test_a_steady_body_and_a_long_poll_are_not_timed_out(slow_server, node
     writer.close()
 
 
-async def test_connections_past_the_limit_get_503_and_one_log_line(node, caplog) -> None:
+async def test_connections_past_the_limit_get_503_and_one_log_line(
+    node: LMQNode, caplog: pytest.LogCaptureFixture
+) -> None:
     # evict_after: the idle connections held here keep their places for the whole test.
     srv = HttpServer(HttpApi(node.manager), max_connections=2, evict_after=60)
     await srv.start("127.0.0.1", 0)
@@ -248,7 +254,9 @@ async def test_connections_past_the_limit_get_503_and_one_log_line(node, caplog)
         await srv.close()
 
 
-async def test_at_the_limit_a_whole_request_takes_the_place_of_a_slow_head(node, caplog) -> None:
+async def test_at_the_limit_a_whole_request_takes_the_place_of_a_slow_head(
+    node: LMQNode, caplog: pytest.LogCaptureFixture
+) -> None:
     """Slowloris filling every place does not lock out a client that sends whole requests."""
     srv = HttpServer(HttpApi(node.manager), max_connections=4, evict_after=0.2)
     await srv.start("127.0.0.1", 0)
@@ -273,7 +281,7 @@ async def test_at_the_limit_a_whole_request_takes_the_place_of_a_slow_head(node,
         await srv.close()
 
 
-async def test_at_the_limit_connections_answering_requests_keep_their_places(node, api) -> None:
+async def test_at_the_limit_connections_answering_requests_keep_their_places(node: LMQNode, api: Api) -> None:
     srv = HttpServer(HttpApi(node.manager), max_connections=2, evict_after=0.05)
     await srv.start("127.0.0.1", 0)
     polls = [await _raw(srv) for _ in range(2)]
@@ -297,7 +305,9 @@ async def test_at_the_limit_connections_answering_requests_keep_their_places(nod
 
 
 @pytest.mark.parametrize(("soft", "expected"), [(1024, 448), (1 << 20, 10_000), (200, 36), (100, 16)])
-def test_the_default_limit_leaves_descriptors_for_the_node(monkeypatch, soft: int, expected: int) -> None:
+def test_the_default_limit_leaves_descriptors_for_the_node(
+    monkeypatch: pytest.MonkeyPatch, soft: int, expected: int
+) -> None:
     # Half of what is left after the node's reserve, for each of the two APIs.
     monkeypatch.setattr(resource, "getrlimit", lambda _: (soft, soft))
     assert default_max_connections() == expected
@@ -308,7 +318,7 @@ def test_the_default_limit_leaves_descriptors_for_the_node(monkeypatch, soft: in
     "request_line",
     [b"CONNECT example.com:443 HTTP/1.1", b"OPTIONS * HTTP/1.1", b"GET http://[bad/messages/q HTTP/1.1"],
 )
-async def test_a_target_that_is_not_a_path_is_400(server, request_line: bytes) -> None:
+async def test_a_target_that_is_not_a_path_is_400(server: HttpServer, request_line: bytes) -> None:
     reader, writer = await _raw(server)
     writer.write(request_line + b"\r\nHost: t\r\n\r\n" + b"GET /messages/after?t=0 HTTP/1.1\r\nHost: t\r\n\r\n")
     status, body = await _answer(reader)
@@ -320,7 +330,7 @@ async def test_a_target_that_is_not_a_path_is_400(server, request_line: bytes) -
     writer.close()
 
 
-async def test_an_absolute_form_target_still_reaches_its_resource(server, api) -> None:
+async def test_an_absolute_form_target_still_reaches_its_resource(server: HttpServer, api: Api) -> None:
     await api.push("abs", b"via absolute form")
     reader, writer = await _raw(server)
     writer.write(b"GET http://t/messages/abs?t=0 HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -336,21 +346,21 @@ async def test_an_absolute_form_target_still_reaches_its_resource(server, api) -
         ("PUT", "/properties", b'[["d.*",' + b'{"a":' * 40 + b"1" + b"}" * 40 + b"]]"),
     ],
 )
-async def test_json_nested_too_deep_is_400(api, method: str, path: str, body: bytes) -> None:
+async def test_json_nested_too_deep_is_400(api: Api, method: str, path: str, body: bytes) -> None:
     r = await api.request(method, path, data=body, headers={"Content-Type": "application/json"})
     assert r.status == 400, r
     assert r.json()["error"] == "bad_request", r
     assert (await api.request("GET", "/properties")).body == b"[]"
 
 
-async def test_json_with_brackets_in_strings_is_not_too_deep(api) -> None:
+async def test_json_with_brackets_in_strings_is_not_too_deep(api: Api) -> None:
     body = b'[["' + b"[{" * 100 + b'.*",{"retry":1}]]'
     r = await api.request("PUT", "/properties", data=body, headers={"Content-Type": "application/json"})
     # Not refused for depth: the regex itself is the problem (an unbalanced bracket).
     assert r.json()["error"] == "invalid_regex", r
 
 
-async def test_an_error_detail_quoting_huge_input_is_cut_short(api) -> None:
+async def test_an_error_detail_quoting_huge_input_is_cut_short(api: Api) -> None:
     await api.push("keep", b"x")
     long_id = "i" * 5000
     r = await api.request("POST", f"/messages/keep/{long_id}", {"reply": "ack"})
@@ -361,7 +371,7 @@ async def test_an_error_detail_quoting_huge_input_is_cut_short(api) -> None:
     assert r.status == 404 and len(r.json()["detail"]) < 400, r
 
 
-async def test_settings_reach_the_servers_of_a_node(tmp_path) -> None:
+async def test_settings_reach_the_servers_of_a_node(tmp_path: Path) -> None:
     settings = load_settings(None, None, {"max_connections": "1", "header_timeout": "200", "body_timeout": "5000"})
     opts = dataclasses.replace(node_options(settings), http=("127.0.0.1", 0), rpc=("127.0.0.1", 0), store="memory")
     node = LMQNode(opts)
@@ -382,7 +392,7 @@ async def test_settings_reach_the_servers_of_a_node(tmp_path) -> None:
         await node.stop()
 
 
-async def test_a_refused_upload_still_sending_gets_its_413_not_a_reset(node) -> None:
+async def test_a_refused_upload_still_sending_gets_its_413_not_a_reset(node: LMQNode) -> None:
     srv = HttpServer(HttpApi(node.manager), max_body=1024)
     await srv.start("127.0.0.1", 0)
     try:
@@ -399,7 +409,7 @@ async def test_a_refused_upload_still_sending_gets_its_413_not_a_reset(node) -> 
         await srv.close()
 
 
-async def test_a_client_waiting_for_its_100_continue_is_not_timed_out(slow_server, api) -> None:
+async def test_a_client_waiting_for_its_100_continue_is_not_timed_out(slow_server: HttpServer, api: Api) -> None:
     reader, writer = await _raw(slow_server)
     # Behind a long poll, the 100 Continue (and so the body) waits for the poll's answer.
     writer.write(
@@ -452,7 +462,7 @@ def test_timeouts_limit_and_gentle_close_on_uvloop() -> None:
         runner.run(asyncio.wait_for(main(), 20))
 
 
-def test_the_limit_is_logged_once_a_minute_with_what_was_refused_meanwhile(caplog) -> None:
+def test_the_limit_is_logged_once_a_minute_with_what_was_refused_meanwhile(caplog: pytest.LogCaptureFixture) -> None:
     now = [100.0]
     limit = ConnectionLimit(2, "HTTP", logging.getLogger("pylmq.http"), lambda: now[0])
     caplog.set_level(logging.WARNING, logger="pylmq.http")

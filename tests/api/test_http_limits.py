@@ -9,10 +9,11 @@ import aiohttp
 import pytest
 
 from pylmq.api.http import DEFAULT_MAX_BODY
+from tests.api.api_helpers import Api
 
 
 @pytest.mark.slow  # moves 64 MiB through the loopback and back into memory
-async def test_body_over_the_default_64_mib_limit_is_413_and_not_queued(api) -> None:
+async def test_body_over_the_default_64_mib_limit_is_413_and_not_queued(api: Api) -> None:
     r = await api.push("huge", b"\0" * (DEFAULT_MAX_BODY + 1))
     assert r.status == 413, r
     assert r.json()["error"] == "too_large"
@@ -20,7 +21,7 @@ async def test_body_over_the_default_64_mib_limit_is_413_and_not_queued(api) -> 
     assert (await api.push("huge", b"small")).status == 200, "the server must keep serving"
 
 
-async def test_each_request_writes_one_access_log_line(api, caplog) -> None:
+async def test_each_request_writes_one_access_log_line(api: Api, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="pylmq.access")
     await api.push("logged", b"x")
     await api.pull("logged", t=0)
@@ -33,7 +34,7 @@ async def test_each_request_writes_one_access_log_line(api, caplog) -> None:
     assert all(line.endswith("ms") for line in lines), lines
 
 
-async def test_a_client_gone_from_a_long_poll_is_logged_as_499(api, caplog) -> None:
+async def test_a_client_gone_from_a_long_poll_is_logged_as_499(api: Api, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="pylmq.access")
     with pytest.raises(asyncio.TimeoutError):
         await api.session.get(api.url("/messages/left"), timeout=aiohttp.ClientTimeout(total=0.1))

@@ -3,10 +3,12 @@ lmq_api_http_SUITE; docs/lmq-contract.md), each checked through a real socket.""
 
 from __future__ import annotations
 
+from tests.api.api_helpers import Api
+
 JSON_CT = {"Content-Type": "application/json"}
 
 
-async def test_reading_a_queues_properties_does_not_create_the_queue(api) -> None:
+async def test_reading_a_queues_properties_does_not_create_the_queue(api: Api) -> None:
     # LMQ's GET /properties/:name only computes the effective properties: no queue appears,
     # so a later fan-out push does not reach it and /stats does not list it.
     r = await api.props("ghost")
@@ -17,13 +19,13 @@ async def test_reading_a_queues_properties_does_not_create_the_queue(api) -> Non
     assert "ghost" not in queues, f"expected no queue 'ghost' after a GET of its properties, got {sorted(queues)}"
 
 
-async def test_reading_properties_of_an_unknown_queue_applies_the_default_list(api) -> None:
+async def test_reading_properties_of_an_unknown_queue_applies_the_default_list(api: Api) -> None:
     body = b'[["^dflt/",{"retry":0}]]'
     assert (await api.request("PUT", "/properties", data=body, headers=JSON_CT)).status == 204
     assert (await api.props("dflt/a")).json() == {"accum": 0, "retry": 0, "timeout": 30}
 
 
-async def test_percent_encoded_bytes_that_are_not_utf8_are_refused_not_taken_literally(api) -> None:
+async def test_percent_encoded_bytes_that_are_not_utf8_are_refused_not_taken_literally(api: Api) -> None:
     # "%E9" alone is no UTF-8 text; taking it as the three characters "%E9" would make it the
     # same queue as "%25E9" (a name that really is "%E9").
     r = await api.request("POST", "/messages/%E9", data=b"x")
@@ -34,7 +36,7 @@ async def test_percent_encoded_bytes_that_are_not_utf8_are_refused_not_taken_lit
     assert (await api.request("GET", "/properties/%E9")).status == 400
 
 
-async def test_queue_with_a_control_character_in_its_name_can_be_pulled(api) -> None:
+async def test_queue_with_a_control_character_in_its_name_can_be_pulled(api: Api) -> None:
     # The name goes back in x-lmq-queue-name, where a raw newline is not allowed: it is sent
     # percent-escaped instead of failing every pull of that queue with a 500.
     assert (await api.request("POST", "/messages/a%0Ab", data=b"x")).status == 200
@@ -43,7 +45,7 @@ async def test_queue_with_a_control_character_in_its_name_can_be_pulled(api) -> 
     assert (await api.ack("a\nb", r.id)).status == 204
 
 
-async def test_stats_show_a_queues_accum_in_milliseconds_as_lmq_keeps_it(api) -> None:
+async def test_stats_show_a_queues_accum_in_milliseconds_as_lmq_keeps_it(api: Api) -> None:
     # LMQ's /stats prints the queue's property list as stored: accum in whole milliseconds
     # (GET /properties converts to seconds, /stats does not).
     await api.set_props("acc", accum=0.2, timeout=1.5)
@@ -52,7 +54,7 @@ async def test_stats_show_a_queues_accum_in_milliseconds_as_lmq_keeps_it(api) ->
     assert (await api.props("acc")).json()["accum"] == 0.2
 
 
-async def test_default_list_keeps_the_key_order_it_was_given(api) -> None:
+async def test_default_list_keeps_the_key_order_it_was_given(api: Api) -> None:
     # LMQ stores each entry's properties as given and prints them back in that order.
     body = b'[["a/.*",{"timeout":5,"retry":1}],["b/.*",{"retry":0,"accum":1.5}]]'
     assert (await api.request("PUT", "/properties", data=body, headers=JSON_CT)).status == 204

@@ -11,6 +11,7 @@ import pytest
 
 from pylmq.api.http import MAX_REPLY_BODY
 from pylmq.core.manager import MAX_REPLY_IDS
+from tests.api.api_helpers import StartNode
 
 
 async def pulled(api: Any, queue: str, n: int) -> list[str]:
@@ -52,7 +53,7 @@ async def test_ext_many_keeps_the_messages_ackable(api: Any) -> None:
     assert (await replies(api, "q/x", {"reply": "ack", "ids": ids})).json()["ok"] == ids
 
 
-async def test_acks_of_a_batch_survive_a_restart(start) -> None:
+async def test_acks_of_a_batch_survive_a_restart(start: StartNode) -> None:
     node, api = await start()
     ids = await pulled(api, "d", 5)
     assert (await replies(api, "d", {"reply": "ack", "ids": ids[:4]})).json()["ok"] == ids[:4]
@@ -143,7 +144,7 @@ async def test_claim_answers_the_messages_in_msgpack_with_their_ids(api: Any) ->
     assert (await api.ack("c", plain.id)).status == 204
 
 
-async def test_claimed_messages_survive_a_restart_in_processing(start) -> None:
+async def test_claimed_messages_survive_a_restart_in_processing(start: StartNode) -> None:
     node, api = await start()
     await api.set_props("d", timeout=60)
     (mid,) = await pulled(api, "d", 1)

@@ -8,10 +8,11 @@ import json
 import pytest
 
 from pylmq.core.props import MAX_RETRY, MAX_SECONDS
+from tests.api.api_helpers import Api, StartNode
 
 JSON_CT = {"Content-Type": "application/json"}
 
-OUT_OF_RANGE = [
+OUT_OF_RANGE: list[tuple[str, int | float]] = [
     ("retry", 2**64 - 1),
     ("retry", 2**64),
     ("retry", MAX_RETRY + 1),
@@ -26,7 +27,9 @@ OUT_OF_RANGE = [
 
 
 @pytest.mark.parametrize(("field", "value"), OUT_OF_RANGE, ids=[f"{f}={str(v)[:24]}" for f, v in OUT_OF_RANGE])
-async def test_out_of_range_value_is_a_400_naming_the_field_and_changes_nothing(api, field, value) -> None:
+async def test_out_of_range_value_is_a_400_naming_the_field_and_changes_nothing(
+    api: Api, field: str, value: float
+) -> None:
     await api.set_props("p2", retry=4)
     r = await api.patch_props("p2", json.dumps({field: value}))
     assert r.status == 400, r
@@ -39,7 +42,7 @@ async def test_out_of_range_value_is_a_400_naming_the_field_and_changes_nothing(
 
 
 @pytest.mark.parametrize(("field", "value"), OUT_OF_RANGE[:3] + OUT_OF_RANGE[5:6] + OUT_OF_RANGE[8:9])
-async def test_out_of_range_default_entry_is_a_400_and_the_list_is_kept(api, field, value) -> None:
+async def test_out_of_range_default_entry_is_a_400_and_the_list_is_kept(api: Api, field: str, value: float) -> None:
     good = [["^k", {"retry": 1}]]
     assert (await api.request("PUT", "/properties", data=json.dumps(good), headers=JSON_CT)).status == 204
     bad = json.dumps([["^p", {field: value}]])
@@ -48,7 +51,7 @@ async def test_out_of_range_default_entry_is_a_400_and_the_list_is_kept(api, fie
     assert (await api.request("GET", "/properties")).json() == good
 
 
-async def test_values_at_the_bounds_are_stored_and_their_pushes_journaled(start) -> None:
+async def test_values_at_the_bounds_are_stored_and_their_pushes_journaled(start: StartNode) -> None:
     node, api = await start()
     await api.set_props("p2", retry=MAX_RETRY, timeout=MAX_SECONDS, accum=0)
     assert (await api.push("p2", b"kept")).status == 200
@@ -62,7 +65,7 @@ async def test_values_at_the_bounds_are_stored_and_their_pushes_journaled(start)
     assert (got.status, got.body, got.retry) == (200, b"kept", str(MAX_RETRY)), got
 
 
-async def test_a_refused_change_leaves_pushes_journaled_across_a_restart(start) -> None:
+async def test_a_refused_change_leaves_pushes_journaled_across_a_restart(start: StartNode) -> None:
     node, api = await start()
     r = await api.patch_props("p2", json.dumps({"retry": 18446744073709551615}))
     assert r.status == 400, r

@@ -6,9 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Any
+
+import pytest
 
 from pylmq.core.pattern import MAX_PATTERN_BYTES, MAX_PROGRAM, Pattern, compile_pattern
 from pylmq.core.props import MAX_DEFAULTS, MAX_DEFAULTS_BYTES, MAX_DEFAULTS_PROGRAM
+from tests.api.api_helpers import Api, StartNode
 
 JSON_CT = {"Content-Type": "application/json"}
 # 25 "a" and a "!": a backtracking engine needs seconds for (a+)+$ here, twice that per "a" more.
@@ -16,12 +20,12 @@ REDOS_QUEUE = "a" * 25 + "!"
 REDOS = "(a+)+$"
 
 
-async def _put_defaults(api, defaults) -> tuple[int, dict | None]:
+async def _put_defaults(api: Api, defaults: object) -> tuple[int, dict[str, Any] | None]:
     r = await api.request("PUT", "/properties", data=json.dumps(defaults), headers=JSON_CT)
     return r.status, (r.json() if r.body else None)
 
 
-async def test_a_catastrophic_regex_is_answered_at_once_and_other_clients_are_not_held(api) -> None:
+async def test_a_catastrophic_regex_is_answered_at_once_and_other_clients_are_not_held(api: Api) -> None:
     await api.push(REDOS_QUEUE, b"x")
     start = time.monotonic()
     redos = await api.pull_any(REDOS, t=0)
@@ -37,7 +41,7 @@ async def test_a_catastrophic_regex_is_answered_at_once_and_other_clients_are_no
     assert (r.status, r.json()) == (200, {}), r
 
 
-async def test_a_catastrophic_default_regex_slows_neither_pushes_nor_a_restart(start) -> None:
+async def test_a_catastrophic_default_regex_slows_neither_pushes_nor_a_restart(start: StartNode) -> None:
     node, api = await start()
     began = time.monotonic()
     assert await _put_defaults(api, [[REDOS, {"retry": 5}], ["^(a|aa)+!$", {"retry": 6}]]) == (204, None)
@@ -50,7 +54,7 @@ async def test_a_catastrophic_default_regex_slows_neither_pushes_nor_a_restart(s
     assert elapsed < 5, f"set, push, restart and pull took {elapsed:.2f}s"
 
 
-async def test_posix_class_matches_digits_as_pcre_does(api) -> None:
+async def test_posix_class_matches_digits_as_pcre_does(api: Api) -> None:
     await api.push("log-2024", b"d")
     await api.push("log-dig", b"w")
     r = await api.pull_any("^log-[[:digit:]]+$", t=0)
@@ -60,13 +64,13 @@ async def test_posix_class_matches_digits_as_pcre_does(api) -> None:
     assert r.json() == {"log-dig": {"accum": "no"}}, r
 
 
-async def test_posix_class_in_a_default_entry(api) -> None:
+async def test_posix_class_in_a_default_entry(api: Api) -> None:
     assert (await _put_defaults(api, [["^n[[:digit:]]", {"retry": 7}]]))[0] == 204
     assert (await api.props("n1")).json()["retry"] == 7
     assert (await api.props("nd")).json()["retry"] == 2
 
 
-async def test_a_pattern_re2_cannot_run_is_a_400_naming_it(api) -> None:
+async def test_a_pattern_re2_cannot_run_is_a_400_naming_it(api: Api) -> None:
     await api.push("tmp-1", b"x")
     for regex in ["^(?!tmp)", "(t)\\1", "(?<=t)mp"]:
         r = await api.pull_any(regex, t=0)
@@ -77,14 +81,14 @@ async def test_a_pattern_re2_cannot_run_is_a_400_naming_it(api) -> None:
     assert (await api.pull("tmp-1")).body == b"x", "nothing was pushed or taken"
 
 
-async def test_a_default_list_with_a_pattern_re2_cannot_run_is_refused_whole(api) -> None:
+async def test_a_default_list_with_a_pattern_re2_cannot_run_is_refused_whole(api: Api) -> None:
     assert (await _put_defaults(api, [["^a", {"retry": 1}]]))[0] == 204
     status, doc = await _put_defaults(api, [["^b", {"retry": 1}], ["^(?!tmp)", {"retry": 3}]])
     assert status == 400 and doc is not None and doc["error"] == "invalid_regex" and "(?!tmp)" in doc["detail"]
     assert (await api.request("GET", "/properties")).json() == [["^a", {"retry": 1}]]
 
 
-async def test_a_pattern_over_the_length_limit_is_a_400_naming_the_limit(api) -> None:
+async def test_a_pattern_over_the_length_limit_is_a_400_naming_the_limit(api: Api) -> None:
     long = "a" * (MAX_PATTERN_BYTES + 1)
     r = await api.pull_any(long, t=0)
     assert r.status == 400 and r.json()["error"] == "invalid_regex" and str(MAX_PATTERN_BYTES) in r.json()["detail"]
@@ -93,7 +97,7 @@ async def test_a_pattern_over_the_length_limit_is_a_400_naming_the_limit(api) ->
     assert (await api.request("GET", "/properties")).json() == []
 
 
-async def test_a_default_list_over_the_size_limit_is_a_400_and_nothing_is_stored(api) -> None:
+async def test_a_default_list_over_the_size_limit_is_a_400_and_nothing_is_stored(api: Api) -> None:
     entries = [[f"^q{i}$", {"retry": 1}] for i in range(MAX_DEFAULTS + 1)]
     status, doc = await _put_defaults(api, entries)
     assert status == 400 and doc is not None and doc["error"] == "invalid_props", doc
@@ -103,7 +107,7 @@ async def test_a_default_list_over_the_size_limit_is_a_400_and_nothing_is_stored
     assert len((await api.request("GET", "/properties")).json()) == MAX_DEFAULTS
 
 
-async def test_a_default_list_whose_regexes_are_too_long_together_is_a_400(api) -> None:
+async def test_a_default_list_whose_regexes_are_too_long_together_is_a_400(api: Api) -> None:
     unit = MAX_PATTERN_BYTES - 10
     entries = [[f"^{i:04d}" + "a" * (unit - 5), {"retry": 1}] for i in range(MAX_DEFAULTS_BYTES // unit + 1)]
     status, doc = await _put_defaults(api, entries)
@@ -117,7 +121,7 @@ async def test_a_default_list_whose_regexes_are_too_long_together_is_a_400(api) 
 COSTLY = "|".join(f"(?:a[ab]{{{k}}}c)" for k in range(1, 60))
 
 
-async def test_a_pattern_too_costly_to_match_is_a_400_naming_it(api) -> None:
+async def test_a_pattern_too_costly_to_match_is_a_400_naming_it(api: Api) -> None:
     await api.push("ab", b"x")
     for r in (await api.pull_any(COSTLY, t=0), await api.pull_any(COSTLY, t=5), await api.push_all(COSTLY, b"y")):
         assert r.status == 400 and r.json()["error"] == "invalid_regex", r
@@ -128,7 +132,7 @@ async def test_a_pattern_too_costly_to_match_is_a_400_naming_it(api) -> None:
     assert (await api.pull("ab")).body == b"x", "nothing was pushed or taken"
 
 
-async def test_a_default_list_too_costly_to_match_together_is_a_400_and_nothing_is_stored(api) -> None:
+async def test_a_default_list_too_costly_to_match_together_is_a_400_and_nothing_is_stored(api: Api) -> None:
     # Each entry is allowed alone; together a queue's first lookup would search them all.
     entries = [[f"^d{i}[ab]{{700}}$", {"retry": 1}] for i in range(3)]
     programs = [compile_pattern(regex).program for regex, _ in entries]
@@ -140,7 +144,9 @@ async def test_a_default_list_too_costly_to_match_together_is_a_400_and_nothing_
     assert (await _put_defaults(api, entries[:2]))[0] == 204
 
 
-async def test_after_a_restart_stats_looks_up_the_queues_props_in_turns(start, monkeypatch) -> None:
+async def test_after_a_restart_stats_looks_up_the_queues_props_in_turns(
+    start: StartNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The costliest default list allowed: a first entry near MAX_PROGRAM that matches none of
     # the queues, so each queue's first lookup searches both entries.
     near_bound = "|".join(f"(?:a[ab]{{{k}}}c)" for k in range(1, 44))

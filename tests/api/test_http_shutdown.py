@@ -51,7 +51,7 @@ async def _stop(node: LMQNode, what: str) -> None:
         raise AssertionError(f"stop did not finish within {NO_WAIT} s: it waited on {what}") from None
 
 
-async def test_stop_does_not_wait_for_idle_keep_alive_connections(tmp_path) -> None:
+async def test_stop_does_not_wait_for_idle_keep_alive_connections(tmp_path: Path) -> None:
     node = await _node(tmp_path)
     conns = [await _connect(node) for _ in range(8)]
     for _, writer in conns:
@@ -65,7 +65,7 @@ async def test_stop_does_not_wait_for_idle_keep_alive_connections(tmp_path) -> N
         writer.close()
 
 
-async def test_stop_answers_a_waiting_long_poll_with_204(tmp_path) -> None:
+async def test_stop_answers_a_waiting_long_poll_with_204(tmp_path: Path) -> None:
     node = await _node(tmp_path)
     reader, writer = await _connect(node)
     writer.write(b"GET /messages/lp HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -83,7 +83,7 @@ async def test_stop_answers_a_waiting_long_poll_with_204(tmp_path) -> None:
     writer.close()
 
 
-async def test_stop_lets_a_push_in_flight_finish_and_keeps_its_message(tmp_path) -> None:
+async def test_stop_lets_a_push_in_flight_finish_and_keeps_its_message(tmp_path: Path) -> None:
     node = await _node(tmp_path, store="durable")
     reader, writer = await _connect(node)
     # The body is half there when the stop begins: the push is in flight.
@@ -113,7 +113,7 @@ async def test_stop_lets_a_push_in_flight_finish_and_keeps_its_message(tmp_path)
         await again.stop()
 
 
-async def test_a_stalled_request_holds_the_stop_only_for_the_shutdown_timeout(tmp_path) -> None:
+async def test_a_stalled_request_holds_the_stop_only_for_the_shutdown_timeout(tmp_path: Path) -> None:
     node = await _node(tmp_path, shutdown_timeout=0.5)
     reader, writer = await _connect(node)
     writer.write(b"POST /messages/stalled HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nnever finished")
@@ -126,7 +126,7 @@ async def test_a_stalled_request_holds_the_stop_only_for_the_shutdown_timeout(tm
 
 
 @pytest.mark.slow  # starts a node process
-def test_sigterm_stops_a_node_with_idle_and_waiting_connections(tmp_path) -> None:
+def test_sigterm_stops_a_node_with_idle_and_waiting_connections(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "pylmq", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0", "--store", "memory",
          "--statsd", "off", "--stats-interval", "0", "--log-level", "warning"],

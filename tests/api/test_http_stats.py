@@ -6,9 +6,11 @@ import aiohttp
 
 from pylmq.api.http import HttpApi
 from pylmq.api.http_server import HttpServer
+from pylmq.node import LMQNode
+from tests.api.api_helpers import Api
 
 
-async def test_stats_lists_the_node_and_each_queue(api) -> None:
+async def test_stats_lists_the_node_and_each_queue(api: Api) -> None:
     await api.set_props("s/a", retry=4)
     await api.push("s/b", b"12345")
     r = await api.request("GET", "/stats")
@@ -21,7 +23,7 @@ async def test_stats_lists_the_node_and_each_queue(api) -> None:
     assert b["size"] == 1 and b["memory"] >= 5, b
 
 
-async def test_stats_count_pushes_and_pulls(api) -> None:
+async def test_stats_count_pushes_and_pulls(api: Api) -> None:
     for _ in range(3):
         await api.push("counted")
     await api.pull("counted")
@@ -32,7 +34,7 @@ async def test_stats_count_pushes_and_pulls(api) -> None:
         assert set(stats[meter]) >= {"count", "one", "five", "fifteen", "day"}, stats[meter]
 
 
-async def test_stats_show_retention_figures(api) -> None:
+async def test_stats_show_retention_figures(api: Api) -> None:
     for _ in range(5):
         await api.push("kept")
     for _ in range(5):
@@ -43,13 +45,13 @@ async def test_stats_show_retention_figures(api) -> None:
     assert set(retention["percentiles"]) == {"50", "75", "90", "95", "99", "99.9"}, retention
 
 
-async def test_stats_of_a_queue_without_traffic_show_zero_meters(api) -> None:
+async def test_stats_of_a_queue_without_traffic_show_zero_meters(api: Api) -> None:
     await api.set_props("quiet")
     stats = (await api.request("GET", "/stats")).json()["queues"]["quiet"]["stats"]
     assert (stats["push"]["count"], stats["pull"]["count"], stats["retention"]["n"]) == (0, 0, 0), stats
 
 
-async def test_stats_without_metrics_still_give_size_memory_and_props(node) -> None:
+async def test_stats_without_metrics_still_give_size_memory_and_props(node: LMQNode) -> None:
     server = HttpServer(HttpApi(node.manager, node_name="lmq@here"))
     host, port = await server.start("127.0.0.1", 0)
     try:

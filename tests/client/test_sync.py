@@ -34,7 +34,7 @@ def test_http_compound_in_both_formats(sync_http: HttpClient) -> None:
     for cf in ("multipart", "msgpack"):
         sync_http.push("acc", b"one", "text/plain")
         sync_http.push("acc", b"two")
-        msg = sync_http.pull("acc", timeout=5, cf=cf)  # type: ignore[arg-type]
+        msg = sync_http.pull("acc", timeout=5, cf=cf)
         assert msg is not None and msg.type == "compound", cf
         assert msg.parts == (
             Part({"content-type": "text/plain"}, b"one"),

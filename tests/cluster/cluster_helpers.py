@@ -4,8 +4,7 @@ The Erlang side is the interop peers (tests/interop/erlpeer.py: peers a and b in
 cluster, and a hidden driver node running calls for the test). Each pylmq node is a process
 (tests/cluster/pynode.py) that joined one of the peers, so the failure tests can kill it.
 
-Test modules import these by name (``from cluster_helpers import ...``): a name of their own,
-since every tests/<dir>/conftest.py is imported as the one module ``conftest``.
+Test modules import these package-qualified (``from tests.cluster.cluster_helpers import ...``).
 """
 
 from __future__ import annotations
@@ -22,13 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from pylmq.client import HttpClient, RpcClient
+from tests.interop import erlpeer
+from tests.interop.erlpeer import Cluster as ErlCluster
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "interop"))
-
-import erlpeer  # noqa: E402
-from erlpeer import Cluster as ErlCluster  # noqa: E402
-
-from pylmq.client import HttpClient, RpcClient  # noqa: E402
 
 READY_TIMEOUT = 60.0
 

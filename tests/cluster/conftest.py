@@ -6,7 +6,8 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
-from cluster_helpers import Mixed, mixed_cluster
+
+from tests.cluster.cluster_helpers import Mixed, mixed_cluster
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ tests with the reason.
 ``lmq-admin join`` does) and pylmq nodes joined to them, each with its own ports on 127.0.0.1,
 unique node names, its own directory and a cookie of its own, and stops them all on exit.
 
-Test modules import this by name (``from lmq_reference import ...``), as cluster_helpers.
+Test modules import this package-qualified (``from tests.cluster.lmq_reference import ...``).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_helpers import PyNode
 
 from bench.refkit import HOST, KIT, LMQ_REF, free_port, kit_missing_reason
 from bench.refkit import RefNode as KitNode
+from tests.cluster.cluster_helpers import PyNode
 
 __all__ = ["HOST", "KIT", "LMQ_REF", "RefCluster", "RefNode", "free_port", "kit_or_skip", "reference_cluster"]
 

@@ -2,33 +2,25 @@
 
 from __future__ import annotations
 
-import importlib
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import erlpeer
 import pytest
-from cluster_helpers import ROOT, PyNode, eventually
+
+from tests.cluster.cluster_helpers import PyNode, eventually
+from tests.interop import erlpeer
+from tests.rel import rel_helpers
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 
-
-def _release_helpers() -> Any:
-    # tests/rel/rel_helpers.py builds and configures releases. tests/rel is on sys.path only when
-    # pytest collects it too; imported by its own name, the module is the one tests/rel uses.
-    rel_dir = str(ROOT / "tests" / "rel")
-    if rel_dir not in sys.path:
-        sys.path.append(rel_dir)
-    return importlib.import_module("rel_helpers")
+# The four fixture: the Erlang peers, the released node, the joined pylmq node.
+Four = tuple[erlpeer.Cluster, rel_helpers.Release, PyNode]
 
 
 @pytest.fixture
-def four(tmp_path: Path) -> Iterator[tuple[Any, Any, PyNode]]:
+def four(tmp_path: Path) -> Iterator[Four]:
     """2 Erlang peers, a pylmq node joined to them, and a released pylmq node (not joined yet)."""
-    rel_helpers = _release_helpers()
     with erlpeer.running_cluster(tmp_path) as erl:
         py = PyNode("py", erl.cookie, tmp_path / "py", erl.log, erl.a.name)
         rel = rel_helpers.make_release(tmp_path / "rel")
@@ -45,7 +37,7 @@ def four(tmp_path: Path) -> Iterator[tuple[Any, Any, PyNode]]:
             rel.statsd.close()
 
 
-def test_lmq_admin_join_then_status_shows_all_four_nodes_and_the_queue_sizes(four: tuple[Any, Any, PyNode]) -> None:
+def test_lmq_admin_join_then_status_shows_all_four_nodes_and_the_queue_sizes(four: Four) -> None:
     erl, rel, py = four
     joined = rel.admin("join", erl.b.name)
     assert (joined.returncode, joined.stdout) == (0, "ok\n"), joined

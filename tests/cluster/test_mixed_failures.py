@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_helpers import Mixed, eventually, mixed_cluster
+
+from tests.cluster.cluster_helpers import Mixed, eventually, mixed_cluster
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 
@@ -32,7 +33,7 @@ def test_a_killed_pylmq_nodes_in_flight_messages_are_redelivered_by_the_others(f
     in_flight = [p2.pull(queue, 5) for _ in range(3)]
     assert all(m is not None for m in in_flight)
     fresh.p2.kill()
-    bodies = []
+    bodies: list[bytes] = []
     for _ in range(5):
         got = p1.pull(queue, 5)
         assert got is not None, f"expected 5 messages on p1 after p2 died, got {bodies}"

@@ -8,7 +8,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from cluster_helpers import Mixed
+
+from tests.cluster.cluster_helpers import Mixed
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 

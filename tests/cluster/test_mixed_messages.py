@@ -14,10 +14,10 @@ import uuid
 from typing import Any
 
 import pytest
-from cluster_helpers import Mixed, eventually
-from erlpeer import Message as ErlMessage
 
 from pylmq.errors import MessageNotFound
+from tests.cluster.cluster_helpers import Mixed, eventually
+from tests.interop.erlpeer import Message as ErlMessage
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 

@@ -29,7 +29,7 @@ def _cluster() -> tuple[Cluster, list[Term]]:
     store = SimpleNamespace(mirror=SimpleNamespace(listener=None))
     cluster = Cluster(_Dist(), store, SimpleNamespace())  # type: ignore[arg-type]
     sent: list[Term] = []
-    cluster._broadcast = sent.append  # type: ignore[method-assign]
+    cluster._broadcast = sent.append  # type: ignore[method-assign,assignment]
     return cluster, sent
 
 

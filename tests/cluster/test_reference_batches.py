@@ -16,11 +16,11 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
-from cluster_helpers import PyNode
-from lmq_reference import RefCluster, RefNode, http, reference_cluster
 
 from pylmq.client import HttpClient
 from pylmq.errors import NotSupported
+from tests.cluster.cluster_helpers import PyNode
+from tests.cluster.lmq_reference import RefCluster, RefNode, http, reference_cluster
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 
@@ -56,7 +56,7 @@ def test_a_push_many_through_pylmq_is_pulled_in_order_once_on_the_erlang_nodes(r
     assert py.push_many(queue, [("text/plain", b) for b in bodies]) == 30
     assert sizes(ref, queue) == [30, 30]
     lmq1, lmq2 = (client(n) for n in ref.erl)
-    got = []
+    got: list[bytes] = []
     for i in range(30):
         m = (lmq1 if i % 2 else lmq2).pull(queue, 5)
         assert m is not None, f"expected 30 messages on the Erlang nodes, got {len(got)}"
@@ -75,7 +75,7 @@ def nacked_by_lmq(lmq: HttpClient, queue: str) -> int:
     assert m is not None
     lmq.nack(queue, m.id)
     m = lmq.pull(queue, 5)
-    assert m is not None and m.body == b"probe"
+    assert m is not None and m.body == b"probe" and m.retry is not None, m
     lmq.ack(queue, m.id)
     return m.retry
 

@@ -15,10 +15,10 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from cluster_helpers import PyNode
-from lmq_reference import RefCluster, RefNode, http, reference_cluster, wait_for
 
 from pylmq.client import HttpClient, Message
+from tests.cluster.cluster_helpers import PyNode
+from tests.cluster.lmq_reference import RefCluster, RefNode, http, reference_cluster, wait_for
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 

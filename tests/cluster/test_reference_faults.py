@@ -15,16 +15,17 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from lmq_reference import RefCluster, reference_cluster, wait_for
 
 from pylmq.client import HttpClient
 from pylmq.erlang import start_node
 from pylmq.erlang.terms import Term
 from pylmq.errors import ClusterError, LMQError
+from tests.cluster.lmq_reference import RefCluster, reference_cluster, wait_for
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 
@@ -97,7 +98,7 @@ def test_a_suspended_erlang_node_costs_a_request_at_most_the_bound_and_shows_as_
                 if isinstance(got, ClusterError):
                     assert "lmq_lib:dequeue" in got.detail and lmq1.name in got.detail, got.detail
                 body = f"during{i}".encode()
-                done = try_timed("a push", lambda body=body: py.push(q, body, "text/plain"))
+                done = try_timed("a push", partial(py.push, q, body, "text/plain"))
                 if isinstance(done, ClusterError):
                     assert "lmq_lib:enqueue" in done.detail and "outcome is unknown" in done.detail, done.detail
                 else:
@@ -142,7 +143,7 @@ def test_past_the_erlang_net_ticktime_the_other_node_serves_while_one_stays_susp
             while served < 5 and time.monotonic() < deadline:
                 body = f"during{i}".encode()
                 i += 1
-                done = try_timed("a push", lambda body=body: py.push(q, body, "text/plain"))
+                done = try_timed("a push", partial(py.push, q, body, "text/plain"))
                 if isinstance(done, ClusterError):
                     assert "lmq_lib:enqueue" in done.detail and "outcome is unknown" in done.detail, done.detail
                     served = 0
@@ -152,7 +153,7 @@ def test_past_the_erlang_net_ticktime_the_other_node_serves_while_one_stays_susp
                 if isinstance(got, ClusterError) or got is None:
                     served = 0
                     continue
-                timed("an ack", lambda got=got: py.ack(q, got.id))
+                timed("an ack", partial(py.ack, q, got.id))
                 acked.add(got.body)
                 served += 1
             assert served == 5, "expected lmq2 to serve pylmq once the Erlang nodes dropped the suspended lmq1"
@@ -185,7 +186,7 @@ def test_a_node_the_others_dropped_while_it_was_suspended_is_not_served_through_
                 if isinstance(got, ClusterError) or got is None:
                     continue
                 assert got.body == b"before"
-                try_timed("an ack", lambda got=got: py.ack(q, got.id))
+                try_timed("an ack", partial(py.ack, q, got.id))
                 break
         finally:
             # At once: pylmq has not yet learnt that lmq2 dropped lmq1 (its refresh runs each second).

@@ -14,21 +14,17 @@ import re
 import secrets
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cluster_helpers import ROOT, PyNode
-from lmq_reference import RefNode, http, kit_or_skip, wait_for
-
-sys.path.insert(0, str(ROOT / "tests" / "rel"))
-
-from rel_helpers import Release, make_release
 
 from pylmq.client import HttpClient, RpcClient
 from pylmq.errors import LMQError
+from tests.cluster.cluster_helpers import PyNode
+from tests.cluster.lmq_reference import RefNode, http, kit_or_skip, wait_for
+from tests.rel.rel_helpers import Release, make_release
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 
@@ -150,7 +146,7 @@ def test_restarted_while_the_cluster_is_down_refuses_queue_operations_then_rejoi
     stop_erlang(env)
     start_refusing_pushes(env, queue)
     for request in (("GET", f"/messages/{queue}?t=0"), ("GET", "/stats"), ("POST", f"/messages/{queue}/x?reply=ack")):
-        assert http(*[request[0], env.rel.url + request[1]])[0] == 503, request
+        assert http(request[0], env.rel.url + request[1])[0] == 503, request
     with RpcClient("127.0.0.1", env.rel.rpc_port, request_timeout=30) as rpc, pytest.raises(LMQError) as refused:
         rpc.push(queue, "would split the cluster")
     assert refused.value.reason == "cluster_unavailable", refused.value

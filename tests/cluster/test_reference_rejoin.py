@@ -14,11 +14,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from lmq_reference import RefCluster, reference_cluster, wait_for
 
 from pylmq.client import HttpClient
 from pylmq.erlang import Atom, start_node
 from pylmq.erlang.terms import Term
+from tests.cluster.lmq_reference import RefCluster, reference_cluster, wait_for
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 
@@ -37,7 +37,7 @@ def call_pylmq(cluster: RefCluster, function: str, *args: Term) -> Term:
 
 
 def mode(cluster: RefCluster) -> str:
-    status = dict(call_pylmq(cluster, "status"))  # type: ignore[arg-type]
+    status = dict(call_pylmq(cluster, "status"))
     value = status[Atom("mode")]
     assert isinstance(value, Atom)
     return value.name

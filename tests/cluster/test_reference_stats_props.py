@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_helpers import PyNode
-from lmq_reference import RefCluster, RefNode, http, reference_cluster, wait_for
 
 from pylmq.client import HttpClient, RpcClient
 from pylmq.erlang import Atom, start_node
 from pylmq.erlang.terms import Term
 from pylmq.errors import InvalidProps
+from tests.cluster.cluster_helpers import PyNode
+from tests.cluster.lmq_reference import RefCluster, RefNode, http, reference_cluster, wait_for
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
-from pylmq.core import QueueManager, make_item
+from pylmq.core import Delivery, QueueManager, make_item
 from pylmq.core.clock import ManualClock
 from pylmq.core.holders import MAX_HOLDER_LENGTH, HolderBook, check_holder
 from pylmq.core.manager import MAX_REPLY_IDS
@@ -71,7 +72,7 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def manager(clock: ManualClock):
+async def manager(clock: ManualClock) -> AsyncIterator[QueueManager]:
     m = QueueManager(MemoryStore(clock=clock), clock=clock)
     await m.start()
     yield m
@@ -159,7 +160,7 @@ async def test_claim_by_holder_of_many_records_lets_other_clients_in_between(man
     await manager.update_props("q", {"timeout": 300.0, "retry": 5})
     for i in range(0, n, MAX_REPLY_IDS):
         await manager.push_many("q", [make_item(b"%d" % j) for j in range(i, min(n, i + MAX_REPLY_IDS))])
-    pulled = []
+    pulled: list[Delivery] = []
     while len(pulled) < n:
         pulled += await manager.pull_many("q", MAX_REPLY_IDS, 0, holder="r")
     async with LoopTurns() as turns:
@@ -174,7 +175,7 @@ async def test_claim_by_holder_stops_at_max_bytes_across_slices(manager: QueueMa
     await manager.update_props("q", {"timeout": 300.0, "retry": 5})
     for i in range(0, n, MAX_REPLY_IDS):
         await manager.push_many("q", [make_item(b"x" * 10) for _ in range(i, min(n, i + MAX_REPLY_IDS))])
-    pulled = []
+    pulled: list[Delivery] = []
     while len(pulled) < n:
         pulled += await manager.pull_many("q", MAX_REPLY_IDS, 0, holder="r")
     budget = (MAX_REPLY_IDS + 3) * pulled[0].message.nbytes()

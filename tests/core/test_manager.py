@@ -7,12 +7,12 @@ deadline or a pull's timeout instead of sleeping until it passes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
 from pylmq.core import ManualClock, QueueManager, make_item
-from pylmq.core.props import effective_props
+from pylmq.core.props import RawProps, effective_props
 from pylmq.errors import InvalidQueueName, InvalidRegex, MessageNotFound, QueueNotFound
 from pylmq.store import MemoryStore
 
@@ -23,7 +23,7 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def manager(clock: ManualClock):
+async def manager(clock: ManualClock) -> AsyncIterator[QueueManager]:
     m = QueueManager(MemoryStore(clock), clock)
     await m.start()
     yield m
@@ -63,7 +63,7 @@ async def test_waiter_wakes_when_processing_message_deadline_passes(manager: Que
     # LMQ's default 30 s timeout, passed on the clock: 30 s of sleep with the loop's timers.
     await manager.push("q", make_item(b"m"))
     first = await manager.pull("q", 0)
-    assert first is not None
+    assert first is not None and first.message.retry is not None
     again = asyncio.create_task(manager.pull("q", 60))
     await until(lambda: clock.pending() == 2)  # the pull's timeout and the queue's wake-up
     clock.advance(29.9)
@@ -162,7 +162,7 @@ async def test_reserved_and_empty_names_are_refused(manager: QueueManager) -> No
 
 
 def test_props_precedence_own_over_first_matching_default_over_system() -> None:
-    defaults = [("^a", {"retry": 5}), ("^ab", {"retry": 9, "timeout": 1.0})]
+    defaults: list[tuple[str, RawProps]] = [("^a", {"retry": 5}), ("^ab", {"retry": 9, "timeout": 1.0})]
     assert effective_props("abc", None, defaults).retry == 5, "first match wins"
     assert effective_props("abc", None, defaults).timeout == 30
     assert effective_props("abc", {"retry": 0}, defaults).retry == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -36,7 +37,7 @@ async def store(clock: ManualClock) -> CountingStore:
 
 
 @pytest.fixture
-async def manager(store: CountingStore, clock: ManualClock):
+async def manager(store: CountingStore, clock: ManualClock) -> AsyncIterator[QueueManager]:
     m = QueueManager(store, clock=clock)
     await m.start()
     yield m

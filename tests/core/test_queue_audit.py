@@ -5,7 +5,7 @@ store never does."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -61,8 +61,12 @@ def has_waiters(manager: QueueManager, name: str) -> Callable[[], bool]:
     return lambda: (q := manager.get(name)) is not None and q.has_waiters()
 
 
+# The gated fixture: a manager on a GatedStore, and that store.
+Gated = tuple[QueueManager, GatedStore]
+
+
 @pytest.fixture
-async def gated():
+async def gated() -> AsyncIterator[Gated]:
     store = GatedStore()
     m = QueueManager(store)
     await m.start()
@@ -70,7 +74,7 @@ async def gated():
     await m.close()
 
 
-async def test_waiter_arriving_while_a_message_is_put_back_gets_it(gated) -> None:
+async def test_waiter_arriving_while_a_message_is_put_back_gets_it(gated: Gated) -> None:
     manager, store = gated
     await manager.ensure("q")
     first = asyncio.create_task(manager.pull("q", None))
@@ -90,7 +94,9 @@ async def test_waiter_arriving_while_a_message_is_put_back_gets_it(gated) -> Non
     assert d is not None and d.message.content[1] == b"m", f"expected the put-back message, got {d!r}"
 
 
-async def test_queue_name_longer_than_an_erlang_atom_in_bytes_is_refused(gated) -> None:
+async def test_queue_name_longer_than_an_erlang_atom_in_bytes_is_refused(
+    gated: Gated,
+) -> None:
     # LMQ names a queue binary_to_atom(Name, latin1): at most 255 BYTES of the name's UTF-8.
     manager, _ = gated
     await manager.push("キ" * 85, make_item(b"fits: 255 bytes"))
@@ -117,7 +123,7 @@ async def test_deleting_a_queue_drops_its_meters() -> None:
         await manager.close()
 
 
-async def test_pull_any_does_not_starve_a_queue_behind_a_busy_one(gated) -> None:
+async def test_pull_any_does_not_starve_a_queue_behind_a_busy_one(gated: Gated) -> None:
     # LMQ asks every matching queue at once and the first answer wins, so every queue with a
     # backlog gets its turns; always starting from the first name would drain "a" before "b".
     manager, _ = gated
@@ -132,7 +138,9 @@ async def test_pull_any_does_not_starve_a_queue_behind_a_busy_one(gated) -> None
     assert sorted(got[:2]) == ["a", "b"] and sorted(got[2:]) == ["a", "b"], f"expected turns, got {got}"
 
 
-async def test_pull_with_t_0_gets_a_message_left_over_after_the_waiters_are_served(gated) -> None:
+async def test_pull_with_t_0_gets_a_message_left_over_after_the_waiters_are_served(
+    gated: Gated,
+) -> None:
     # LMQ queues a t=0 pull behind the clients already waiting and answers it in the same
     # round: the waiters get the first messages, the t=0 pull the next one, if any.
     manager, _ = gated
@@ -160,7 +168,9 @@ async def _cancelled_in_barrier(store: GatedStore, op: Awaitable[object]) -> Non
     gate.set()  # the commit completes for whoever else waits on it
 
 
-async def test_push_whose_client_left_during_the_commit_still_wakes_a_waiter(gated) -> None:
+async def test_push_whose_client_left_during_the_commit_still_wakes_a_waiter(
+    gated: Gated,
+) -> None:
     manager, store = gated
     await manager.ensure("q")
     waiting = asyncio.create_task(manager.pull("q", 2))
@@ -170,7 +180,9 @@ async def test_push_whose_client_left_during_the_commit_still_wakes_a_waiter(gat
     assert d is not None and d.message.content[1] == b"m", f"expected the pushed message, got {d!r}"
 
 
-async def test_nack_whose_client_left_during_the_commit_still_wakes_a_waiter(gated) -> None:
+async def test_nack_whose_client_left_during_the_commit_still_wakes_a_waiter(
+    gated: Gated,
+) -> None:
     manager, store = gated
     await manager.push("q", make_item(b"m"))
     first = await manager.pull("q", 0)
@@ -182,7 +194,9 @@ async def test_nack_whose_client_left_during_the_commit_still_wakes_a_waiter(gat
     assert d is not None and d.message.content[1] == b"m", f"expected the nacked message, got {d!r}"
 
 
-async def test_props_change_whose_client_left_during_the_commit_still_applies(gated) -> None:
+async def test_props_change_whose_client_left_during_the_commit_still_applies(
+    gated: Gated,
+) -> None:
     manager, store = gated
     await manager.ensure("q")
     await _cancelled_in_barrier(store, manager.update_props("q", {"retry": 7}))
@@ -257,7 +271,9 @@ async def test_waiters_are_served_again_after_the_store_failed_once() -> None:
         await manager.close()
 
 
-async def test_pull_any_sees_a_queue_created_while_it_looked_at_the_others(gated) -> None:
+async def test_pull_any_sees_a_queue_created_while_it_looked_at_the_others(
+    gated: Gated,
+) -> None:
     manager, store = gated
     await manager.ensure("job-1")
     store.dequeue_gate = asyncio.Event()
@@ -269,7 +285,9 @@ async def test_pull_any_sees_a_queue_created_while_it_looked_at_the_others(gated
     assert d is not None and d.queue == "job-2", f"expected the message of the new queue, got {d!r}"
 
 
-async def test_pull_of_a_queue_deleted_while_it_asked_the_store_ends_empty(gated) -> None:
+async def test_pull_of_a_queue_deleted_while_it_asked_the_store_ends_empty(
+    gated: Gated,
+) -> None:
     manager, store = gated
     await manager.ensure("q")
     store.dequeue_gate = asyncio.Event()

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pylmq.core.clock import ManualClock
 from pylmq.core.message import State, StoredMessageType, make_item
 from pylmq.core.table import QueueTable
+from pylmq.wire.items import Item
 
 
-def item(body: bytes = b"x") -> tuple:
+def item(body: bytes = b"x") -> Item:
     return make_item(body, "text/plain")
 
 

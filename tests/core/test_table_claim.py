@@ -73,8 +73,8 @@ def test_a_nacked_record_restored_as_it_was_is_still_claimed_then_claims_stop_lo
     nacked = take(src, c)
     assert src.release(nacked.uuid, c.now())
     t = CountingTable("q")
-    for m in src.messages():
-        t.restore(m)
+    for stored in src.messages():
+        t.restore(stored)
     t.recovered()
     scans = t.scans  # recovery's own lookup of available records
     (m,) = t.claim([nacked.uuid], 10, c.now())

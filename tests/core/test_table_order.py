@@ -38,16 +38,16 @@ def test_order_gives_entries_back_smallest_first(
         if op == "push":
             assert delta is not None
             rising += delta  # a negative step: an entry out of order
-            e = key(max(rising, 0))
-            order.push(e)
-            heapq.heappush(model, e)
+            entry = key(max(rising, 0))
+            order.push(entry)
+            heapq.heappush(model, entry)
         elif model:
             assert order.first() == model[0]
             order.pop_first()
             heapq.heappop(model)
         assert len(order) == len(model)
         assert order.first() == (model[0] if model else None)
-    drained = []
+    drained: list[bytes] = []
     while (e := order.first()) is not None:
         drained.append(e)
         order.pop_first()
@@ -62,7 +62,8 @@ def test_pushes_while_the_clock_goes_back_come_out_in_id_order() -> None:
         t.enqueue(make_item(b"%d" % i), 2, 0, c.now())
         pushed.append((c.now(), b"%d" % i))
     c.advance(100)
-    got = []
+    got: list[bytes] = []
     while (d := t.dequeue(30, c.now())) is not None:
-        got.append(d[0].content[1])  # type: ignore[index]
+        (pulled,) = d[0].items()
+        got.append(pulled[1])
     assert got == [body for _, body in sorted(pushed)]

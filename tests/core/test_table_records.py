@@ -92,8 +92,8 @@ def test_restored_uuids_sharing_an_index_key_are_each_found_acked_and_ordered() 
     assert len(t) == 3
     assert [m.uuid for m in t.messages()] == [b, a, d]
     for u in (a, b, d):
-        got = t.get(u)
-        assert got is not None and got.uuid == u
+        stored = t.get(u)
+        assert stored is not None and stored.uuid == u
     assert t.retain(a, 30, now), "ext of the second record under the shared key"
     assert t.done(d, now) and t.get(d) is None
     assert t.release(b, now)
@@ -109,7 +109,7 @@ def test_records_restored_with_a_ts_of_zero_or_less_keep_their_order() -> None:
     t.enqueue(item(b"now"), 2, 0, c.now())
     for i, (ts, body) in enumerate(((-0.0, b"minus zero"), (-5.0, b"negative"), (1.0, b"one"))):
         t.restore(StoredMessage((ts, uuid_with_key(i, 7)), State.AVAILABLE, StoredMessageType.NORMAL, 2, item(body)))
-    got = [m.content[1] for m in drain(t, c.now())]  # type: ignore[index]
+    got = [m.content[1] for m in drain(t, c.now())]
     assert got == [b"negative", b"minus zero", b"one", b"now"]
 
 
@@ -193,7 +193,7 @@ def test_recovery_removes_and_moves_available_records_from_the_middle() -> None:
     assert moved is not None and (moved.state, moved.retry, moved.content) == (State.PROCESSING, 1, item(b"4"))
     c.advance(10)
     got = drain(t, c.now())
-    assert [m.content[1] for m in got] == [b"0 again", b"1", b"3", b"5"]  # type: ignore[index]
-    assert t.done(ids[4], c.now()) and t.bytes == sum(len(m.content[1]) for m in got) + 4 * (  # type: ignore[index]
+    assert [m.content[1] for m in got] == [b"0 again", b"1", b"3", b"5"]
+    assert t.done(ids[4], c.now()) and t.bytes == sum(len(m.content[1]) for m in got) + 4 * (
         len(b"content-type") + len(b"text/plain") + RECORD_OVERHEAD
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from otp_nodes import COOKIE, ErlNode, Runtime, ensure_epmd, runtimes, unique_name
 
 from pylmq.erlang import Node
+from tests.erlang.otp_nodes import COOKIE, ErlNode, Runtime, ensure_epmd, runtimes, unique_name
 
 RUNTIMES = runtimes()
 

@@ -1,7 +1,6 @@
 """Helpers for the dist tests: Erlang code evaluated on a peer over rpc.
 
-Test modules import these by name (``from dist_helpers import ...``): a name of their own, since
-every tests/<dir>/conftest.py is imported as the one module ``conftest``.
+Test modules import these package-qualified (``from tests.erlang.dist_helpers import ...``).
 """
 
 from __future__ import annotations

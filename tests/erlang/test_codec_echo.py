@@ -7,14 +7,14 @@ import asyncio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from otp_nodes import COOKIE, ErlNode, unique_name
 
 from pylmq.erlang import Atom, BitBinary, ImproperList, Key, Node, decode, encode
 from pylmq.erlang.terms import Term, freeze, needs_key
+from tests.erlang.otp_nodes import COOKIE, ErlNode, unique_name
 
 pytestmark = pytest.mark.erl
 
-atoms = st.text(st.characters(blacklist_categories=("Cs",)), max_size=255).map(Atom)
+atoms = st.text(st.characters(exclude_categories=["Cs"]), max_size=255).map(Atom)
 bit_binaries = st.builds(
     lambda data, bits: BitBinary(data[:-1] + bytes([data[-1] & (0xFF << (8 - bits)) & 0xFF]), bits),
     st.binary(min_size=1, max_size=20),

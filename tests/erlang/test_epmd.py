@@ -8,11 +8,11 @@ import socket
 import subprocess
 
 import pytest
-from dist_helpers import erl_eval
-from otp_nodes import COOKIE, ensure_epmd, unique_name
 
 from pylmq.erlang import Atom, Node, epmd
 from pylmq.errors import DistError
+from tests.erlang.dist_helpers import erl_eval
+from tests.erlang.otp_nodes import COOKIE, ensure_epmd, unique_name
 
 
 def free_port() -> int:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from dist_helpers import erl_eval
-from otp_nodes import ErlNode
 
 from pylmq.erlang import Atom, ImproperList, Node, Reference
+from tests.erlang.dist_helpers import erl_eval
+from tests.erlang.otp_nodes import ErlNode
 
 pytestmark = pytest.mark.erl
 A = Atom

@@ -7,11 +7,11 @@ import logging
 import re
 
 import pytest
-from dist_helpers import erl_eval
-from otp_nodes import COOKIE, ErlNode, Runtime, unique_name
 
 from pylmq.erlang import Atom, Node
 from pylmq.errors import CookieMismatch, NodeDown, RemoteError
+from tests.erlang.dist_helpers import erl_eval
+from tests.erlang.otp_nodes import COOKIE, ErlNode, Runtime, unique_name
 
 pytestmark = pytest.mark.erl
 A = Atom
@@ -29,6 +29,7 @@ async def test_rpc_error_raises_remote_error_with_the_badrpc_reason(py: Node, er
     with pytest.raises(RemoteError) as info:
         await py.rpc(erl.name, "erlang", "binary_to_atom", [42])
     reason = info.value.term
+    assert isinstance(reason, tuple) and isinstance(reason[1], tuple), reason
     assert reason[0] is A("EXIT") and reason[1][0] is A("badarg"), reason
 
 

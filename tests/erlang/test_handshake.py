@@ -14,7 +14,9 @@ from pylmq.errors import CookieMismatch, HandshakeError
 A_NAME, B_NAME = "a@127.0.0.1", "b@127.0.0.1"
 
 
-def pair(cookie_a: bytes = b"c", cookie_b: bytes = b"c", version: int = 6, flags_a: int = PYLMQ_FLAGS):
+def pair(
+    cookie_a: bytes = b"c", cookie_b: bytes = b"c", version: int = 6, flags_a: int = PYLMQ_FLAGS
+) -> tuple[Initiator, Acceptor]:
     ini = Initiator(name=A_NAME, peer=B_NAME, cookie=cookie_a, flags=flags_a, creation=11, version=version)
     acc = Acceptor(name=B_NAME, cookie=cookie_b, flags=PYLMQ_FLAGS, creation=22)
     return ini, acc

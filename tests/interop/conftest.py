@@ -6,7 +6,8 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
-from erlpeer import Cluster, running_cluster
+
+from tests.interop.erlpeer import Cluster, running_cluster
 
 
 @pytest.fixture(scope="module")

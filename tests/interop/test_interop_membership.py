@@ -5,7 +5,8 @@ from __future__ import annotations
 import secrets
 
 import pytest
-from erlpeer import Cluster
+
+from tests.interop.erlpeer import Cluster
 
 pytestmark = pytest.mark.erl
 

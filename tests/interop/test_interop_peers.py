@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
-from erlpeer import LOCAL, Cluster, Message
+
+from tests.interop.erlpeer import LOCAL, Cluster, Message
 
 pytestmark = pytest.mark.erl
 
@@ -119,6 +120,7 @@ def test_redelivery_after_timeout_gives_a_new_id_and_the_old_one_is_not_found(cl
     cluster.a.push(queue, b"lost")
     first = cluster.b.pull_message(queue)
     again = cluster.a.pull_message(queue, timeout=10)
+    assert isinstance(first.retry, int), first
     assert (again.body, again.retry) == (b"lost", first.retry - 1)
     assert again.uuid != first.uuid
     assert cluster.b.call("ack", queue, first.uuid) == "not_found"

@@ -185,7 +185,9 @@ def test_one_set_of_defaults_for_settings_node_options_command_line_and_clients(
     assert (s.store, s.fsync) == (opts.store, opts.fsync) == (DEFAULT_STORE, DEFAULT_FSYNC)
     assert DEFAULT_HTTP_URL.endswith(f":{DEFAULT_HTTP_PORT}") and CLIENT_RPC_PORT == DEFAULT_RPC_PORT
     choices = {a.dest: a.choices for a in build_parser()._actions}
-    assert (tuple(choices["store"]), tuple(choices["fsync"])) == (STORE_KINDS, FSYNC_POLICIES)
+    stores, fsyncs = choices["store"], choices["fsync"]
+    assert stores is not None and fsyncs is not None
+    assert (tuple(stores), tuple(fsyncs)) == (STORE_KINDS, FSYNC_POLICIES)
     # Every option a default configuration gives the node is NodeOptions' own default (units
     # converted: app.config counts milliseconds), and the durable store's keyword defaults
     # are the same values, so a default changed in one place only shows up here.

@@ -30,9 +30,9 @@ Configure = Callable[..., LoggingSetup]
 STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}"
 
 
-def local(*args: int) -> float:
+def local(year: int, month: int, day: int, hour: int, minute: int, second: int) -> float:
     """Unix time of a local wall-clock time (rotation follows local time, as lager's)."""
-    return dt.datetime(*args).timestamp()  # type: ignore[misc]
+    return dt.datetime(year, month, day, hour, minute, second).timestamp()
 
 
 @pytest.fixture
@@ -164,14 +164,15 @@ def test_file_moved_away_is_reopened(configure: Configure, tmp_path: Path) -> No
 def test_logged_exception_is_one_line_and_a_crash_report(configure: Configure, tmp_path: Path) -> None:
     configure()
     try:
-        {}["missing"]
+        empty: dict[str, int] = {}
+        empty["missing"]
     except KeyError:
         logging.getLogger("pylmq.api").exception("request failed %s", pairs(path="/messages/q"))
     (line,) = lines(tmp_path / "log" / "error.log")
     assert line.endswith(" request failed path=/messages/q: KeyError: 'missing'"), line
     crash = (tmp_path / "log" / "crash.log").read_text()
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d =ERROR REPORT====\n", crash), crash
-    assert "Traceback (most recent call last)" in crash and '{}["missing"]' in crash
+    assert "Traceback (most recent call last)" in crash and 'empty["missing"]' in crash
 
 
 async def test_unhandled_task_crash_goes_to_crash_log(configure: Configure, tmp_path: Path) -> None:
@@ -212,10 +213,12 @@ def test_log_crash_for_task_owners(configure: Configure, tmp_path: Path) -> None
         ("$ML", (2026, 2, 10, 12, 0, 0), (2026, 2, 28, 0, 0)),
     ],
 )
-def test_next_rotation_time(spec: str, now: tuple[int, ...], expected: tuple[int, ...]) -> None:
+def test_next_rotation_time(
+    spec: str, now: tuple[int, int, int, int, int, int], expected: tuple[int, int, int, int, int]
+) -> None:
     parsed = parse_date_spec(spec)
     assert parsed is not None
-    assert next_rotation(parsed, dt.datetime(*now)) == dt.datetime(*expected)  # type: ignore[misc]
+    assert next_rotation(parsed, dt.datetime(*now)) == dt.datetime(*expected)
 
 
 def test_settings_log_dir_places_every_file(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rel_helpers import Release, make_release
+
+from tests.rel.rel_helpers import Release, make_release
 
 
 @pytest.fixture

@@ -1,8 +1,7 @@
 """Releases for the tests: built with ``make rel`` into a temporary directory, configured as an
 operator would (etc/vm.args and etc/app.config edited), driven with subprocess.
 
-Test modules import these by name (``from rel_helpers import ...``): a name of their own, since
-every tests/<dir>/conftest.py is imported as the one module ``conftest``.
+Test modules import these package-qualified (``from tests.rel.rel_helpers import ...``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ import subprocess
 import urllib.request
 
 import pytest
-from rel_helpers import Release
+
+from tests.rel.rel_helpers import Release
 
 pytestmark = pytest.mark.slow
 

@@ -7,11 +7,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from rel_helpers import Release
 
 from pylmq.core.message import make_item
 from pylmq.store.durable import DurableStore
 from pylmq.store.journal import Frame, PutRecord, scan
+from tests.rel.rel_helpers import Release
 
 pytestmark = pytest.mark.slow
 

@@ -12,9 +12,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from rel_helpers import CRASH_HEADER, LAGER_LINE, Release, build_release
 
 from pylmq.cli.lmq import pid_alive
+from tests.rel.rel_helpers import CRASH_HEADER, LAGER_LINE, Release, build_release
 
 pytestmark = pytest.mark.slow
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from rpc_helpers import Connect, RawClient, open_client
 
 from pylmq.node import LMQNode, NodeOptions
+from tests.rpc.rpc_helpers import Connect, RawClient, open_client
 
 
 @pytest.fixture

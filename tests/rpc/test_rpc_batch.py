@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-
-from rpc_helpers import RawClient
+from typing import Any
 
 from pylmq.core.manager import MAX_BATCH
 from pylmq.node import LMQNode
+from tests.rpc.rpc_helpers import RawClient
 
 
 async def test_push_many_stores_each_value_and_pull_many_gives_them_back_in_order(client: RawClient) -> None:
@@ -40,7 +40,8 @@ async def test_pull_many_waits_for_the_first_message(client: RawClient, connect)
 
 
 async def test_batch_calls_refuse_bad_arguments_with_a_reason(client: RawClient, node: LMQNode) -> None:
-    cases = [
+    # (method, *params), words of the reason: the params are Any, many are deliberately wrong.
+    cases: list[tuple[tuple[Any, ...], str]] = [
         (("push_many", "q", "not a list"), "array of contents"),
         (("push_many", "q", [1] * (MAX_BATCH + 1)), f"at most {MAX_BATCH}"),
         (("push_many", "q"), "takes 2 arguments"),

@@ -12,19 +12,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import msgpack
 import pytest
-from rpc_helpers import open_client
 
 from pylmq.api._limits import BufferBudget
 from pylmq.api.rpc_server import RpcServer
 from pylmq.node import LMQNode, NodeOptions
 from pylmq.wire.msgpack_rpc import Decoder
+from tests.rpc.rpc_helpers import open_client
 
 KIB = 1024
 
 
 def _frame_start(msgid: int, size: int) -> bytes:
     """The first bytes of ``[0, msgid, "push", ["q", <bin of size bytes>]]``."""
-    return b"\x94\x00" + msgpack.packb(msgid) + b"\xa4push\x92\xa1q\xc6" + size.to_bytes(4, "big")
+    packed_id: bytes = msgpack.packb(msgid)
+    return b"\x94\x00" + packed_id + b"\xa4push\x92\xa1q\xc6" + size.to_bytes(4, "big")
 
 
 async def _until(cond: Callable[[], bool], what: str, timeout: float = 5.0) -> None:

@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-from rpc_helpers import RawClient, open_client
 
 from pylmq.api.rpc_server import RpcServer
 from pylmq.log import format_line
 from pylmq.node import LMQNode, NodeOptions
+from tests.rpc.rpc_helpers import RawClient, open_client
 
 
 def _waiting(node: LMQNode, name: str) -> int:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from rpc_helpers import RawClient
+from tests.rpc.rpc_helpers import RawClient
 
 
 async def test_claim_by_holder_takes_back_what_that_holder_still_holds(client: RawClient) -> None:

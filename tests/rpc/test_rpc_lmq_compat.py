@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 
 import msgpack
-from rpc_helpers import RawClient
 
 from pylmq.core import make_item
 from pylmq.node import LMQNode
+from tests.rpc.rpc_helpers import RawClient
 
 
 async def _raw_pull_reply(node: LMQNode, queue: str) -> bytes:

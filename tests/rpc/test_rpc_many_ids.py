@@ -6,9 +6,9 @@ import uuid
 from typing import Any
 
 import pytest
-from rpc_helpers import RawClient
 
 from pylmq.core.manager import MAX_REPLY_IDS
+from tests.rpc.rpc_helpers import RawClient
 
 
 async def pulled(client: RawClient, queue: str, n: int) -> list[str]:

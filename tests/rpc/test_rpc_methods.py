@@ -7,10 +7,10 @@ import uuid
 from typing import Any
 
 import pytest
-from rpc_helpers import Connect, RawClient
 
 from pylmq.core import make_item
 from pylmq.node import LMQNode
+from tests.rpc.rpc_helpers import Connect, RawClient
 
 
 async def pulled(client: RawClient, queue: str, timeout: float = 0) -> dict[str, Any]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rpc_helpers import RawClient
 
 from pylmq.core.pattern import MAX_PROGRAM
 from pylmq.core.props import MAX_DEFAULTS
+from tests.rpc.rpc_helpers import RawClient
 
 
 @pytest.mark.parametrize("method", ["pull_any", "push_all"])
@@ -65,11 +65,12 @@ COSTLY = "|".join(f"(?:a[ab]{{{k}}}c)" for k in range(1, 60))  # ~1,800 RE2 inst
 
 @pytest.mark.parametrize("method", ["pull_any", "push_all", "set_default_props"])
 async def test_a_pattern_too_costly_to_match_is_an_error_naming_it(client: RawClient, method: str) -> None:
-    params: list[Any] = {
+    by_method: dict[str, list[Any]] = {
         "pull_any": [COSTLY, 0],
         "push_all": [COSTLY, "x"],
         "set_default_props": [[[COSTLY, {"retry": 1}]]],
-    }[method]
+    }
+    params = by_method[method]
     error = await client.error(method, *params)
     assert error[0] == "invalid_regex" and COSTLY[:40] in error[1] and str(MAX_PROGRAM) in error[1], error
     assert await client.call("get_default_props") == []

@@ -11,10 +11,10 @@ from typing import Any
 
 import msgpack
 import pytest
-from rpc_helpers import Connect, RawClient, open_client
 
 from pylmq.api.rpc_server import RpcServer
 from pylmq.node import LMQNode
+from tests.rpc.rpc_helpers import Connect, RawClient, open_client
 
 StartServer = Callable[..., Awaitable[tuple[RpcServer, tuple[str, int]]]]
 

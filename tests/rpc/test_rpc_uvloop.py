@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable
 
 import msgpack
 import uvloop
-from rpc_helpers import RawClient, open_client
 
 from pylmq.node import LMQNode, NodeOptions
+from tests.rpc.rpc_helpers import RawClient, open_client
 
 Scenario = Callable[[LMQNode, Callable[[], Awaitable[RawClient]]], Awaitable[None]]
 

@@ -2,7 +2,9 @@
 
 One Spark session serves the whole ``tests/spark`` run (a JVM start costs seconds); one node
 (memory store, 127.0.0.1, ports picked by the OS) is shared too, and every test uses queues of
-its own. Spark's Python workers run this venv's interpreter, so they import pylmq.
+its own. Spark's Python workers run this venv's interpreter with the repository root first on
+their PYTHONPATH, so they import this checkout's pylmq and, by their package-qualified names, any
+function of the test modules that reaches them by reference (``tests.spark....``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import itertools
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -18,6 +21,10 @@ import pytest
 from pylmq.client import HttpClient
 from pylmq.node.testing import NodeThread
 
+ROOT = Path(__file__).resolve().parents[2]
+
+# Set before the JVM starts: its Python workers inherit this environment.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

@@ -1,7 +1,6 @@
 """Helpers for the Spark tests: what a pylmq node holds, draining a queue, polling.
 
-Test modules import these by name (``from spark_helpers import ...``): a name of their own, since
-every tests/<dir>/conftest.py is imported as the one module ``conftest``.
+Test modules import these package-qualified (``from tests.spark.spark_helpers import ...``).
 """
 
 from __future__ import annotations

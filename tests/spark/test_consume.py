@@ -3,16 +3,19 @@ refuses what would ack messages nothing has processed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from spark_helpers import NO_PYSPARK
+
+from tests.spark.spark_helpers import NO_PYSPARK
 
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 from pyspark.sql import DataFrame, SparkSession
-from spark_helpers import queue_size
 
 from pylmq.client import HttpClient
 from pylmq.node.testing import NodeThread
 from pylmq.spark import ack, consume, process
+from tests.spark.spark_helpers import queue_size
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -131,12 +134,13 @@ def test_ack_of_a_cache_that_lost_blocks_refuses_before_pulling_and_acks_nothing
     df.unpersist()
 
 
-def _logical_nodes(plan: object) -> list[object]:
+def _logical_nodes(plan: Any) -> list[Any]:
+    # Any: the plan's nodes are py4j proxies of JVM objects, typed by nothing on this side.
     out, stack = [], [plan]
     while stack:
         node = stack.pop()
         out.append(node)
-        children = node.children()  # type: ignore[attr-defined]
+        children = node.children()
         stack.extend(children.apply(i) for i in range(children.size()))
     return out
 

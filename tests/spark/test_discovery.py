@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from spark_helpers import NO_PYSPARK
+
+from tests.spark.spark_helpers import NO_PYSPARK
 
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 

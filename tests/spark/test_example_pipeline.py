@@ -8,14 +8,15 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from spark_helpers import NO_PYSPARK
+
+from tests.spark.spark_helpers import NO_PYSPARK
 
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 from pyspark.sql import SparkSession
-from spark_helpers import drain, queue_size, wait_until
 
 from pylmq.client import HttpClient
 from pylmq.node.testing import NodeThread
+from tests.spark.spark_helpers import drain, queue_size, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

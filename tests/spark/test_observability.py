@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import NO_PYSPARK
+
+from tests.spark.spark_helpers import NO_PYSPARK
 
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 from pyspark.sql import DataFrame, SparkSession
-from spark_helpers import wait_until
 
 from pylmq.client import HttpClient
 from pylmq.spark import stop
+from tests.spark.spark_helpers import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -39,7 +40,11 @@ def test_progress_reports_backlog_in_flight_acked_and_redelivered(
 ) -> None:
     http.push_many(queue, [f"m{i}" for i in range(40)])
     df = stream(spark, url, queue, timeout="0.2", maxMessagesPerTrigger="15")
-    writer = df.writeStream.foreachBatch(lambda b, _: b.count())
+
+    def count(batch: DataFrame, _: int) -> None:
+        batch.count()
+
+    writer = df.writeStream.foreachBatch(count)
     query = writer.option("checkpointLocation", str(tmp_path / "ck")).start()
     try:
         wait_until("the third batch's progress", lambda: source_report(query).get("seq") == 40)

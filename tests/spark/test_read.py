@@ -8,15 +8,16 @@ from typing import Any
 
 import msgpack
 import pytest
-from spark_helpers import NO_PYSPARK
+
+from tests.spark.spark_helpers import NO_PYSPARK
 
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 from pyspark.sql import DataFrame, SparkSession
-from spark_helpers import drain, queue_size, wait_until
 
 from pylmq.client import HttpClient, RpcClient
 from pylmq.node.testing import NodeThread
 from pylmq.spark import ack, nack
+from tests.spark.spark_helpers import drain, queue_size, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

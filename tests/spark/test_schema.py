@@ -6,16 +6,17 @@ import time
 from pathlib import Path
 
 import pytest
-from spark_helpers import NO_PYSPARK
+
+from tests.spark.spark_helpers import NO_PYSPARK
 
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 from pyspark.sql import SparkSession
-from spark_helpers import queue_size, wait_until
 
 from pylmq.client import HttpClient
 from pylmq.errors import BadRequest
 from pylmq.node.testing import NodeThread
 from pylmq.spark._shape import read_shape
+from tests.spark.spark_helpers import queue_size, wait_until
 
 pytestmark = [pytest.mark.spark]
 

@@ -9,16 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import NO_PYSPARK
+
+from tests.spark.spark_helpers import NO_PYSPARK
 
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
-from spark_helpers import drain, queue_size, wait_until
 
 from pylmq.client import HttpClient
 from pylmq.errors import MessageNotFound
 from pylmq.node.testing import NodeThread
+from tests.spark.spark_helpers import drain, queue_size, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

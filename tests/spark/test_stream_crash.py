@@ -19,15 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import NO_PYSPARK
+
+from tests.spark.spark_helpers import NO_PYSPARK
 
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 from pyspark.sql import SparkSession
-from spark_helpers import queue_size, wait_until
-from stream_job import start_query
 
 from pylmq.client import HttpClient
 from pylmq.node.testing import NodeThread, local_options
+from tests.spark.spark_helpers import queue_size, wait_until
+from tests.spark.stream_job import start_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

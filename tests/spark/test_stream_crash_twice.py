@@ -17,15 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import NO_PYSPARK
+
+from tests.spark.spark_helpers import NO_PYSPARK
 
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 from pyspark.sql import SparkSession
-from spark_helpers import queue_size
-from test_stream_crash import T0, Job, batches, job_config, restart
 
 from pylmq.client import HttpClient
 from pylmq.node.testing import NodeThread, local_options
+from tests.spark.spark_helpers import queue_size
+from tests.spark.test_stream_crash import T0, Job, batches, job_config, restart
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

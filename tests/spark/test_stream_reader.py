@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from spark_helpers import NO_PYSPARK
+
+from tests.spark.spark_helpers import NO_PYSPARK
 
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 
@@ -120,7 +121,11 @@ def test_node_reply_many_goes_in_chunks(node: NodeThread, monkeypatch: pytest.Mo
 
     async def go() -> tuple[list[str], list[str]]:
         async with NodeConnection(read_options({"url": node.http_url, "queue": "q"})) as n:
-            ids = [(await n.pull(0))[1] for _ in range(7)]
+            ids = []
+            for _ in range(7):
+                pulled = await n.pull(0)
+                assert pulled is not None
+                ids.append(pulled[1])
             return await n.reply_many("ext", "q", [*ids, "gone"])
 
     with HttpClient(node.http_url) as http:

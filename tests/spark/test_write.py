@@ -5,15 +5,16 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from spark_helpers import NO_PYSPARK
+
+from tests.spark.spark_helpers import NO_PYSPARK
 
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import col, lit, when
-from spark_helpers import drain, queue_size
 
 from pylmq.client import HttpClient
 from pylmq.node.testing import NodeThread
+from tests.spark.spark_helpers import drain, queue_size
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

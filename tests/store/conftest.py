@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_helpers import OpenStore
 
 from pylmq.core.clock import ManualClock
 from pylmq.store.durable import DurableStore
+from tests.store.store_helpers import OpenStore
 
 
 @pytest.fixture

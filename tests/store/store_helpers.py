@@ -1,4 +1,4 @@
-"""Helpers for store tests (imported by name: this directory is on sys.path under pytest)."""
+"""Helpers for store tests (``from tests.store.store_helpers import ...``)."""
 
 from __future__ import annotations
 
@@ -44,9 +44,22 @@ def state_of(store: LocalStore) -> dict[str, Any]:
     }
 
 
+def body_of(m: StoredMessage) -> bytes:
+    """The body of a message of one item (not a compound one)."""
+    ((_, body),) = m.items()
+    return body
+
+
 class QuietLink:
     """The PeerLink notifications (new messages, queue changes) done as nothing: a base for the
-    fake links of the Mnesia store tests, which script only peers and rpc answers."""
+    fake links of the Mnesia store tests, which script only peers and rpc answers (no peer is
+    stalled; node lists, which no test scripts unless it overrides them, fail the test if asked)."""
+
+    def stalled(self) -> dict[str, float]:
+        return {}
+
+    def node_lists(self) -> tuple[list[str], list[str]]:
+        raise AssertionError("node_lists is not scripted by this test's link")
 
     def pushed(self, name: str) -> None:
         return None

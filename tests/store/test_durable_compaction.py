@@ -7,11 +7,11 @@ import contextlib
 from pathlib import Path
 
 import pytest
-from store_helpers import OpenStore, crash_copy, state_of
 
 from pylmq.core.clock import ManualClock
 from pylmq.core.message import make_item
 from pylmq.store.durable import DurableStore
+from tests.store.store_helpers import OpenStore, crash_copy, state_of
 
 
 def dir_bytes(d: Path) -> int:

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_helpers import OpenStore, state_of
 
 from pylmq.core.message import make_item
 from pylmq.errors import StoreError, StoreFull
 from pylmq.store.durable import DurableStore, JournalIO
+from tests.store.store_helpers import OpenStore, body_of, state_of
 
 
 class FaultyIO(JournalIO):
@@ -63,7 +63,7 @@ async def cycle(s: DurableStore, body: bytes = b"x" * 100) -> None:
 
 
 def contents(s: DurableStore, queue: str = "q") -> list[bytes]:
-    return sorted(m.content[1] for m in s.messages(queue))
+    return sorted(body_of(m) for m in s.messages(queue))
 
 
 # -- a write that fails (a full disk) -------------------------------------------------------------

@@ -11,13 +11,13 @@ import os
 from pathlib import Path
 
 import pytest
-from store_helpers import OpenStore, crash_copy, state_of
 
 from pylmq.core.clock import ManualClock
 from pylmq.core.message import State, StoredMessageType, make_item
 from pylmq.errors import StoreError
 from pylmq.store.durable import DurableStore
 from pylmq.store.journal import MAGIC, Encoder
+from tests.store.store_helpers import OpenStore, crash_copy, state_of
 
 
 async def restart(open_store: OpenStore, s: DurableStore, **kw: object) -> DurableStore:
@@ -55,7 +55,7 @@ async def test_processing_message_is_redelivered_only_after_its_deadline(
     assert await s2.dequeue("q", 30) is None, "a message in processing must wait for its deadline"
     clock.advance(30.5)
     again = await s2.dequeue("q", 30)
-    assert again is not None
+    assert again is not None and first.retry is not None
     msg, _ = again
     assert (msg.content, msg.retry) == (((), b"job"), first.retry - 1)
     assert msg.uuid != first.uuid

@@ -18,7 +18,6 @@ import zlib
 from pathlib import Path
 
 import pytest
-from store_helpers import OpenStore, state_of
 
 from pylmq.cli.journal import run_check
 from pylmq.core.message import make_item
@@ -26,6 +25,7 @@ from pylmq.errors import JournalCorrupt, StoreError
 from pylmq.store.check import check, repair, save_aside
 from pylmq.store.durable import DurableStore
 from pylmq.store.journal import MAGIC, Encoder, Frame, PutRecord, SnapshotEnd, scan
+from tests.store.store_helpers import OpenStore, body_of, state_of
 
 
 def frames(path: Path) -> list[Frame]:
@@ -47,7 +47,7 @@ def put_of(path: Path, body: bytes) -> Frame:
 
 
 def bodies(s: DurableStore, queue: str = "q") -> set[bytes]:
-    return {m.content[1] for m in s.messages(queue)}
+    return {body_of(m) for m in s.messages(queue)}
 
 
 def files(d: Path) -> dict[str, bytes]:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from store_helpers import QuietLink
 
 from pylmq.cluster.mnesia_store import SUSPECT_FOR, MnesiaStore
 from pylmq.core.clock import ManualClock
+from pylmq.core.message import make_item
 from pylmq.erlang.terms import Atom, Term
 from pylmq.errors import ClusterError, PeerStalled
 from pylmq.store.memory import MemoryStore
+from tests.store.store_helpers import QuietLink
 
 A = Atom
 TIMEOUT = 0.2
@@ -67,7 +68,7 @@ async def test_a_silent_peer_costs_a_dequeue_the_rpc_timeout_then_a_live_peer_se
 async def test_an_enqueue_left_unanswered_is_not_retried_and_its_503_says_the_outcome_is_unknown() -> None:
     link = FakeLink(["silent@h", "answers@h"])
     with pytest.raises(ClusterError) as info:
-        await store_on(link).enqueue("q", ([], b"x"), 2, 0.0)
+        await store_on(link).enqueue("q", make_item(b"x"), 2, 0.0)
     detail = info.value.detail
     assert "lmq_lib:enqueue" in detail and "silent@h" in detail and "rpc timeout" in detail, detail
     assert "outcome is unknown" in detail and "not retried" in detail, detail
@@ -87,14 +88,14 @@ async def test_a_settle_dropped_by_a_stall_is_retried_and_the_503_names_every_pe
 async def test_with_every_peer_stalled_nothing_is_called_and_the_503_names_them() -> None:
     link = FakeLink([], stalled={"frozen@h": 4.0})
     with pytest.raises(ClusterError) as info:
-        await store_on(link).enqueue("q", ([], b"x"), 2, 0.0)
+        await store_on(link).enqueue("q", make_item(b"x"), 2, 0.0)
     assert link.calls == []
     assert "not run" in info.value.detail and "frozen@h (silent 4.0 s)" in info.value.detail
 
 
 async def test_an_enqueue_refused_unsent_by_a_peer_that_just_stalled_goes_to_the_next_peer() -> None:
     link = FakeLink(["frozen@h", "answers@h"])
-    assert await store_on(link).enqueue("q", ([], b"x"), 2, 0.0) == "no"
+    assert await store_on(link).enqueue("q", make_item(b"x"), 2, 0.0) == "no"
     assert [p for p, _, _ in link.calls] == ["frozen@h", "answers@h"]
 
 

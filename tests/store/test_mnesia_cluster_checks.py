@@ -9,7 +9,6 @@ import json
 from typing import Any
 
 import pytest
-from store_helpers import QuietLink
 
 from pylmq.api.http import stats_body, stats_document
 from pylmq.cluster.mnesia_store import ERLANG_INT_MAX, MnesiaStore, erlang_props_problem
@@ -17,6 +16,7 @@ from pylmq.core.manager import QueueManager
 from pylmq.erlang.terms import Atom, Term
 from pylmq.errors import InvalidProps
 from pylmq.store.memory import MemoryStore
+from tests.store.store_helpers import QuietLink
 
 
 class RecordingLink(QuietLink):

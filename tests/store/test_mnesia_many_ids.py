@@ -4,7 +4,6 @@ id on the Erlang peers), claim is refused while it serves a cluster's tables and
 from __future__ import annotations
 
 import pytest
-from store_helpers import QuietLink
 
 from pylmq.cluster.mnesia_store import MnesiaStore
 from pylmq.core import QueueManager, make_item
@@ -12,6 +11,7 @@ from pylmq.core.message import uuid_text
 from pylmq.erlang.terms import Atom, Term
 from pylmq.errors import NotSupported
 from pylmq.store.memory import MemoryStore
+from tests.store.store_helpers import QuietLink
 
 
 class OkLink(QuietLink):
@@ -22,9 +22,6 @@ class OkLink(QuietLink):
 
     def peers(self) -> list[str]:
         return ["lmq@h"]
-
-    def stalled(self) -> dict[str, float]:
-        return {}
 
     async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
         self.calls.append(function)

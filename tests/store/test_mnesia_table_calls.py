@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from typing import cast
 
 import pytest
-from store_helpers import QuietLink
 
 from pylmq.cluster.gate import QueueGate
 from pylmq.cluster.mnesia_store import MnesiaStore
-from pylmq.core.message import Item
+from pylmq.core.message import make_item
 from pylmq.erlang.terms import Atom, Export, Term
 from pylmq.errors import ClusterError, HandshakeError, NodeDown, PeerStalled
 from pylmq.store.memory import MemoryStore
+from tests.store.store_helpers import QuietLink
 
 A = Atom
 OK, EMPTY, NOT_FOUND = A("ok"), A("empty"), A("not_found")
@@ -189,7 +189,7 @@ async def test_enqueues_run_together_but_never_beside_a_table_transaction_of_the
 ) -> None:
     link = joined(store)
     store.mirror.queue_props["q"] = {}
-    item: Item = ([], b"body")
+    item = make_item(b"body")
     pushes = [asyncio.create_task(store.enqueue("q", item, 2, 0.0)) for _ in range(3)]
     await settle()
     assert [s.function for s in link.sent] == ["enqueue"] * 3, "expected the enqueues sent together"

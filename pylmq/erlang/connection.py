@@ -27,7 +27,7 @@ from pylmq.erlang.handshake import Acceptor, Initiator
 from pylmq.erlang.terms import Term
 from pylmq.errors import CookieMismatch, DistError, HandshakeError
 
-__all__ = ["Connection", "ConnectionOwner", "accept", "dial"]
+__all__ = ["Connection", "ConnectionOwner", "LocalIdentity", "accept", "dial"]
 
 log = logging.getLogger("pylmq.erlang.connection")
 
@@ -35,8 +35,8 @@ TICK = b"\0\0\0\0"
 HANDSHAKE_TIMEOUT = 7.0  # Erlang's net_setuptime default
 
 
-class ConnectionOwner(Protocol):
-    """What a connection needs from its node."""
+class LocalIdentity(Protocol):
+    """The local node as its handshakes and ticks present it."""
 
     @property
     def name(self) -> str: ...
@@ -50,6 +50,10 @@ class ConnectionOwner(Protocol):
     def net_ticktime(self) -> float: ...
     @property
     def stall_timeout(self) -> float: ...
+
+
+class ConnectionOwner(LocalIdentity, Protocol):
+    """What a connection needs from its node."""
 
     def _accept_status(self, peer: str) -> str: ...
     def _on_frame(self, conn: Connection, control: Term, payload: Term | None) -> None: ...

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from pylmq.erlang import epmd
-from pylmq.erlang.connection import Connection, accept, dial
+from pylmq.erlang.connection import Connection, LocalIdentity, accept, dial
 from pylmq.erlang.control import Op, frame
 from pylmq.erlang.flags import Flag
 from pylmq.erlang.terms import Term
@@ -25,23 +25,11 @@ __all__ = ["KernelHost", "NetKernel", "frame_for"]
 log = logging.getLogger("pylmq.erlang.node")
 
 
-class KernelHost(Protocol):
+class KernelHost(LocalIdentity, Protocol):
     """What the net kernel needs from its local node."""
 
     @property
-    def name(self) -> str: ...
-    @property
     def alive(self) -> str: ...
-    @property
-    def cookie(self) -> bytes: ...
-    @property
-    def flags(self) -> int: ...
-    @property
-    def creation(self) -> int: ...
-    @property
-    def net_ticktime(self) -> float: ...
-    @property
-    def stall_timeout(self) -> float: ...
     @property
     def epmd_port(self) -> int: ...
     @property

@@ -149,10 +149,9 @@ class Cluster:
         self._not_pylmq: set[str] = set()
         self._sync_lock = asyncio.Lock()
         self._op_lock = asyncio.Lock()
-        # One membership refresh at a time; `_heard_again` counts stalled peers heard from again,
-        # so that a refresh whose answer may predate one's drop from Mnesia discards it.
+        # One membership refresh at a time: two would each connect, announce and lose the same
+        # peers.
         self._refresh_lock = asyncio.Lock()
-        self._heard_again = 0
         # Erlang peers that stopped serving (down, out of Mnesia, or stalled and heard from
         # again) -> since when refreshes have found them among the running Mnesia nodes without
         # a gap (None: not listed at the last refresh). They serve again once listed for
@@ -589,7 +588,6 @@ class Cluster:
         node = self.sub_node
         if node is None:
             return
-        heard_again = self._heard_again
         names: set[str] = set()
         # A node whose Mnesia stopped (a graceful stop: Mnesia ends before the node does) still
         # answers; it no longer lists itself as running, so ask the next serving peer instead.
@@ -630,10 +628,9 @@ class Cluster:
         for n in self._probation:
             if n not in names:
                 self._probation[n] = None
-        if self._heard_again != heard_again:
-            # A stalled peer was heard from again meanwhile: this answer may predate the other
-            # nodes dropping it from Mnesia. The refresh that its return started decides.
-            return
+        # A peer that stopped serving while this refresh awaited (down, or a stalled one heard
+        # from again) is on probation now, whatever the answer said a moment before.
+        serving = [n for n in serving if n not in self._probation]
         gone = [p for p in self.running if p not in serving]
         # Keep the subscription node first: it is the one whose events the mirror follows.
         self.running = sorted(serving, key=lambda n: n != self.sub_node)
@@ -717,7 +714,6 @@ class Cluster:
             log.warning("Erlang node %s is heard from again; serving through it once Mnesia runs it", peer)
             self.running.remove(peer)
             self._probation[peer] = None
-            self._heard_again += 1
             self._spawn(self._refresh_or_log(), "cluster-refresh")
             return
         if stalled and peer == self.sub_node and live:

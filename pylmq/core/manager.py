@@ -443,17 +443,17 @@ class QueueManager:
             # A client that left (or a store that failed) gets nothing: all goes back, retry intact.
             # Recorded all the same: put back, they sort behind newer messages, and the tag's
             # holder (a stream reader killed meanwhile) claims them back first when it restarts.
-            if holder is not None and taken:
-                self._record(q, holder, taken)
+            self._record(q, holder, taken)
             for d in taken:
                 await self._put_back(d)
             raise
-        if holder is not None and taken:
-            # Recorded before the answer leaves: a caller killed as it arrives can claim them.
-            self._record(q, holder, taken)
+        # Recorded before the answer leaves: a caller killed as it arrives can claim them.
+        self._record(q, holder, taken)
         return taken
 
-    def _record(self, q: Queue, holder: str, taken: list[Delivery]) -> None:
+    def _record(self, q: Queue, holder: str | None, taken: list[Delivery]) -> None:
+        if holder is None or not taken:
+            return
         if self._queues.get(q.name) is not q:
             return  # deleted while the pull waited: its tags went with it, none may come back
         book = self._holders.get(q.name)

@@ -30,6 +30,7 @@ import pytest
 
 from bench.refkit import HOST, KIT, LMQ_REF, free_port, kit_missing_reason
 from bench.refkit import RefNode as KitNode
+from pylmq.client import HttpClient
 from tests.cluster.cluster_helpers import PyNode
 
 __all__ = ["HOST", "KIT", "LMQ_REF", "RefCluster", "RefNode", "free_port", "kit_or_skip", "reference_cluster"]
@@ -58,6 +59,9 @@ class RefNode(KitNode):
             if self.name.encode() in cmdline:
                 os.kill(pid, sig)
         return pid
+
+    def client(self, timeout: float = 30.0) -> HttpClient:
+        return HttpClient(self.url, request_timeout=timeout)
 
     def queue_processes(self) -> list[str]:
         """Names of the queues that have a queue process in this node's lmq_queue_mgr."""

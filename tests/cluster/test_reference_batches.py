@@ -12,32 +12,14 @@ a clear error rather than half done. Skipped with the reason where the kit or OT
 from __future__ import annotations
 
 import json
-import secrets
-from collections.abc import Iterator
 
 import pytest
 
 from pylmq.client import HttpClient
 from pylmq.errors import NotSupported
-from tests.cluster.cluster_helpers import PyNode
-from tests.cluster.lmq_reference import RefCluster, RefNode, http, reference_cluster
+from tests.cluster.lmq_reference import RefCluster, http
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefCluster]:
-    with reference_cluster(tmp_path_factory.mktemp("reference"), erlang=2, pylmq=1) as cluster:
-        yield cluster
-
-
-@pytest.fixture
-def queue() -> str:
-    return "bq_" + secrets.token_hex(4)
-
-
-def client(node: RefNode | PyNode) -> HttpClient:
-    return HttpClient(node.url, request_timeout=30)
 
 
 def sizes(ref: RefCluster, queue: str) -> list[int]:
@@ -51,11 +33,11 @@ def sizes(ref: RefCluster, queue: str) -> list[int]:
 
 
 def test_a_push_many_through_pylmq_is_pulled_in_order_once_on_the_erlang_nodes(ref: RefCluster, queue: str) -> None:
-    py = client(ref.py[0])
+    py = ref.py[0].client()
     bodies = [f"m{i}".encode() for i in range(30)]
     assert py.push_many(queue, [("text/plain", b) for b in bodies]) == 30
     assert sizes(ref, queue) == [30, 30]
-    lmq1, lmq2 = (client(n) for n in ref.erl)
+    lmq1, lmq2 = (n.client() for n in ref.erl)
     got: list[bytes] = []
     for i in range(30):
         m = (lmq1 if i % 2 else lmq2).pull(queue, 5)
@@ -81,8 +63,8 @@ def nacked_by_lmq(lmq: HttpClient, queue: str) -> int:
 
 
 def test_a_pull_many_and_reply_many_through_pylmq_settle_each_message_as_lmq_does(ref: RefCluster, queue: str) -> None:
-    lmq1, lmq2 = (client(n) for n in ref.erl)
-    py = client(ref.py[0])
+    lmq1, lmq2 = (n.client() for n in ref.erl)
+    py = ref.py[0].client()
     lmq1.update_props(queue, {"timeout": 30, "retry": 3})
     for i in range(12):
         (lmq1 if i % 2 else lmq2).push(queue, f"e{i}".encode(), "text/plain")
@@ -115,8 +97,8 @@ def test_a_pull_many_and_reply_many_through_pylmq_settle_each_message_as_lmq_doe
 def test_a_claim_on_a_node_serving_an_erlang_cluster_is_refused_and_changes_nothing(
     ref: RefCluster, queue: str
 ) -> None:
-    py = client(ref.py[0])
-    lmq1 = client(ref.erl[0])
+    py = ref.py[0].client()
+    lmq1 = ref.erl[0].client()
     lmq1.update_props(queue, {"timeout": 30, "retry": 3})
     lmq1.push(queue, b"held", "text/plain")
     got = py.pull_many(queue, 1, 5, holder="reader-1")

@@ -12,32 +12,20 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from collections.abc import Iterator
 
 import pytest
 
-from pylmq.client import HttpClient, Message
-from tests.cluster.cluster_helpers import PyNode
-from tests.cluster.lmq_reference import RefCluster, RefNode, http, reference_cluster, wait_for
+from pylmq.client import Message
+from tests.cluster.lmq_reference import RefCluster, RefNode, http, wait_for
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 
 DEFAULT_RETRY = 2
 
 
-@pytest.fixture(scope="module")
-def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefCluster]:
-    with reference_cluster(tmp_path_factory.mktemp("reference"), erlang=2, pylmq=1) as cluster:
-        yield cluster
-
-
 @pytest.fixture
 def queue() -> str:
     return "rq_" + secrets.token_hex(4)
-
-
-def client(node: RefNode | PyNode) -> HttpClient:
-    return HttpClient(node.url, request_timeout=30)
 
 
 def assert_stats_ok_everywhere(ref: RefCluster, queue: str) -> None:
@@ -65,7 +53,7 @@ def assert_cached_props_equal_mnesia(ref: RefCluster, queue: str) -> None:
 
 def new_queue_through_pylmq(ref: RefCluster, queue: str) -> None:
     """The queue created by a push through pylmq, and left empty."""
-    py = client(ref.py[0])
+    py = ref.py[0].client()
     assert py.push(queue, b"first", "text/plain") == "no"
     got = py.pull(queue, 5)
     assert got is not None and got.body == b"first"
@@ -75,7 +63,7 @@ def new_queue_through_pylmq(ref: RefCluster, queue: str) -> None:
 def pushed_and_pulled_on(node: RefNode, queue: str) -> Message:
     """A message pushed and pulled through one Erlang node of an empty queue (so its retry is
     what that node's queue process stamped), then acked there."""
-    c = client(node)
+    c = node.client()
     probe = secrets.token_hex(4).encode()
     assert c.push(queue, probe, "text/plain") == "no"
     got = c.pull(queue, 5)
@@ -90,7 +78,7 @@ def pushed_and_pulled_on(node: RefNode, queue: str) -> Message:
 def test_a_push_through_pylmq_http_to_a_new_queue_starts_its_queue_process_on_every_erlang_node(
     ref: RefCluster, queue: str
 ) -> None:
-    assert client(ref.py[0]).push(queue, b"hi", "text/plain") == "no"
+    assert ref.py[0].client().push(queue, b"hi", "text/plain") == "no"
     assert_queue_process_everywhere(ref, queue)
     assert_stats_ok_everywhere(ref, queue)
 
@@ -107,11 +95,11 @@ def test_a_push_through_pylmq_rpc_to_a_new_queue_starts_its_queue_process_on_eve
 def test_messages_of_a_queue_created_through_pylmq_are_acked_nacked_and_extended_on_each_erlang_node(
     ref: RefCluster, queue: str
 ) -> None:
-    py = client(ref.py[0])
+    py = ref.py[0].client()
     for node in ref.erl:
         py.push(queue, f"for {node.name}".encode(), "text/plain")
     for node in ref.erl:
-        c = client(node)
+        c = node.client()
         got = py.pull(queue, 5)
         assert got is not None
         status, body = http("POST", f"{node.url}/messages/{queue}/{got.id}?reply=ext")
@@ -127,21 +115,21 @@ def test_messages_of_a_queue_created_through_pylmq_are_acked_nacked_and_extended
 def test_delete_queue_on_each_erlang_node_works_for_a_queue_created_through_pylmq(ref: RefCluster) -> None:
     for node in ref.erl:
         queue = "rq_" + secrets.token_hex(4)
-        client(ref.py[0]).push(queue, b"doomed", "text/plain")
+        ref.py[0].client().push(queue, b"doomed", "text/plain")
         status, body = http("DELETE", f"{node.url}/queues/{queue}")
         assert status == 204, f"DELETE /queues/{queue} on {node.name}: expected 204, got {status} {body!r}"
         for other in ref.erl:
             left = wait_for(other.queue_processes, lambda names, q=queue: q not in names)
             assert queue not in left, f"{queue} still has a queue process on {other.name}"
-        assert queue not in client(ref.py[0]).stats()["queues"]
+        assert queue not in ref.py[0].client().stats()["queues"]
 
 
 def test_pull_any_on_each_erlang_node_sees_a_queue_created_through_pylmq(ref: RefCluster, queue: str) -> None:
-    client(ref.py[0]).push(queue, b"any", "text/plain")
+    ref.py[0].client().push(queue, b"any", "text/plain")
     for node in ref.erl:
-        got = client(node).pull_any(f"^{queue}$", 2)
+        got = node.client().pull_any(f"^{queue}$", 2)
         assert got is not None and got.body == b"any", f"pull-any on {node.name} did not see {queue}"
-        client(node).nack(queue, got.id)
+        node.client().nack(queue, got.id)
 
 
 def waiting_pull_any(regexp: str) -> str:
@@ -157,12 +145,12 @@ def test_a_waiting_pull_any_on_each_erlang_node_takes_a_push_through_pylmq_to_a_
     for node in ref.erl:
         queue = "rq_" + secrets.token_hex(4)
         got: list[Message | None] = []
-        waiter = threading.Thread(target=lambda n=node, q=queue, g=got: g.append(client(n).pull_any(f"^{q}$", 10)))
+        waiter = threading.Thread(target=lambda n=node, q=queue, g=got: g.append(n.client().pull_any(f"^{q}$", 10)))
         waiter.start()
         # The pull-any must be waiting before the queue exists.
         waiting = wait_for(lambda n=node, q=queue: n.eval(waiting_pull_any(f"^{q}$")), lambda v: v == "1", 10)
         assert waiting == "1", f"the pull-any on {node.name} is not waiting"
-        client(ref.py[0]).push(queue, b"late", "text/plain")
+        ref.py[0].client().push(queue, b"late", "text/plain")
         waiter.join(15)
         assert got and got[0] is not None and got[0].body == b"late", f"waiting pull-any on {node.name} got {got}"
 
@@ -174,7 +162,7 @@ def test_props_patched_through_pylmq_are_served_by_every_erlang_node(ref: RefClu
     new_queue_through_pylmq(ref, queue)
     for node in ref.erl:
         assert pushed_and_pulled_on(node, queue).retry == DEFAULT_RETRY
-    client(ref.py[0]).update_props(queue, {"retry": 7})
+    ref.py[0].client().update_props(queue, {"retry": 7})
     assert_cached_props_equal_mnesia(ref, queue)
     for node in ref.erl:
         got = pushed_and_pulled_on(node, queue)
@@ -182,7 +170,7 @@ def test_props_patched_through_pylmq_are_served_by_every_erlang_node(ref: RefClu
 
 
 def test_accumulation_set_through_pylmq_is_applied_by_every_erlang_node(ref: RefCluster) -> None:
-    py = client(ref.py[0])
+    py = ref.py[0].client()
     for shift in range(2):
         # pylmq takes the Erlang nodes in turn: with one more call before the PATCH, the node
         # that runs it is the other one, so one of the two rounds runs the PATCH on the node
@@ -192,7 +180,7 @@ def test_accumulation_set_through_pylmq_is_applied_by_every_erlang_node(ref: Ref
         if shift:
             assert py.pull(queue, 0) is None
         py.update_props(queue, {"accum": 0.5})
-        replies = [client(node).push(queue, f"part {i}".encode(), "text/plain") for i, node in enumerate(ref.erl * 2)]
+        replies = [node.client().push(queue, f"part {i}".encode(), "text/plain") for i, node in enumerate(ref.erl * 2)]
         assert replies == ["new", "yes", "yes", "yes"], f"accumulation replies from lmq1, lmq2, lmq1, lmq2: {replies}"
         got = py.pull(queue, 5)
         assert got is not None and got.type == "compound"
@@ -200,7 +188,7 @@ def test_accumulation_set_through_pylmq_is_applied_by_every_erlang_node(ref: Ref
 
 
 def test_props_reset_through_pylmq_are_served_by_every_erlang_node(ref: RefCluster, queue: str) -> None:
-    py = client(ref.py[0])
+    py = ref.py[0].client()
     new_queue_through_pylmq(ref, queue)
     py.update_props(queue, {"retry": 7})
     for node in ref.erl:
@@ -217,18 +205,18 @@ def test_a_reset_on_an_erlang_node_after_a_patch_through_pylmq_is_stored(ref: Re
     PATCH through pylmq, it must hold the new ones, or the reset below would store nothing."""
     for node in ref.erl:
         queue = "rq_" + secrets.token_hex(4)
-        py = client(ref.py[0])
+        py = ref.py[0].client()
         new_queue_through_pylmq(ref, queue)
         py.update_props(queue, {"retry": 7})
-        client(node).reset_props(queue)
-        assert client(node).get_props(queue)["retry"] == DEFAULT_RETRY, f"the reset on {node.name} was not stored"
+        node.client().reset_props(queue)
+        assert node.client().get_props(queue)["retry"] == DEFAULT_RETRY, f"the reset on {node.name} was not stored"
         assert pushed_and_pulled_on(node, queue).retry == DEFAULT_RETRY
 
 
 def test_default_props_set_and_deleted_through_pylmq_are_served_by_every_erlang_node(
     ref: RefCluster, queue: str
 ) -> None:
-    py = client(ref.py[0])
+    py = ref.py[0].client()
     new_queue_through_pylmq(ref, queue)
     try:
         py.set_default_props([(f"^{queue}$", {"retry": 4})])
@@ -250,7 +238,7 @@ def test_default_props_set_and_deleted_through_pylmq_are_served_by_every_erlang_
 def test_a_queue_deleted_through_pylmq_has_no_queue_process_left_and_is_recreated_on_push(
     ref: RefCluster, queue: str
 ) -> None:
-    py = client(ref.py[0])
+    py = ref.py[0].client()
     py.push(queue, b"old", "text/plain")
     assert_queue_process_everywhere(ref, queue)
     py.delete_queue(queue)
@@ -271,8 +259,8 @@ def test_a_queue_deleted_through_pylmq_has_no_queue_process_left_and_is_recreate
 
 
 def test_writes_on_an_erlang_node_are_served_by_pylmq(ref: RefCluster, queue: str) -> None:
-    lmq1 = client(ref.erl[0])
-    py = client(ref.py[0])
+    lmq1 = ref.erl[0].client()
+    py = ref.py[0].client()
     assert lmq1.push(queue, b"from erlang", "text/plain") == "no"
     got = py.pull(queue, 5)
     assert got is not None and got.body == b"from erlang"

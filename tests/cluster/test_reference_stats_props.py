@@ -19,7 +19,6 @@ import json
 import secrets
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +34,6 @@ from tests.cluster.lmq_reference import RefCluster, RefNode, http, reference_clu
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 
 INT64_MAX = 2**63 - 1
-
-
-@pytest.fixture(scope="module")
-def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefCluster]:
-    with reference_cluster(tmp_path_factory.mktemp("reference"), erlang=2, pylmq=1) as cluster:
-        yield cluster
 
 
 @pytest.fixture

@@ -107,6 +107,15 @@ def job_config(node: NodeThread, queue: str, tmp_path: Path, job: str, per_trigg
     }
 
 
+def push_events(node: NodeThread, queue: str, n: int) -> Counter[int]:
+    """``n`` events, 150 s of event time in order, pushed in one request to ``queue`` (timeout
+    3 s, never dropped for retries); the count each one-minute window must end with."""
+    with HttpClient(node.http_url) as http:
+        http.update_props(queue, {"timeout": 3, "retry": "infinity"})
+        http.push_many(queue, [f"{T0 + i * 0.1875:.4f},{i}" for i in range(n)])
+    return Counter(T0 + (i * 3 // 16) // 60 * 60 for i in range(n))
+
+
 def test_kill_9_of_a_watermarked_window_count_loses_nothing_and_counts_nothing_twice(
     spark: SparkSession, node: NodeThread, tmp_path: Path
 ) -> None:
@@ -192,10 +201,7 @@ def test_kill_9_between_a_trigger_pull_and_its_offset_loses_no_event_of_a_waterm
     # restarted reader claims them by the query's holder tag and puts them first.
     queue = "events"
     n, per_trigger = 800, 200
-    with HttpClient(node.http_url) as http:
-        http.update_props(queue, {"timeout": 3, "retry": "infinity"})
-        http.push_many(queue, [f"{T0 + i * 0.1875:.4f},{i}" for i in range(n)])
-    expected = Counter(T0 + (i * 3 // 16) // 60 * 60 for i in range(n))
+    expected = push_events(node, queue, n)
     config = job_config(node, queue, tmp_path, "windows", per_trigger)
     checkpoint = Path(config["checkpoint"])
     first = Job(tmp_path, "first", config)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,9 @@ from tests.spark.spark_helpers import NO_PYSPARK
 pytest.importorskip("pyspark", reason=NO_PYSPARK)
 from pyspark.sql import SparkSession
 
-from pylmq.client import HttpClient
 from pylmq.node.testing import NodeThread, local_options
 from tests.spark.spark_helpers import queue_size
-from tests.spark.test_stream_crash import T0, Job, batches, job_config, restart
+from tests.spark.test_stream_crash import Job, batches, job_config, push_events, restart
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -63,10 +61,7 @@ def test_kill_9_in_a_pull_then_in_the_claim_by_holder_loses_no_event_of_a_waterm
 ) -> None:
     queue = "events"
     n, per_trigger = 800, 200
-    with HttpClient(node.http_url) as http:
-        http.update_props(queue, {"timeout": 3, "retry": "infinity"})
-        http.push_many(queue, [f"{T0 + i * 0.1875:.4f},{i}" for i in range(n)])
-    expected = Counter(T0 + (i * 3 // 16) // 60 * 60 for i in range(n))
+    expected = push_events(node, queue, n)
     config = job_config(node, queue, tmp_path, "windows", per_trigger)
     checkpoint = Path(config["checkpoint"])
     manager = node.node.manager

@@ -48,6 +48,13 @@ class InvalidProps(BadRequest):
     reason = "invalid_props"
 
 
+class InvalidOptions(BadRequest):
+    """A per-message option (delay, ttl, retry, interval, priority, once) that is malformed or
+    out of range; the detail names it."""
+
+    reason = "invalid_options"
+
+
 class InvalidRegex(BadRequest):
     reason = "invalid_regex"
 

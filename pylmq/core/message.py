@@ -12,13 +12,20 @@ import os
 import re
 import uuid as _uuid
 from dataclasses import dataclass
+from typing import Final, Literal
 
 # The item shape is shared with the clients, so it lives in the wire formats; re-exported here.
 from pylmq.wire.items import DEFAULT_CONTENT_TYPE, Item, Metadata, content_type_of, make_item
 
 __all__ = [
     "DEFAULT_CONTENT_TYPE",
+    "MSG_KEY_BITS",
     "Content",
+    "DeadLetter",
+    "DeadReason",
+    "Inherit",
+    "MessageExt",
+    "PushOptions",
     "Item",
     "MessageId",
     "Metadata",
@@ -28,6 +35,7 @@ __all__ = [
     "StoredMessageType",
     "content_type_of",
     "make_item",
+    "msg_key",
     "new_uuid",
     "parse_uuid",
     "uuid_text",
@@ -53,17 +61,77 @@ class StoredMessageType(enum.Enum):
     COMPOUND = "compound"
 
 
+DeadReason = Literal["retries", "expired"]
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """Where a dead letter came from: its origin queue, how many deliveries failed, when the
+    last one was, and why it died (``retries`` spent, or ``expired`` after a delivery)."""
+
+    origin: str
+    failures: int
+    last_at: float | None
+    reason: DeadReason
+
+
+@dataclass(frozen=True, slots=True)
+class MessageExt:
+    """What a pylmq record holds beyond LMQ's five fields (docs/queue-server.md): absolute
+    ``expires`` (queue_server's ttl), a per-message redelivery ``interval`` that replaces the
+    queue's timeout, a ``priority`` among due messages (higher first), ``once`` (at-most-once:
+    one delivery, never redelivered nor dead-lettered), the delivery count and times, the push
+    time, and dead-letter provenance. Records without any of this keep ``ext=None``: exactly
+    LMQ's record, in the compact form."""
+
+    expires: float | None = None
+    interval: float | None = None
+    priority: int = 0
+    once: bool = False
+    attempts: int = 0
+    first_at: float | None = None
+    last_at: float | None = None
+    sent_at: float | None = None
+    dead: DeadLetter | None = None
+
+
+class Inherit(enum.Enum):
+    """A push option left to the queue's property."""
+
+    QUEUE = "queue"
+
+
+@dataclass(frozen=True, slots=True)
+class PushOptions:
+    """Per-message options of a push (HTTP/RPC extensions, queue_server's produce, SQS). All
+    times are absolute Unix seconds on the node's clock. ``not_before`` None means now;
+    ``retry`` is deliveries after the first (None: unlimited), or the queue's ``retry``."""
+
+    not_before: float | None = None
+    expires: float | None = None
+    interval: float | None = None
+    retry: Retry | Inherit = Inherit.QUEUE
+    priority: int = 0
+    once: bool = False
+
+    def needs_ext(self) -> bool:
+        """Whether a record pushed with these options needs a :class:`MessageExt` (a delay
+        alone, or a retry alone, fits LMQ's record)."""
+        return self.expires is not None or self.interval is not None or self.priority != 0 or self.once
+
+
 @dataclass(slots=True, eq=True)
 class StoredMessage:
     """A message as a queue holds it (LMQ's ``#message`` record): its id (time and uuid), state,
-    type, retries left and content. Clients get their own view of a delivery,
-    :class:`pylmq.client.Message`."""
+    type, retries left and content, plus pylmq's :class:`MessageExt` where one applies. Clients
+    get their own view of a delivery, :class:`pylmq.client.Message`."""
 
     id: MessageId
     state: State
     type: StoredMessageType
     retry: Retry
     content: Content
+    ext: MessageExt | None = None
 
     @property
     def ts(self) -> float:
@@ -100,6 +168,18 @@ def new_uuid() -> bytes:
         raw = ((int.from_bytes(os.urandom(n), "big") & _V4_AND) | _V4_OR).to_bytes(n, "big")
         _pool.extend([raw[i : i + 16] for i in range(0, n, 16)])
     return _pool.pop()
+
+
+MSG_KEY_BITS: Final = 53
+"""Bits of a uuid that make its integer key (:func:`msg_key`): small enough for a JSON number
+that every client parses exactly (queue_server's protocol has integer message ids)."""
+_MSG_KEY_MASK: Final = (1 << MSG_KEY_BITS) - 1
+
+
+def msg_key(u: bytes) -> int:
+    """The integer key of a uuid: its last 53 bits (random in a v4 uuid). Tables index
+    processing records by it and keep it unique among them; queue_server's ``msg_id``."""
+    return int.from_bytes(u[8:16], "big") & _MSG_KEY_MASK
 
 
 def uuid_text(u: bytes) -> str:

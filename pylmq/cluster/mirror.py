@@ -80,6 +80,10 @@ class MirrorListener(Protocol):
 
     def on_defaults(self) -> None: ...
 
+    def on_virtual(self) -> None:
+        """pylmq's virtual queues (:attr:`Mirror.virtual`) changed."""
+        ...
+
     def on_table_created(self, table: Atom) -> None:
         """A queue table appeared in the schema: subscribe to it and scan it."""
         ...
@@ -266,7 +270,10 @@ class Mirror:
                 defaults = default_list_from_term(row[2])
             elif (entry := virtual_from_row(row)) is not None and entry[1]:
                 virtual[entry[0]] = entry[1]
-        self.virtual = virtual
+        if virtual != self.virtual:
+            self.virtual = virtual
+            if self.listener is not None:
+                self.listener.on_virtual()
         self._set_defaults(defaults)
 
     def _set_defaults(self, defaults: DefaultList) -> None:
@@ -304,10 +311,14 @@ class Mirror:
             if len(record) == 3 and record[1] is DEFAULT_PROPS:
                 self._set_defaults([] if op is not WRITE else default_list_from_term(record[2]))
             elif (entry := virtual_from_row(record if op is WRITE else (*record[:2], []))) is not None:
-                if entry[1]:
-                    self.virtual[entry[0]] = entry[1]
-                else:
-                    self.virtual.pop(entry[0], None)
+                name, queues = entry
+                if self.virtual.get(name, []) != queues:
+                    if queues:
+                        self.virtual[name] = queues
+                    else:
+                        del self.virtual[name]
+                    if self.listener is not None:
+                        self.listener.on_virtual()
         else:
             self._queue_row(table, op, record)
 

@@ -132,6 +132,7 @@ __all__ = [
     "erlang_props_problem",
     "mixed_options_problem",
     "not_in_mixed_cluster",
+    "virtual_row",
 ]
 
 log = logging.getLogger("pylmq.cluster.mnesia_store")
@@ -216,6 +217,11 @@ def erlang_defaults_problem(defaults: DefaultList) -> str | None:
         if (problem := erlang_props_problem(props)) is not None:
             return f"default props of {regex!r:.60}: {problem}"
     return None
+
+
+def virtual_row(name: str, queues: Sequence[str]) -> Term:
+    """pylmq's virtual queue ``name`` as its ``'__lmq_info__'`` row (one row per name)."""
+    return (A("lmq_info"), (VIRTUAL_QUEUES, name.encode()), [q.encode() for q in queues])
 
 
 class PeerLink(Protocol):
@@ -343,6 +349,8 @@ class MnesiaStore:
                     local.journal.put(name, msg)
                 count += 1
             table.recovered()
+        # pylmq's virtual queues go on serving alone as the cluster last had them.
+        await self._replace_local_virtual(mirror.virtual)
         self.mode, self.kind = STANDALONE, local.kind
         self._holds.clear()
         await local.barrier()
@@ -360,13 +368,22 @@ class MnesiaStore:
         self._holds.clear()
         for name in list(self.local.queue_names()):
             await self.local.delete(name)
+        await self._replace_local_virtual({})
         await self.local.barrier()
 
     async def clear_local(self) -> None:
-        """After the Python side's data went into the cluster at join."""
+        """After the Python side's data (virtual queues too) went into the cluster at join."""
         for name in list(self.local.queue_names()):
             await self.local.delete(name)
+        await self._replace_local_virtual({})
         await self.local.barrier()
+
+    async def _replace_local_virtual(self, virtual: dict[str, list[str]]) -> None:
+        for name in list(self.local.virtual_queues()):
+            if name not in virtual:
+                await self.local.set_virtual(name, [])
+        for name, queues in virtual.items():
+            await self.local.set_virtual(name, queues)
 
     # -- calls ---------------------------------------------------------------------------------------------
 
@@ -502,6 +519,13 @@ class MnesiaStore:
 
     # -- queues and properties -------------------------------------------------------------------
 
+    def check_push(self, options: PushOptions, retry: Retry) -> None:
+        """:class:`NotSupported` if the Erlang nodes of the cluster cannot honour a push with
+        these options to a queue whose retry is ``retry`` (:func:`mixed_options_problem`); for
+        callers that check every queue of a push before creating any."""
+        if self.mode == CLUSTER and (problem := mixed_options_problem(options, retry)) is not None:
+            raise NotSupported(problem)
+
     def check_props(self, props: RawProps) -> None:
         if self.mode == CLUSTER and (problem := erlang_props_problem(props)) is not None:
             raise InvalidProps(problem)
@@ -606,8 +630,7 @@ class MnesiaStore:
         has a dead-letter queue) cannot hold there: that prop is refused in the cluster."""
         if self.mode != CLUSTER:
             return await self.local.push(name, item, retry, options, track=track)
-        if (problem := mixed_options_problem(options, retry)) is not None:
-            raise NotSupported(problem)
+        self.check_push(options, retry)
         effective = 0 if options.once else retry if options.retry is Inherit.QUEUE else options.retry
         now = self.clock.now()
         # LMQ's key time is when the row becomes due; an earlier not-before is now, as enqueue stamps.
@@ -738,11 +761,10 @@ class MnesiaStore:
         nodes binding different names at once keep both."""
         if self.mode != CLUSTER:
             return await self.local.set_virtual(name, queues)
-        key = (VIRTUAL_QUEUES, name.encode())
         if queues:
-            call = [MNESIA_WRITE, [LMQ_INFO, (A("lmq_info"), key, [q.encode() for q in queues]), WRITE]]
+            call = [MNESIA_WRITE, [LMQ_INFO, virtual_row(name, queues), WRITE]]
         else:
-            call = [MNESIA_DELETE, [LMQ_INFO, key, WRITE]]
+            call = [MNESIA_DELETE, [LMQ_INFO, (VIRTUAL_QUEUES, name.encode()), WRITE]]
         result, _ = await self._call(
             "transaction", call, retry_unknown=True, module="mnesia", what=f"virtual queue {name} in lmq_info"
         )

@@ -31,6 +31,9 @@ class Heard:
     def on_defaults(self) -> None:
         self.log.append(("defaults", None))
 
+    def on_virtual(self) -> None:
+        self.log.append(("virtual", None))
+
     def on_table_created(self, table: Atom) -> None:
         self.log.append(("table", table.name))
 
@@ -137,14 +140,18 @@ def vrow(name: bytes, queues: list[bytes]) -> tuple[object, ...]:
 
 
 def test_virtual_queues_come_from_their_lmq_info_rows_one_per_name() -> None:
-    m = Mirror(Heard())
+    heard = Heard()
+    m = Mirror(heard)
     m.begin(LMQ_INFO)
     m.apply(write(vrow(b"v2", [b"c"])))  # during the scan: replayed over it
     m.load(LMQ_INFO, [vrow(b"v1", [b"a", b"b"]), (LMQ_INFO, A("default_props"), []), (LMQ_INFO, A("other"), 1)])
     assert m.virtual == {"v1": ["a", "b"], "v2": ["c"]}
+    heard.log.clear()
     m.apply(write(vrow(b"v1", [b"d"])))
+    m.apply(write(vrow(b"v1", [b"d"])))  # the same binding again: no news
     m.apply(delete(LMQ_INFO, (VIRTUAL_QUEUES, b"v2")))
     assert m.virtual == {"v1": ["d"]}
+    assert heard.log == [("virtual", None), ("virtual", None)]
     # Rows of other shapes under other keys are not virtual queues.
     assert virtual_from_row((LMQ_INFO, (A("other"), b"v"), [b"a"])) is None
     assert virtual_from_row((LMQ_INFO, (VIRTUAL_QUEUES, b"v"), b"a")) is None

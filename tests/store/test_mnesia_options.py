@@ -161,3 +161,28 @@ async def test_virtual_queues_are_one_lmq_info_row_per_name() -> None:
         [WRITE3, [info, (A("lmq_info"), key, [b"a", b"b"]), A("write")]],
         [Export(A("mnesia"), A("delete"), 3), [info, key, A("write")]],
     ]
+
+
+async def test_check_push_refuses_in_the_cluster_only() -> None:
+    store = MnesiaStore(MemoryStore(), ManualClock(NOW))
+    store.check_push(PushOptions(priority=3), 2)  # serving alone: every option is served
+    store.become_cluster(ScriptedLink())
+    with pytest.raises(NotSupported, match="a message priority is not available"):
+        store.check_push(PushOptions(priority=3), 2)
+    store.check_push(PushOptions(not_before=NOW + 9, retry=4), 2)
+
+
+async def test_virtual_queues_follow_the_mode_switches() -> None:
+    store = MnesiaStore(MemoryStore(), ManualClock(NOW))
+    await store.open()
+    await store.set_virtual("mine", ["a"])  # alone: the local store's
+    assert store.virtual_queues() == {"mine": ["a"]}
+    await store.clear_local()  # after the join put them into the cluster
+    store.become_cluster(ScriptedLink())
+    assert store.virtual_queues() == {}
+    store.mirror.virtual = {"v": ["b", "c"]}
+    assert store.virtual_queues() == {"v": ["b", "c"]}
+    await store.become_standalone()  # the cluster's, as last seen, served alone
+    assert store.local.virtual_queues() == store.virtual_queues() == {"v": ["b", "c"]}
+    await store.become_local()  # left: starts over empty
+    assert store.virtual_queues() == {}

@@ -26,7 +26,7 @@ from pylmq.cluster.mnesia_store import MnesiaStore
 from pylmq.core.message import PushOptions, State, msg_key, parse_uuid, uuid_text
 from pylmq.erlang import start_node
 from pylmq.erlang.node import Node
-from pylmq.errors import InvalidProps, NotSupported
+from pylmq.errors import ClusterError, InvalidProps, NotSupported
 from pylmq.node import LMQNode, NodeOptions
 from pylmq.store.memory import MemoryStore
 from tests.cluster.lmq_reference import RefCluster, RefNode, reference_cluster, wait_for
@@ -37,6 +37,7 @@ T = TypeVar("T")
 REFUSED = "not available while the node serves an Erlang LMQ cluster"
 DELAY = 1.5  # seconds a delayed message waits; long enough to see that nothing comes early
 EARLY = 0.05  # clock reading slack between the Erlang and Python sides of one host
+LATE = 2.0  # generous: a loaded host answers late, a missed wake-up never (the pull times out)
 
 
 @dataclass
@@ -79,7 +80,13 @@ class InProcess:
             await before_join(node)
         dist = await start_node(f"py{secrets.token_hex(4)}@127.0.0.1", cookie)
         cluster = Cluster(dist, store, node.manager)
-        await cluster.join(join)
+        try:
+            await cluster.join(join)
+        except BaseException:
+            await cluster.close()
+            await node.stop()
+            await dist.stop()
+            raise
         member = PyMember(node, store, dist, cluster)
         self.members.append(member)
         return member
@@ -132,10 +139,13 @@ def queue() -> str:
 
 
 def mnesia_rows(node: RefNode, queue: str) -> str:
-    """The queue table's rows as the Erlang node holds them, or ``none`` without a table."""
+    """The queue table's rows as the Erlang node holds them, or ``none`` without a table. Each
+    row without its uuid: ~p would print one that happens to be printable Latin-1 as text,
+    which is not UTF-8."""
     return node.eval(
         f"case lists:member('{queue}', mnesia:system_info(tables)) of"
-        f" true -> ets:tab2list('{queue}'); false -> none end"
+        f" true -> [{{T, S, Y, R, C}} || {{_, {{T, _}}, S, Y, R, C}} <- ets:tab2list('{queue}')];"
+        " false -> none end"
     )
 
 
@@ -182,7 +192,7 @@ def test_a_delayed_row_comes_neither_early_nor_late_to_a_pull_waiting_on_an_erla
         puller.join(15)
     [(got, at)] = result
     assert got is not None and got.body == b"later", f"expected the delayed message from {erl.name}, got {got}"
-    assert due - EARLY <= at <= due + 1.0, f"delivered {at - due:+.3f} s from its due time"
+    assert due - EARLY <= at <= due + LATE, f"delivered {at - due:+.3f} s from its due time"
     assert uuid_text(uuid) != got.id  # a delivery has its own id, as LMQ makes it
     erl.client().ack(queue, got.id)
 
@@ -195,7 +205,7 @@ def test_a_delayed_row_to_a_new_queue_comes_on_time_from_pylmq_and_an_erlang_nod
     assert erl.client().pull(queue, 0) is None, "the Erlang node delivered a delayed message early"
     got, at = timed_pull(mixed.py2.client(), queue, 10)
     assert got is not None and got.body == b"later", f"expected the delayed message from pylmq, got {got}"
-    assert due - EARLY <= at <= due + 1.0, f"pylmq delivered {at - due:+.3f} s from its due time"
+    assert due - EARLY <= at <= due + LATE, f"pylmq delivered {at - due:+.3f} s from its due time"
     mixed.py2.client().ack(queue, got.id)
     # Past the due time, a pull on an Erlang node (no waiting involved) takes the next at once.
     mixed.push(queue, b"due now", PushOptions(not_before=time.time() - 5))
@@ -372,6 +382,18 @@ def test_a_joining_pylmq_node_loads_the_clusters_virtual_queues_and_puts_its_own
         run(mixed.py1.store.set_virtual(own, []))
 
 
+def test_a_node_with_a_dead_letter_queue_is_refused_at_join_and_writes_nothing(mixed: Mixed, queue: str) -> None:
+    erl = mixed.ref.erl[0]
+
+    async def alone(node: LMQNode) -> None:
+        await node.manager.update_props(queue, {"retry": 1, "dead_letter": "dlq_" + queue})
+
+    with pytest.raises(ClusterError) as e:
+        mixed.nodes.run(mixed.nodes.start(mixed.ref.cookie, erl.name, alone))
+    assert f"queue {queue!r}" in e.value.detail and "dead_letter is not available" in e.value.detail, e.value.detail
+    assert erl.eval(f"lmq_lib:queue_info('{queue}')") == "not_found"
+
+
 # ------------------------------------------------------------------ through the queue manager
 
 
@@ -383,7 +405,7 @@ def test_the_managers_push_peek_and_key_lookup_serve_the_cluster(mixed: Mixed, q
     assert name == queue
     assert erl.client().pull(queue, 0) is None
     got, at = timed_pull(erl.client(), queue, 10)
-    assert got is not None and got.body == b"via manager" and due - EARLY <= at <= due + 1.0, (got, at - due)
+    assert got is not None and got.body == b"via manager" and due - EARLY <= at <= due + LATE, (got, at - due)
     delivery = parse_uuid(got.id)
     assert delivery is not None
 

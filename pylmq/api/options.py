@@ -18,24 +18,26 @@ once     ``1``/``true`` or ``0``/``false``           at most one delivery, never
 
 A push with none of these names is LMQ's push, answered as LMQ answers it. Any other parameter
 is left alone (LMQ ignores what it does not know). A bad value is :class:`InvalidOptions`
-naming the option, raised before anything is pushed.
+naming the option, raised before anything is pushed; the ranges are checked by
+:func:`pylmq.core.options.relative_options`, the one rule for every front end.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Any, Final
 
-from pylmq.core.message import Inherit, PushOptions, Retry
-from pylmq.core.props import MAX_RETRY, MAX_SECONDS
-from pylmq.errors import InvalidOptions
+from pylmq.core.manager import MAX_BATCH, QueueManager
+from pylmq.core.message import Inherit, Item, PushOptions
+from pylmq.core.options import check_options, relative_options
+from pylmq.core.queue import Queue
+from pylmq.errors import BadRequest, InvalidOptions
 
-__all__ = ["MAX_PRIORITY", "OPTION_NAMES", "has_options", "push_options"]
+__all__ = ["OPTION_NAMES", "has_options", "push_all_with", "push_many_with", "push_options"]
 
 OPTION_NAMES: Final = ("delay", "ttl", "retry", "interval", "priority", "once")
-MAX_PRIORITY: Final = 255
 
 # A plain decimal (what a query string carries): no sign, no "nan"/"inf", no "0x".
 _DECIMAL = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
@@ -53,41 +55,27 @@ def _text(value: Any) -> Any:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-def _seconds(name: str, value: Any) -> float:
-    """A number of seconds from 0 to MAX_SECONDS, as text (HTTP) or a number (RPC)."""
+def _number(name: str, value: Any) -> Any:
+    """A number as text (HTTP) or as itself (RPC); the range is the core's to check."""
     value = _text(value)
     if isinstance(value, str):
-        f = float(value) if len(value) <= 32 and _DECIMAL.fullmatch(value) else math.nan
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        f = float(value) if not isinstance(value, int) or abs(value) < 2**53 else math.inf
-    else:
-        f = math.nan
-    if not math.isfinite(f) or not 0 <= f <= MAX_SECONDS:
-        raise InvalidOptions(f"{name} must be a number of seconds from 0 to {MAX_SECONDS}, got {value!r:.40}")
-    return f
+        if len(value) <= 32 and _DECIMAL.fullmatch(value):
+            return float(value)
+        raise InvalidOptions(f"'{name}' must be a number of seconds, got {value!r:.40}")
+    return value
 
 
-def _integer(name: str, value: Any, top: int) -> int:
+def _integer(name: str, value: Any) -> Any:
     value = _text(value)
-    if isinstance(value, str) and _INTEGER.fullmatch(value):
-        n = int(value)
-    elif isinstance(value, int) and not isinstance(value, bool):
-        n = value
-    else:
-        n = -1
-    if not 0 <= n <= top:
-        raise InvalidOptions(f"{name} must be a whole number from 0 to {top}, got {value!r:.40}")
-    return n
+    if isinstance(value, str):
+        if _INTEGER.fullmatch(value):
+            return int(value)
+        raise InvalidOptions(f"'{name}' must be a whole number, got {value!r:.40}")
+    return value
 
 
-def _retry(value: Any) -> Retry:
-    if _text(value) == "infinity":
-        return None
-    try:
-        return _integer("retry", value, MAX_RETRY)
-    except InvalidOptions:
-        detail = f'retry must be a whole number from 0 to {MAX_RETRY} or "infinity", got {value!r:.40}'
-        raise InvalidOptions(detail) from None
+def _retry(value: Any) -> Any:
+    return None if _text(value) == "infinity" else _integer("retry", value)
 
 
 def _flag(name: str, value: Any) -> bool:
@@ -95,7 +83,7 @@ def _flag(name: str, value: Any) -> bool:
         return True
     if value is False or value in _FALSE or (type(value) is int and value == 0):
         return False
-    raise InvalidOptions(f"{name} must be 1, true, 0 or false, got {value!r:.40}")
+    raise InvalidOptions(f"'{name}' must be 1, true, 0 or false, got {value!r:.40}")
 
 
 def push_options(params: Mapping[Any, Any], now: float) -> PushOptions | None:
@@ -104,25 +92,47 @@ def push_options(params: Mapping[Any, Any], now: float) -> PushOptions | None:
     given = {k: v for k, v in ((_text(k), v) for k, v in params.items()) if k in OPTION_NAMES}
     if not given:
         return None
-    delay = _seconds("delay", given["delay"]) if "delay" in given else 0.0
-    ttl = _seconds("ttl", given["ttl"]) if "ttl" in given else None
-    interval = _seconds("interval", given["interval"]) if "interval" in given else None
-    retry: Retry | Inherit = _retry(given["retry"]) if "retry" in given else Inherit.QUEUE
-    priority = _integer("priority", given["priority"], MAX_PRIORITY) if "priority" in given else 0
-    once = _flag("once", given["once"]) if "once" in given else False
-    if ttl is not None and ttl <= delay:
-        raise InvalidOptions(f"ttl must be after delay: ttl {ttl:g} s is not after delay {delay:g} s")
-    if interval is not None and interval <= 0:
-        raise InvalidOptions("interval must be more than 0 seconds")
-    if once and retry not in (0, Inherit.QUEUE):
-        raise InvalidOptions("once means one delivery: it cannot take a retry other than 0")
-    if once and interval is not None:
-        raise InvalidOptions("once means one delivery: it cannot take an interval")
-    return PushOptions(
-        not_before=now + delay if delay > 0 else None,
-        expires=now + ttl if ttl is not None else None,
-        interval=interval,
-        retry=0 if once else retry,
-        priority=priority,
-        once=once,
+    return relative_options(
+        now,
+        delay=_number("delay", given["delay"]) if "delay" in given else None,
+        ttl=_number("ttl", given["ttl"]) if "ttl" in given else None,
+        interval=_number("interval", given["interval"]) if "interval" in given else None,
+        retry=_retry(given["retry"]) if "retry" in given else Inherit.QUEUE,
+        priority=_integer("priority", given["priority"]) if "priority" in given else 0,
+        once=_flag("once", given["once"]) if "once" in given else False,
     )
+
+
+def _refuse_accum(q: Queue) -> None:
+    # The core's rule for push_with, applied to every queue before any is pushed.
+    if q.props.accum > 0:
+        raise InvalidOptions(
+            f"queue {q.name!r} accumulates messages (accum {q.props.accum} s): "
+            "a push with options or a returned id needs a queue with accum 0"
+        )
+
+
+async def push_all_with(
+    manager: QueueManager, regex: str | bytes, item: Item, options: PushOptions
+) -> list[tuple[str, bytes]]:
+    """A fan-out push with options: to every existing queue whose name matches, in name order,
+    one ``(queue, uuid)`` each, with one commit. Every queue is checked before any is pushed."""
+    checked = check_options(options, manager.clock.now())
+    queues = sorted(await manager.match(regex), key=attrgetter("name"))
+    for q in queues:
+        _refuse_accum(q)
+    out = [(q.name, await q.push_with(item, checked)) for q in queues]
+    await manager.store.barrier()
+    return out
+
+
+async def push_many_with(manager: QueueManager, name: str, items: Sequence[Item], options: PushOptions) -> list[bytes]:
+    """A batch push with options (the same for every item): the uuids in order, one commit."""
+    if len(items) > MAX_BATCH:
+        raise BadRequest(f"a batch holds at most {MAX_BATCH} messages, got {len(items)}")
+    checked = check_options(options, manager.clock.now())
+    q = await manager.ensure(name)  # refuses a virtual name: a batch goes to one queue
+    _refuse_accum(q)
+    uuids = [await q.push_with(item, checked) for item in items]
+    await manager.store.barrier()
+    return uuids

@@ -20,7 +20,8 @@ from typing import Any, get_args
 from pylmq.config.consult import Atom, Term, parse_terms, proplist
 from pylmq.config.lager import LagerConfig, lager_from_terms
 from pylmq.config.vmargs import NameMode, VmArgs, parse_vm_args
-from pylmq.core.manager import validate_name
+from pylmq.core.manager import MAX_VIRTUAL_MEMBERS
+from pylmq.core.names import validate_name
 from pylmq.core.store import (
     DEFAULT_DATA_DIR,
     DEFAULT_DISK_RESERVE_BYTES,
@@ -163,10 +164,6 @@ def _coerce(key: str, value: Any, where: str, from_text: bool = False) -> Any:
     if not isinstance(value, str):
         raise ConfigError(f"{where}: {key} must be text, got {value!r}")
     return Path(value) if typ is Path else value
-
-
-MAX_VIRTUAL_MEMBERS = 64
-"""Real queues one virtual queue binds: a push to it is one push per member, in one loop pass."""
 
 
 def _virtual_name(value: Term, where: str) -> str:

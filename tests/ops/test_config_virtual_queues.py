@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pylmq.config import load_settings
-from pylmq.config.settings import MAX_VIRTUAL_MEMBERS
+from pylmq.core.manager import MAX_VIRTUAL_MEMBERS
 from pylmq.errors import ConfigError
 
 

@@ -414,13 +414,18 @@ def _pulled(doc: Mapping[str, Any]) -> Message:
     try:
         retry = doc["retry"]
         kind = doc["type"]
+        left = None if retry == "infinity" else retry
+        attempts = doc.get("attempts")
+        dead = doc.get("dead")
+        info = None if dead is None else DeadLetterInfo(
+            dead["origin"], int(dead["failures"]), dead["last_delivery"], dead["reason"]
+        )  # fmt: skip
         if kind == "compound":
             parts = tuple(Part({"content-type": ct}, body) for ct, body in doc["parts"])
-            return Message(doc["queue"], doc["id"], "compound", None if retry == "infinity" else retry, "", b"", parts)
+            return Message(doc["queue"], doc["id"], "compound", left, "", b"", parts, attempts, info)
         if kind != "normal":
             raise ProtocolError(f"unknown message type {kind!r:.40}")
-        return Message(doc["queue"], doc["id"], "normal", None if retry == "infinity" else retry,
-                       doc["content_type"], doc["body"])  # fmt: skip
+        return Message(doc["queue"], doc["id"], "normal", left, doc["content_type"], doc["body"], (), attempts, info)
     except (KeyError, TypeError, ValueError) as e:
         raise ProtocolError(f"bad message map in a pull-many answer: {e!r:.200}") from None
 

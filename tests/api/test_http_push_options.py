@@ -5,6 +5,7 @@ with no sleeping."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -14,8 +15,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from pylmq.client import AsyncHttpClient, DeadLetterInfo, HttpClient, PushOptions
 from pylmq.core.clock import ManualClock
-from pylmq.errors import ConfigError
+from pylmq.errors import ConfigError, InvalidOptions, NotFound
 from pylmq.node import LMQNode, NodeOptions
 from pylmq.wire.batch import encode_pushes
 from tests.api.api_helpers import Api, Reply, base_url
@@ -394,3 +396,41 @@ async def test_configured_virtual_queues_are_served_and_a_clash_with_a_queue_sto
     clash = LMQNode(replace(opts, virtual_queues={"c1": ("z",)}))
     with pytest.raises(ConfigError, match="virtual_queues 'c1': a queue has that name"):
         await clash.start()
+
+
+# -- pylmq.client over HTTP, asyncio and blocking ------------------------------------------------------------
+
+
+async def test_the_http_clients_speak_the_extensions(node: LMQNode, clock: ManualClock) -> None:
+    url = base_url(node)
+    async with AsyncHttpClient(url) as c:
+        ids = await c.push_with("hc", "body", options=PushOptions(delay=2, priority=7))
+        assert list(ids) == ["hc"]
+        [entry] = await c.peek("hc", body=True)
+        assert (entry["id"], entry["priority"], entry["body"]) == (ids["hc"], 7, "body")
+        assert await c.pull("hc", 0) is None
+        clock.advance(2)
+        msg = await c.pull("hc", 0)
+        assert msg is not None and (msg.body, msg.attempts, msg.dead) == (b"body", 1, None)
+        with pytest.raises(InvalidOptions):
+            await c.push_with("hc", "x", options=PushOptions(ttl=1, delay=2))
+        await c.update_props("hw", {"dead_letter": "hw.dead", "retry": 0, "timeout": 1})
+        await c.push("hw", "w")
+        assert await c.pull("hw", 0) is not None
+        clock.advance(2)
+        assert await c.pull("hw", 0) is None
+        [dead] = await c.pull_many("hw.dead", 5, 0)
+        assert dead.dead == DeadLetterInfo("hw", 1, START + 2, "retries") and dead.attempts == 1
+
+    def blocking() -> None:
+        with HttpClient(url) as s:
+            s.nack("hw.dead", dead.id)
+            assert s.requeue("hw.dead", to="hw2") == 1
+            s.set_virtual("hv", ["h1", "h2"])
+            assert s.virtual_queues() == {"hv": ["h1", "h2"]} and s.get_virtual("hv") == ["h1", "h2"]
+            assert set(s.push_with("hv", b"x")) == {"h1", "h2"}
+            s.delete_virtual("hv")
+            with pytest.raises(NotFound):
+                s.get_virtual("hv")
+
+    await asyncio.to_thread(blocking)

@@ -32,12 +32,14 @@ pylmq's own (docs/http-api-extensions.md; LMQ has no such functions)::
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
-from pylmq.core.manager import QueueManager
+from pylmq.api.peek import MAX_PEEK, peek_entry
+from pylmq.core.manager import MAX_BATCH, QueueManager
+from pylmq.erlang import Node
 from pylmq.erlang.terms import Atom, Term
-from pylmq.errors import LMQError
+from pylmq.errors import BadRequest, LMQError, NotFound
 from pylmq.metrics import HistogramStats, MeterRates, QueueMetrics, QueueStats
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "format_status",
     "format_virtual",
     "from_term",
+    "register_extensions",
     "stats_term",
     "status_term",
     "to_term",
@@ -309,3 +312,59 @@ def format_virtual(term: Term) -> str:
     for name, queues in term if isinstance(term, list) else []:
         lines.append(f"{_text(name)} -> {', '.join(_text(q) for q in queues)}")
     return "".join(line + "\n" for line in lines) or "(no virtual queues)\n"
+
+
+async def _refused(op: Awaitable[Term]) -> Term:
+    try:
+        return await op
+    except LMQError as e:
+        return error_term(e)
+
+
+def _optional_text(term: Term) -> str | None:
+    return None if term == A("undefined") or term is None else _text(term)
+
+
+def register_extensions(node: Node, manager: QueueManager) -> None:
+    """peek, requeue and the virtual queue functions, for ``lmq-admin`` (terms in the module
+    docstring); a refusal answers ``{error, {Reason, Detail}}``."""
+
+    async def peek(name: Term, after: Term, count: Term, body: Term = False) -> Term:
+        async def run() -> Term:
+            n = count if isinstance(count, int) and not isinstance(count, bool) else 0
+            if not 1 <= n <= MAX_PEEK:
+                raise BadRequest(f"n must be a whole number of messages from 1 to {MAX_PEEK}, got {count!r}")
+            records = await manager.peek(_text(name), _optional_text(after), n)
+            return to_term([peek_entry(r, body=body is True or body == A("true")) for r in records])
+
+        return await _refused(run())
+
+    async def requeue(name: Term, count: Term, to: Term) -> Term:
+        async def run() -> Term:
+            n = count if isinstance(count, int) and not isinstance(count, bool) else 0
+            if not 1 <= n <= MAX_BATCH:
+                raise BadRequest(f"n must be a whole number of messages from 1 to {MAX_BATCH}, got {count!r}")
+            return (A("ok"), await manager.requeue(_text(name), n, _optional_text(to)))
+
+        return await _refused(run())
+
+    def virtual_queues() -> Term:
+        return [(k.encode(), [q.encode() for q in v]) for k, v in sorted(manager.virtual_queues().items())]
+
+    async def virtual_set(name: Term, queues: Term) -> Term:
+        async def run() -> Term:
+            await manager.set_virtual(_text(name), [_text(q) for q in queues] if isinstance(queues, list) else [])
+            return A("ok")
+
+        return await _refused(run())
+
+    async def virtual_delete(name: Term) -> Term:
+        async def run() -> Term:
+            if not await manager.delete_virtual(_text(name)):
+                raise NotFound(f"no virtual queue named {_text(name)!r}")
+            return A("ok")
+
+        return await _refused(run())
+
+    for fn in (peek, requeue, virtual_queues, virtual_set, virtual_delete):
+        node.register_function(MODULE, fn.__name__, fn)

@@ -10,6 +10,7 @@ Skipped with the reason where the kit or OTP 25 is missing (see lmq_reference.py
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import threading
 import time
@@ -20,7 +21,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from pylmq.client import HttpClient, Message
+from pylmq.client import HttpClient, Message, RpcClient
+from pylmq.client import PushOptions as ClientOptions
 from pylmq.cluster import Cluster
 from pylmq.cluster.mnesia_store import MnesiaStore
 from pylmq.core.message import PushOptions, State, msg_key, parse_uuid, uuid_text
@@ -29,7 +31,7 @@ from pylmq.erlang.node import Node
 from pylmq.errors import ClusterError, InvalidProps, NotSupported
 from pylmq.node import LMQNode, NodeOptions
 from pylmq.store.memory import MemoryStore
-from tests.cluster.lmq_reference import RefCluster, RefNode, reference_cluster, wait_for
+from tests.cluster.lmq_reference import RefCluster, RefNode, http, reference_cluster, wait_for
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
 
@@ -424,3 +426,57 @@ def test_the_managers_push_peek_and_key_lookup_serve_the_cluster(mixed: Mixed, q
     assert mnesia_rows(erl, queue + "_p") in ("none", "[]")
     erl.client().ack(queue, got.id)
     assert uuid != delivery
+
+
+# ------------------------------------------------------------------ through pylmq's HTTP and RPC APIs
+
+
+def test_over_http_a_delayed_push_to_pylmq_reaches_a_pull_waiting_on_an_erlang_node(mixed: Mixed, queue: str) -> None:
+    erl = mixed.ref.erl[0]
+    result: list[tuple[Message | None, float]] = []
+    puller = threading.Thread(target=lambda: result.append(timed_pull(erl.client(), queue, 10)))
+    puller.start()
+    try:
+        assert wait_for(lambda: waiters(erl, queue), lambda n: n == 1, 10) == 1
+        due = time.time() + DELAY
+        ids = mixed.py1.client().push_with(queue, b"over http", "text/plain", ClientOptions(delay=DELAY, retry=0))
+        assert list(ids) == [queue]
+        page = mixed.py2.client().peek(queue)  # the other pylmq node's mirror
+        assert [(e["id"], e["state"], e["retry"]) for e in page] == [(ids[queue], "available", 1)], page
+    finally:
+        puller.join(15)
+    [(got, at)] = result
+    assert got is not None and got.body == b"over http" and got.retry == 0, got
+    assert due - EARLY <= at <= due + LATE, f"delivered {at - due:+.3f} s from its due time"
+    erl.client().ack(queue, got.id)
+
+
+def test_over_http_and_rpc_what_the_erlang_nodes_cannot_honour_is_refused_with_the_reason(
+    mixed: Mixed, queue: str
+) -> None:
+    erl, py = mixed.ref.erl[1], mixed.py2
+    refused = [
+        (ClientOptions(ttl=60), "a ttl (expiry time) is"),
+        (ClientOptions(delay=5, ttl=60), "a ttl (expiry time) is"),
+        (ClientOptions(interval=2), "a retry interval (per-message timeout) is"),
+        (ClientOptions(priority=5), "a message priority is"),
+        (ClientOptions(retry="infinity"), 'retry "infinity" is'),
+    ]
+    for options, feature in refused:
+        with pytest.raises(NotSupported) as e:
+            py.client().push_with(queue, b"refused", "text/plain", options)
+        assert f"{feature} {REFUSED}: its Erlang nodes" in e.value.detail or "infinity" in feature, e.value.detail
+        assert f"{feature} {REFUSED}" in e.value.detail, e.value.detail
+    status, body = http("POST", f"{py.url}/messages/{queue}?priority=5", b"refused")
+    assert status == 501 and json.loads(body)["error"] == "not_supported", (status, body)
+    assert py.node.rpc_address is not None
+    with RpcClient("127.0.0.1", py.node.rpc_address[1], request_timeout=30) as rpc, pytest.raises(NotSupported):
+        rpc.push_with(queue, "refused", ClientOptions(ttl=60))
+    # No message reached Mnesia (the manager may have created the queue: see the report).
+    assert mnesia_rows(erl, queue) in ("none", "[]")
+
+    status, body = http("PATCH", f"{py.url}/properties/{queue}", b'{"dead_letter": "dlq"}', "application/json")
+    assert status == 400 and "dead_letter is not available" in json.loads(body)["detail"], (status, body)
+    with pytest.raises(NotSupported, match="requeue of dead letters is not available"):
+        py.client().requeue(queue)
+    assert erl.eval(f"lmq_lib:queue_info('{queue}')") in ("not_found", "[]")

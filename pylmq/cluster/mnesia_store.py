@@ -63,9 +63,9 @@ the whole batch fails and the calls before it may have committed: their callers 
 In the cluster the store refuses props the Erlang nodes cannot serve (:func:`erlang_props_problem`),
 before anything reaches Mnesia: they would store them, then fail on every request that shows them.
 
-Per-message options (docs/mixed-clusters.md#per-message-options): a row holds LMQ's five fields
-and nothing else (Erlang matches the record's arity), so only what those fields express is
-served. A delay is the row's key time (LMQ's "due at"): such a push writes the row itself,
+Per-message options (docs/mixed-clusters.md, "Per-message options, dead letters, peek and
+virtual queues"): a row holds LMQ's five fields and nothing else (Erlang matches the record's
+arity), so only what those fields express is served. A delay is the row's key time (LMQ's "due at"): such a push writes the row itself,
 ``mnesia:transaction(fun mnesia:write/3, [Queue, Row, write])`` on a peer, with the key stamped
 by this node's clock, then fires ``new_message`` as an Erlang node's push does: every Erlang
 queue process with waiters then recomputes ``lmq_lib:waittime`` (the first row's key) and sleeps
@@ -170,8 +170,9 @@ def mixed_options_problem(options: PushOptions, retry: Retry) -> str | None:
     """Why a push with these options (``retry``: the queue's) cannot be served by the Erlang
     nodes of a cluster, or None: a delay is the row's key time and a retry its retry field,
     nothing else fits LMQ's record. ``once`` is LMQ's retry 0 (one delivery, never another), so
-    an expiry beside it changes nothing (queue_server's rule delivers an unexpired or a never
-    delivered message once either way) and is accepted."""
+    an expiry beside it changes nothing and is accepted: by queue_server's rule a message never
+    delivered is delivered once even after it expired, and a ``once`` one is never delivered
+    again."""
     if options.interval is not None:
         return not_in_mixed_cluster("a retry interval (per-message timeout) is")
     if options.priority != 0:

@@ -63,17 +63,17 @@ the whole batch fails and the calls before it may have committed: their callers 
 In the cluster the store refuses props the Erlang nodes cannot serve (:func:`erlang_props_problem`),
 before anything reaches Mnesia: they would store them, then fail on every request that shows them.
 
-Per-message options (docs/mixed-clusters.md, "Per-message options, dead letters, peek and
-virtual queues"): a row holds LMQ's five fields and nothing else (Erlang matches the record's
-arity), so only what those fields express is served. A delay is the row's key time (LMQ's "due at"): such a push writes the row itself,
-``mnesia:transaction(fun mnesia:write/3, [Queue, Row, write])`` on a peer, with the key stamped
-by this node's clock, then fires ``new_message`` as an Erlang node's push does: every Erlang
-queue process with waiters then recomputes ``lmq_lib:waittime`` (the first row's key) and sleeps
-until the row is due, and this node's waiters do the same from the mirror. A per-message retry is
-the row's retry field. Expiry, intervals, priorities, dead letters and requeues are refused
-before anything is written (:func:`mixed_options_problem`). pylmq's virtual queues live in
-``'__lmq_info__'``, one row per name keyed ``{pylmq_virtual_queues, Name}``, shared by the pylmq
-nodes of the cluster and ignored by the Erlang ones.
+Per-message options (docs/mixed-clusters.md, "Per-message options, dead letters, peek and virtual
+queues"): a row holds LMQ's five fields and nothing else (Erlang matches the record's arity), so
+only what those fields express is served. A delay is the row's key time (LMQ's "due at"): such a
+push writes the row itself, ``mnesia:transaction(fun mnesia:write/3, [Queue, Row, write])`` on a
+peer, with the key stamped by this node's clock, then fires ``new_message`` as an Erlang node's
+push does: every Erlang queue process with waiters then recomputes ``lmq_lib:waittime`` (the first
+row's key) and sleeps until the row is due, and this node's waiters do the same from the mirror. A
+per-message retry is the row's retry field. Expiry, intervals, priorities, dead letters and
+requeues are refused before anything is written (:func:`mixed_options_problem`). pylmq's virtual
+queues live in ``'__lmq_info__'``, one row per name keyed ``{pylmq_virtual_queues, Name}``, shared
+by the pylmq nodes of the cluster and ignored by the Erlang ones.
 
 A dequeue that finds nothing although the mirror shows a deliverable first record (the mirror
 lags the cluster by an event, or this host's clock runs ahead of the peer's) holds the queue:

@@ -344,6 +344,12 @@ def test_virtual_queues_are_shared_by_the_pylmq_nodes_through_lmq_info(mixed: Mi
     assert seen == [queue + "_a", queue + "_b"]
     stored = erl.eval(f'lmq_lib:get_lmq_info({{pylmq_virtual_queues, <<"{name}">>}})')
     assert stored.replace("\n", "").replace(" ", "") == f'{{ok,[<<"{queue}_a">>,<<"{queue}_b">>]}}'
+    # An Erlang node knows nothing of it: a push there to the virtual name makes a real queue.
+    assert erl.client().push(name, b"to the name", "text/plain") == "no"
+    assert erl.eval(f"lmq_lib:queue_info('{name}')") == "[]"
+    status, _ = http("GET", erl.url + "/stats")
+    assert status == 200, "an Erlang node's /stats fails beside the lmq_info rows"
+    assert http("DELETE", f"{erl.url}/queues/{name}")[0] == 204
     # The other node rebinds and unbinds; both see each change.
     run(mixed.py2.store.set_virtual(name, [queue + "_c"]))
     assert wait_for(lambda: mixed.py1.store.virtual_queues().get(name), lambda v: v == [queue + "_c"], 5) == [
@@ -352,8 +358,6 @@ def test_virtual_queues_are_shared_by_the_pylmq_nodes_through_lmq_info(mixed: Mi
     run(mixed.py2.store.set_virtual(name, []))
     assert wait_for(lambda: name in mixed.py1.store.virtual_queues(), lambda present: not present, 5) is False
     assert erl.eval(f'lmq_lib:get_lmq_info({{pylmq_virtual_queues, <<"{name}">>}})') == "{error,not_found}"
-    # The Erlang nodes do not mind the rows: their default props and stats still serve.
-    assert erl.client().push(queue, b"x", "text/plain") == "no"
 
 
 def test_a_joining_pylmq_node_loads_the_clusters_virtual_queues_and_puts_its_own_in(

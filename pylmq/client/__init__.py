@@ -27,6 +27,7 @@ from pylmq.client._message import (
     ReplyResult,
     RpcMessage,
 )
+from pylmq.client._options import DeadLetterInfo, PushOptions
 from pylmq.client._rpc import AsyncRpcClient
 from pylmq.client._rpc_sync import RpcClient
 from pylmq.client._urls import parse_http_urls, parse_rpc_addresses
@@ -36,11 +37,13 @@ __all__ = [
     "AsyncHttpClient",
     "AsyncRpcClient",
     "ClaimResult",
+    "DeadLetterInfo",
     "HttpClient",
     "Message",
     "MessageType",
     "Part",
     "PullFormat",
+    "PushOptions",
     "ReplyMany",
     "ReplyResult",
     "RpcClient",

@@ -20,6 +20,8 @@ from typing import Any, get_args
 from pylmq.config.consult import Atom, Term, parse_terms, proplist
 from pylmq.config.lager import LagerConfig, lager_from_terms
 from pylmq.config.vmargs import NameMode, VmArgs, parse_vm_args
+from pylmq.core.manager import MAX_VIRTUAL_MEMBERS
+from pylmq.core.names import validate_name
 from pylmq.core.store import (
     DEFAULT_DATA_DIR,
     DEFAULT_DISK_RESERVE_BYTES,
@@ -32,7 +34,7 @@ from pylmq.core.store import (
     FsyncPolicy,
     StoreKind,
 )
-from pylmq.errors import ConfigError
+from pylmq.errors import ConfigError, LMQError
 from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
 
 __all__ = ["FsyncPolicy", "Settings", "StoreKind", "load_settings", "read_cookie_file"]
@@ -77,6 +79,9 @@ class Settings:
     rpc_timeout: int = 5000
     stall_timeout: int = 3000
     vm_env: Mapping[str, str] = field(default_factory=dict)  # -env VAR VALUE from vm.args
+    # Virtual queues of app.config ({virtual_queues, [{<<"v">>, [<<"a">>, <<"b">>]}]}): name ->
+    # its real queues. The node binds each at start unless its journal already holds that name.
+    virtual_queues: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # Things read but without effect in pylmq (Erlang VM flags, InfluxDB, ...): for the log.
     notices: tuple[str, ...] = ()
 
@@ -161,6 +166,42 @@ def _coerce(key: str, value: Any, where: str, from_text: bool = False) -> Any:
     return Path(value) if typ is Path else value
 
 
+def _virtual_name(value: Term, where: str) -> str:
+    if not isinstance(value, bytes | str) or isinstance(value, Atom):
+        raise ConfigError(f'{where}: a queue name must be a binary (<<"name">>) or a string, got {value!r:.80}')
+    try:
+        return validate_name(value)
+    except LMQError as e:
+        raise ConfigError(f"{where}: {e.detail}") from None
+
+
+def _virtual_queues(value: Term, where: str) -> dict[str, tuple[str, ...]]:
+    """``[{<<"v">>, [<<"a">>, <<"b">>]}]``: each virtual name once, 1 to MAX_VIRTUAL_MEMBERS
+    distinct real queues, none of them virtual itself."""
+    shape = '[{<<"virtual">>, [<<"queue">>, ...]}, ...]'
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: expected {shape}, got {value!r:.80}")
+    out: dict[str, tuple[str, ...]] = {}
+    for entry in value:
+        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], list)):
+            raise ConfigError(f'{where}: expected {{<<"virtual">>, [<<"queue">>, ...]}}, got {entry!r:.80}')
+        name = _virtual_name(entry[0], where)
+        at = f"{where} {name!r}"
+        if name in out:
+            raise ConfigError(f"{at}: the virtual queue is named twice")
+        members = tuple(_virtual_name(m, at) for m in entry[1])
+        if not 1 <= len(members) <= MAX_VIRTUAL_MEMBERS:
+            raise ConfigError(f"{at}: a virtual queue binds 1 to {MAX_VIRTUAL_MEMBERS} queues, got {len(members)}")
+        if len(set(members)) != len(members):
+            raise ConfigError(f"{at}: a queue is bound twice")
+        out[name] = members
+    for name, members in out.items():
+        inner = [m for m in members if m in out]
+        if inner:
+            raise ConfigError(f"{where} {name!r}: binds the virtual queue {inner[0]!r}; bind real queues only")
+    return out
+
+
 def _ip_text(value: Term, where: str) -> str:
     if isinstance(value, str):
         return value
@@ -191,6 +232,8 @@ def _apply_app(app: str, props: dict[str, Term], acc: dict[str, Any], notices: l
                 acc["stats_interval"] = max(value, 0)
             elif key == "join":
                 acc["join"] = _coerce("join", value, kw)
+            elif key == "virtual_queues":  # pylmq's; Erlang LMQ ignores keys it does not know
+                acc["virtual_queues"] = _virtual_queues(value, kw)
             else:
                 notices.append(f"{kw}: not used by pylmq; ignored")
         elif app == "statsderl":
@@ -201,10 +244,12 @@ def _apply_app(app: str, props: dict[str, Term], acc: dict[str, Any], notices: l
             else:
                 notices.append(f"{kw}: not used by pylmq; ignored")
         elif app == "pylmq":
-            if key in _PYLMQ_KEYS:
+            if key == "virtual_queues":
+                acc["virtual_queues"] = _virtual_queues(value, kw)
+            elif key in _PYLMQ_KEYS:
                 acc[key] = _coerce(key, value, kw)
             else:
-                raise ConfigError(f"{kw}: unknown pylmq setting (known: {', '.join(_PYLMQ_KEYS)})")
+                raise ConfigError(f"{kw}: unknown pylmq setting (known: {', '.join(_PYLMQ_KEYS)}, virtual_queues)")
 
 
 def _read_app_config(path: Path, acc: dict[str, Any], notices: list[str], depth: int = 0) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -85,6 +86,9 @@ class NodeOptions:
     max_buffered_bytes: int | None = None
     min_receive_rate: int = DEFAULT_MIN_RECEIVE_RATE
     node_name: str = "nonode@nohost"  # what /stats lists as this node (its Erlang name, if any)
+    # Virtual queues of app.config: bound at start, except names the store already holds (a
+    # change made over the API persists and wins).
+    virtual_queues: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def make_store(opts: NodeOptions, clock: Clock) -> Store:
@@ -124,7 +128,7 @@ class LMQNode:
         self.metrics: QueueMetrics | None = QueueMetrics(clock=self.clock) if observer is None else None
         if isinstance(observer, QueueMetrics):
             self.metrics = observer
-        self.manager = QueueManager(self.store, self.clock, observer or self.metrics)
+        self.manager = QueueManager(self.store, self.clock, observer or self.metrics, virtual=self.opts.virtual_queues)
         self._http: HttpServer | None = None
         self._rpc: object | None = None
         self._budget: BufferBudget | None = None
@@ -137,6 +141,7 @@ class LMQNode:
         if self.metrics is not None:
             self.metrics.start()
         try:
+            self._check_virtual_queues()
             if self.opts.http is not None:
                 await self._start_http(*self.opts.http)
             if self.opts.rpc is not None:
@@ -150,6 +155,14 @@ class LMQNode:
             self.http_address,
             self.rpc_address,
         )
+
+    def _check_virtual_queues(self) -> None:
+        """A virtual queue of app.config (the manager binds them) whose name is a queue the
+        store holds would shadow it: the start stops, naming it."""
+        queues = set(self.manager.queue_names())
+        for name in self.opts.virtual_queues:
+            if name in queues:
+                raise ConfigError(f"virtual_queues {name!r}: a queue has that name; a virtual queue needs its own")
 
     def budget(self) -> BufferBudget:
         """The one budget for requests partly received, shared by the HTTP and RPC servers."""

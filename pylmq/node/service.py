@@ -51,6 +51,7 @@ def node_options(s: Settings) -> NodeOptions:
         max_buffered_bytes=s.max_buffered_bytes or None,
         min_receive_rate=s.min_receive_rate,
         node_name=s.node_name or "nonode@nohost",
+        virtual_queues=s.virtual_queues,
     )
 
 
@@ -141,6 +142,7 @@ class Service:
         d = self.dist
         d.register_function(console.MODULE, "status", self._status)
         d.register_function(console.MODULE, "stats", lambda: console.stats_term(self.node.manager, self.metrics))
+        console.register_extensions(d, self.node.manager)
         if self.store is not None:
             self.cluster = Cluster(d, self.store, self.node.manager, membership_file=self.membership_file)
             d.register_function(console.MODULE, "join", self._join)

@@ -434,3 +434,12 @@ async def test_the_http_clients_speak_the_extensions(node: LMQNode, clock: Manua
                 s.get_virtual("hv")
 
     await asyncio.to_thread(blocking)
+
+
+async def test_a_virtual_queue_with_an_accumulating_member_refuses_http_pushes(api: Api) -> None:
+    await api.set_props("va.acc", accum=1)
+    await put_virtual(api, "va", {"queues": ["va.plain", "va.acc"]})
+    r = await api.push("va", b"x")
+    assert r.status == 400 and "va.acc" in r.json()["detail"]
+    # Checked before anything was pushed: the other member was not even created.
+    assert (await api.request("GET", "/peek/va.plain")).status == 404

@@ -443,3 +443,16 @@ async def test_a_virtual_queue_with_an_accumulating_member_refuses_http_pushes(a
     assert r.status == 400 and "va.acc" in r.json()["detail"]
     # Checked before anything was pushed: the other member was not even created.
     assert (await api.request("GET", "/peek/va.plain")).status == 404
+
+
+async def test_dead_letter_in_the_default_list_round_trips_and_applies(api: Api, clock: ManualClock) -> None:
+    body = json.dumps([["^dl\\.", {"dead_letter": "dl.graveyard", "retry": 0}], ["^other", {"retry": 1}]])
+    assert (await api.request("PUT", "/properties", data=body.encode())).status == 204
+    listed = await api.request("GET", "/properties")
+    assert listed.json() == [["^dl\\.", {"dead_letter": "dl.graveyard", "retry": 0}], ["^other", {"retry": 1}]]
+    assert (await api.props("dl.x")).json()["dead_letter"] == "dl.graveyard"
+    await api.push("dl.x", b"x")
+    assert (await api.pull("dl.x")).status == 200
+    clock.advance(31)
+    assert (await api.pull("dl.x")).status == 204
+    assert (await api.pull("dl.graveyard")).headers["x-lmq-dead-origin"] == "dl.x"

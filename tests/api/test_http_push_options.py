@@ -456,3 +456,28 @@ async def test_dead_letter_in_the_default_list_round_trips_and_applies(api: Api,
     clock.advance(31)
     assert (await api.pull("dl.x")).status == 204
     assert (await api.pull("dl.graveyard")).headers["x-lmq-dead-origin"] == "dl.x"
+
+
+async def test_a_waiting_pull_gets_a_delayed_message_when_it_becomes_due(api: Api, clock: ManualClock) -> None:
+    await pushed_id(api, "wake", b"due", delay="30")
+    waiting = asyncio.ensure_future(api.pull("wake", t=60))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    clock.advance(30.01)  # the queue's wake-up timer has a little slack past the due time
+    got = await asyncio.wait_for(waiting, 5)
+    assert (got.status, got.body) == (200, b"due")
+
+
+async def test_delay_on_the_real_clock(session: aiohttp.ClientSession, tmp_path: Path) -> None:
+    n = LMQNode(NodeOptions(http=("127.0.0.1", 0), rpc=None, store="memory", data_dir=tmp_path / "r"))
+    await n.start()
+    try:
+        api = Api(session, base_url(n))
+        start = asyncio.get_running_loop().time()
+        await pushed_id(api, "rt", b"soon", delay="0.3")
+        assert (await api.pull("rt", t=0)).status == 204
+        got = await api.pull("rt", t=5)
+        assert got.body == b"soon"
+        assert asyncio.get_running_loop().time() - start >= 0.25  # not before it was due
+    finally:
+        await n.stop()

@@ -562,9 +562,10 @@ class HttpApi:
         if options is None and self.manager.virtual_members(name) is None:
             return _ACCUM_RESPONSES[await self.manager.push(name, _item(request))]
         pushed = await self.manager.push_with(name, _item(request), options)
-        if self.manager.virtual_members(name) is not None:
-            return _json({"queues": {q: {"accum": "no", "id": uuid_text(u)} for q, u in pushed}})
-        return _json({"accum": "no", "id": uuid_text(pushed[0][1])})
+        if len(pushed) == 1 and pushed[0][0] == name:
+            return _json({"accum": "no", "id": uuid_text(pushed[0][1])})
+        # A virtual queue (its members are never itself): each queue's id.
+        return _json({"queues": {q: {"accum": "no", "id": uuid_text(u)} for q, u in pushed}})
 
     async def push_all(self, request: Request) -> Response:
         options = self._options(request)

@@ -266,9 +266,9 @@ async def _push(m: QueueManager, p: Sequence[Any]) -> Reply:
         return _PUSH_REPLY[await m.push(name, make_item(_content(p[1]), MSGPACK_CONTENT_TYPE))]
     options = _options(m, "push", p[2])
     pushed = await m.push_with(name, make_item(_content(p[1]), MSGPACK_CONTENT_TYPE), options)
-    if m.virtual_members(name) is not None:
-        return pack({"queues": {q: uuid_text(u) for q, u in pushed}})
-    return pack({"id": uuid_text(pushed[0][1])})
+    if len(pushed) == 1 and pushed[0][0] == name:
+        return pack({"id": uuid_text(pushed[0][1])})
+    return pack({"queues": {q: uuid_text(u) for q, u in pushed}})  # a virtual queue: each queue's id
 
 
 async def _pull(m: QueueManager, p: Sequence[Any]) -> Reply:

@@ -434,3 +434,50 @@ async def test_the_http_clients_speak_the_extensions(node: LMQNode, clock: Manua
                 s.get_virtual("hv")
 
     await asyncio.to_thread(blocking)
+
+
+async def test_a_virtual_queue_with_an_accumulating_member_refuses_http_pushes(api: Api) -> None:
+    await api.set_props("va.acc", accum=1)
+    await put_virtual(api, "va", {"queues": ["va.plain", "va.acc"]})
+    r = await api.push("va", b"x")
+    assert r.status == 400 and "va.acc" in r.json()["detail"]
+    # Checked before anything was pushed: the other member was not even created.
+    assert (await api.request("GET", "/peek/va.plain")).status == 404
+
+
+async def test_dead_letter_in_the_default_list_round_trips_and_applies(api: Api, clock: ManualClock) -> None:
+    body = json.dumps([["^dl\\.", {"dead_letter": "dl.graveyard", "retry": 0}], ["^other", {"retry": 1}]])
+    assert (await api.request("PUT", "/properties", data=body.encode())).status == 204
+    listed = await api.request("GET", "/properties")
+    assert listed.json() == [["^dl\\.", {"dead_letter": "dl.graveyard", "retry": 0}], ["^other", {"retry": 1}]]
+    assert (await api.props("dl.x")).json()["dead_letter"] == "dl.graveyard"
+    await api.push("dl.x", b"x")
+    assert (await api.pull("dl.x")).status == 200
+    clock.advance(31)
+    assert (await api.pull("dl.x")).status == 204
+    assert (await api.pull("dl.graveyard")).headers["x-lmq-dead-origin"] == "dl.x"
+
+
+async def test_a_waiting_pull_gets_a_delayed_message_when_it_becomes_due(api: Api, clock: ManualClock) -> None:
+    await pushed_id(api, "wake", b"due", delay="30")
+    waiting = asyncio.ensure_future(api.pull("wake", t=60))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    clock.advance(30.01)  # the queue's wake-up timer has a little slack past the due time
+    got = await asyncio.wait_for(waiting, 5)
+    assert (got.status, got.body) == (200, b"due")
+
+
+async def test_delay_on_the_real_clock(session: aiohttp.ClientSession, tmp_path: Path) -> None:
+    n = LMQNode(NodeOptions(http=("127.0.0.1", 0), rpc=None, store="memory", data_dir=tmp_path / "r"))
+    await n.start()
+    try:
+        api = Api(session, base_url(n))
+        start = asyncio.get_running_loop().time()
+        await pushed_id(api, "rt", b"soon", delay="0.3")
+        assert (await api.pull("rt", t=0)).status == 204
+        got = await api.pull("rt", t=5)
+        assert got.body == b"soon"
+        assert asyncio.get_running_loop().time() - start >= 0.25  # not before it was due
+    finally:
+        await n.stop()

@@ -51,6 +51,10 @@ def node_options(s: Settings) -> NodeOptions:
         max_buffered_bytes=s.max_buffered_bytes or None,
         min_receive_rate=s.min_receive_rate,
         node_name=s.node_name or "nonode@nohost",
+        qs=(s.http_host if s.qs_host is None else s.qs_host, s.qs_port) if s.qs_enabled else None,
+        qs_max_request=s.qs_max_request,
+        qs_udp_max=s.qs_udp_max,
+        qs_idle_timeout=s.qs_idle_timeout / 1000.0,
     )
 
 

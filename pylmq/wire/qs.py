@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 __all__ = [
-    "ACTION_CONFIG",
     "ACTION_CLEAR",
+    "ACTION_CONFIG",
     "ACTION_CONFIRM",
     "ACTION_CONSUME",
     "ACTION_LEADER",
@@ -36,6 +36,7 @@ __all__ = [
     "ACTION_PRODUCE",
     "CODE_ERROR",
     "CODE_OK",
+    "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_REQUEST",
     "DEFAULT_UDP_MAX",
     "MAX_PRIORITY",
@@ -77,6 +78,8 @@ DEFAULT_MAX_REQUEST: Final = 1 << 20
 """Bytes one TCP request may take (queue_server's 40 KiB is too small for LMQ's bodies)."""
 DEFAULT_UDP_MAX: Final = 32 << 10
 """Bytes of a request or answer datagram: above that, TCP (queue_server advises it from 2 KB)."""
+DEFAULT_IDLE_TIMEOUT: Final = 30.0
+"""Seconds a TCP connection may stay idle before the server closes it (queue_server's 30 s)."""
 UDP_MAX_LIMIT: Final = 65507
 """The largest UDP payload over IPv4."""
 MAX_PRIORITY: Final = 255
@@ -96,13 +99,14 @@ class FramingError(Exception):
 class Framer:
     """Finds each top-level JSON object in a TCP byte stream.
 
-    :meth:`feed` returns the complete objects' bytes in order. Raises :class:`FramingError`
-    (and accepts nothing more) when an object exceeds ``max_size`` bytes or a byte other than
-    whitespace stands between objects: past that, where the next request starts is unknown.
+    :meth:`feed` returns the complete objects' bytes in order. When an object exceeds
+    ``max_size`` bytes or a byte other than whitespace stands between objects, it returns the
+    objects before that and sets :attr:`error`; the stream is broken for good (where the next
+    request starts is unknown): a later feed raises :class:`FramingError`.
     Only the unfinished object is kept, and it is scanned once: each feed resumes where the
     last one stopped."""
 
-    __slots__ = ("_buf", "_depth", "_failed", "_in_string", "_pos", "max_size")
+    __slots__ = ("_buf", "_depth", "_in_string", "_pos", "error", "max_size")
 
     def __init__(self, max_size: int = DEFAULT_MAX_REQUEST) -> None:
         self.max_size = max_size
@@ -110,7 +114,7 @@ class Framer:
         self._pos = 0  # where scanning resumes in _buf (may pass its end after a trailing backslash)
         self._depth = 0
         self._in_string = False
-        self._failed = False
+        self.error: FramingError | None = None
 
     @property
     def pending(self) -> int:
@@ -118,8 +122,8 @@ class Framer:
         return len(self._buf)
 
     def feed(self, data: bytes) -> list[bytes]:
-        if self._failed:
-            raise FramingError("the stream was already broken")
+        if self.error is not None:
+            raise FramingError(f"the stream is broken: {self.error}")
         buf = self._buf
         buf += data
         out: list[bytes] = []
@@ -168,11 +172,11 @@ class Framer:
                         start = pos
             if n - start > self.max_size:
                 raise FramingError(f"a request is larger than {self.max_size} bytes")
-        except FramingError:
-            self._failed = True
+        except FramingError as e:
+            self.error = e
             buf.clear()
             self._pos = 0
-            raise
+            return out
         del buf[:start]
         self._pos = pos - start
         return out
@@ -288,11 +292,9 @@ def validate(obj: dict[str, Any]) -> Request | Invalid:
             return Request(Consume(queue), obj)
         if action == ACTION_CONFIRM:
             mid = obj.get("msg_id")
-            if type(mid) is str and mid:
+            if (type(mid) is str and mid) or (type(mid) is int and mid > 0):
                 return Request(Confirm(queue, mid), obj)
-            if not _is_int(mid) or mid <= 0:
-                return Invalid("field error: msg_id must be a positive integer or a message UUID", obj)
-            return Request(Confirm(queue, mid), obj)
+            return Invalid("field error: msg_id must be a positive integer or a message UUID", obj)
         return Request(Monitor(queue, action == ACTION_MONITOR_LOCAL), obj)
     if action in (ACTION_LIST, ACTION_LIST_LOCAL):
         pattern = obj.get("pattern", "")

@@ -101,6 +101,7 @@ class Release:
         text = app.read_text()
         text = text.replace("{port, 18800}", f"{{port, {self.rpc_port}}}")
         text = text.replace('{http, {"0.0.0.0", 9980}}', f'{{http, {{"127.0.0.1", {self.http_port}}}}}')
+        text = text.replace("{qs, 1111}", f'{{qs, {{"127.0.0.1", {free_port()}}}}}')
         text = text.replace("{stats_interval, 20000}", "{stats_interval, 500}")
         text = text.replace('{hostname, "localhost"}', '{hostname, "127.0.0.1"}')
         text = text.replace("{port, 8125}", f"{{port, {self.statsd.getsockname()[1]}}}")

@@ -51,6 +51,11 @@ class WriteBuffer:
     def delete(self, queue: str, uuid: bytes) -> None:
         self.add(self.enc.delete(queue, uuid))
 
+    def transfer(self, from_queue: str, uuid: bytes, to_queue: str, msg: StoredMessage) -> None:
+        # Both frames in one add: they go out in the same group write. A single transfer frame,
+        # atomic on its own, belongs to the journal format.
+        self.add(self.enc.put(to_queue, msg) + self.enc.delete(from_queue, uuid))
+
 
 def wake_all(waiters: list[asyncio.Future[None]]) -> None:
     for fut in waiters:

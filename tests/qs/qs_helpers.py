@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from pylmq.client import AsyncHttpClient
+from pylmq.core.clock import ManualClock
 from pylmq.node import LMQNode
 from pylmq.node.testing import http_url, local_options, running_node
 
@@ -93,3 +95,16 @@ class Udp:
 
     def close(self) -> None:
         self.sock.close()
+
+
+@asynccontextmanager
+async def clock_node(**overrides: Any) -> AsyncIterator[tuple[LMQNode, ManualClock]]:
+    """A node whose clock moves only when the test says (it starts at the real time, so that
+    queue_server's absolute times look as a client would send them)."""
+    clock = ManualClock(float(int(time.time())))
+    node = LMQNode(local_options(qs=("127.0.0.1", 0), rpc=None, **overrides), clock=clock)
+    await node.start()
+    try:
+        yield node, clock
+    finally:
+        await node.stop()

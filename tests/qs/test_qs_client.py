@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -19,9 +20,9 @@ TRANSPORTS: list[Transport] = ["tcp", "udp"]
 
 
 @pytest.fixture(scope="module")
-def node() -> NodeThread:
+def node() -> Iterator[NodeThread]:
     with NodeThread(local_options(qs=("127.0.0.1", 0))) as n:
-        yield n  # type: ignore[misc]
+        yield n
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -147,7 +147,7 @@ async def test_tcp_inflight_cap_pauses_reading_and_still_answers_all_in_order() 
         (b'{"action":1,"queue":"q","data":"x","ttl":1e300}', "time error: ttl"),
         (b'{"action":5,"queue":"q"}', "not supported: action 5"),
         (b'{"action":6,"queue":"q"}', "not supported: action 6"),
-        (b'{"action":1,"queue":"bad name!","data":"x"}', "queue name"),
+        (b'{"action":1,"queue":"__lmq_info__","data":"x"}', "reserved"),
     ],
 )
 async def test_bad_input_is_answered_over_both_transports_and_changes_nothing(req: bytes, reason: str) -> None:

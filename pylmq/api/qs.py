@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -23,7 +24,7 @@ from pylmq.core.clock import Clock
 from pylmq.core.manager import QueueManager
 from pylmq.core.message import PushOptions, StoredMessage, StoredMessageType, msg_key, parse_uuid, uuid_text
 from pylmq.core.queue import Delivery
-from pylmq.errors import LMQError, NotFound
+from pylmq.errors import InvalidOptions, LMQError, NotFound
 from pylmq.wire.items import make_item
 from pylmq.wire.qs import (
     CODE_ERROR,
@@ -61,6 +62,10 @@ class QsResult:
     reason: str | None = None
     results: dict[str, Any] = field(default_factory=dict)
     delivery: Delivery | None = None
+
+
+_QS_FIELDS: Final = {"'not_before'": "'delay'", "'expires'": "'ttl'", "'interval'": "'retry'"}
+_FIELD_NAMES: Final = re.compile("|".join(re.escape(k) for k in _QS_FIELDS))
 
 
 def _error(reason: str) -> QsResult:
@@ -131,7 +136,13 @@ class QsApi:
             body = req.data.encode("utf-8")
         except UnicodeEncodeError:
             return _error("field error: data is not valid Unicode (a lone surrogate)")
-        pushed = await self.manager.push_with(req.queue, make_item(body, TEXT_TYPE), opts)
+        try:
+            pushed = await self.manager.push_with(req.queue, make_item(body, TEXT_TYPE), opts)
+        except InvalidOptions as e:
+            # The core names its own fields; the client knows them by queue_server's names.
+            return _error(_FIELD_NAMES.sub(lambda m: _QS_FIELDS[m.group()], e.detail))
+        if len(self._max_id) > 2 * len(self.manager.queue_names()) + 1024:
+            self._max_id = {q: k for q, k in self._max_id.items() if self.manager.get(q) is not None}
         ids = {q: msg_key(u) for q, u in pushed}
         for q, key in ids.items():
             self._max_id[q] = key

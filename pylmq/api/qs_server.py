@@ -46,6 +46,7 @@ from pylmq.api._limits import (
 from pylmq.api._putback import PutBacks
 from pylmq.api.qs import QsApi, QsResult
 from pylmq.core.queue import Delivery
+from pylmq.errors import LMQError
 from pylmq.wire.qs import (
     CODE_ERROR,
     DEFAULT_IDLE_TIMEOUT,
@@ -197,12 +198,13 @@ class _TcpConnection(asyncio.Protocol):
             return
         out: list[bytes] = []
         slots = self.slots
+        closing = transport.is_closing()
         while slots and slots[0].answer is not None:
             slot = slots.popleft()
             out.append(slot.answer)  # type: ignore[arg-type]
-        if out:
-            if transport.is_closing():
-                return
+            if closing and slot.delivery is not None:
+                self.server.put_backs.add(slot.delivery)  # its answer cannot go out any more
+        if out and not closing:
             transport.write(out[0] if len(out) == 1 else b"".join(out))
             self.last_active = self.loop.time()
         if self.closing and not slots and not transport.is_closing():
@@ -308,9 +310,13 @@ class _Udp(asyncio.DatagramProtocol):
             answer = encode_answer(echo, res.code, res.reason, res.results, tcp=False)
             if len(answer) > self.server.udp_max:
                 if res.delivery is not None:
-                    # The client would never see it: back to the queue, its retry unspent.
+                    # The client would never see it: back to the queue, its retry unspent,
+                    # before the answer says so (a consume sent again then finds it).
                     d = res.delivery
-                    await self.server.api.manager.put_back(d.queue, d.message.uuid)
+                    try:
+                        await self.server.api.manager.put_back(d.queue, d.message.uuid)
+                    except LMQError as e:  # the queue was deleted meanwhile, say
+                        log.warning("qs udp: could not put back a message of %s: %s", d.queue, e.detail)
                 answer = _brief(json.dumps(echo).encode(), TOO_LARGE)
             elif self.transport is None or self.transport.is_closing():
                 if res.delivery is not None:

@@ -160,11 +160,15 @@ class AsyncQsClient:
                 fut.set_exception(error)
 
     def _deliver(self, answer: dict[str, Any]) -> None:
-        fut = self._waiting.pop(answer["seq"], None) if type(answer.get("seq")) is int else None
-        if fut is None and self.transport == "tcp" and self._waiting:
-            # An answer with no seq of ours (a request the server could not read): TCP answers
-            # come in request order, so it is the oldest call's.
+        seq = answer.get("seq")
+        if type(seq) is int:
+            fut = self._waiting.pop(seq, None)  # None: a call that timed out; dropped
+        elif self.transport == "tcp" and self._waiting:
+            # An answer with no seq (a request the server could not read): TCP answers come
+            # in request order, so it is the oldest call's.
             fut = self._waiting.pop(next(iter(self._waiting)))
+        else:
+            fut = None
         if fut is not None and not fut.done():
             fut.set_result(answer)
 

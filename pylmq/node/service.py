@@ -126,7 +126,10 @@ class Service:
             raise
         if self.pid_file is not None:
             self.pid_file.write_text(f"{os.getpid()}\n")
-        log.info("pylmq started %s", pairs(node=self.node_name, http=self.node.http_address, rpc=self.node.rpc_address))
+        log.info(
+            "pylmq started %s",
+            pairs(node=self.node_name, http=self.node.http_address, rpc=self.node.rpc_address, qs=self.node.qs_address),
+        )
 
     async def _start_dist(self, name: str) -> None:
         cookie = self.settings.cookie

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from pylmq.core.message import msg_key, parse_uuid
+from pylmq.wire.qs import Produce
 from tests.qs.qs_helpers import Tcp, Udp, clock_node, http, qs_node
 
 
@@ -201,3 +202,44 @@ async def test_produce_on_an_accumulating_queue_is_refused() -> None:
         assert a["code"] == -1 and "accum" in a["reason"]
         assert node.store.size("acc") == 0
         udp.close()
+
+
+async def test_option_refusals_name_queue_servers_fields() -> None:
+    async with clock_node() as (node, clock):
+        udp = Udp(node)
+        far = clock.now() + 400 * 86400  # beyond the longest span a message may wait or live
+        for req, field in (
+            ({"delay": far, "ttl": far + 10}, "'delay'"),
+            ({"ttl": far}, "'ttl'"),
+            ({"retry": 10**8}, "'retry'"),
+        ):
+            a = await udp.ask({"action": 1, "queue": "q", "data": "x", **req})
+            assert a["code"] == -1 and field in a["reason"], a
+        assert node.store.size("q") == 0
+        udp.close()
+
+
+async def test_max_id_memory_is_bounded_by_the_queues_that_exist() -> None:
+    async with qs_node() as node:
+        server = node._qs
+        assert server is not None
+        api = server.api
+        for i in range(1100):
+            await api.handle(Produce(f"q{i}", "x", None, None, 1, 0))
+        for i in range(1100):
+            await node.manager.delete(f"q{i}")
+        assert len(api._max_id) == 1100
+        await api.handle(Produce("last", "x", None, None, 1, 0))
+        assert set(api._max_id) == {"last"}
+
+
+async def test_partly_received_requests_are_charged_to_the_nodes_budget() -> None:
+    async with qs_node(max_buffered_bytes=4096) as node:
+        tcp = await Tcp.open(node)
+        await tcp.send(b'{"action":1,"queue":"q","data":"' + b"x" * 8000)  # not whole: held
+        a = await tcp.answer()
+        assert a["code"] == -1 and "max_buffered_bytes" in a["reason"]
+        assert await tcp.closed()
+        budget = node.budget()
+        assert budget.used == 0
+        assert node.manager.get("q") is None

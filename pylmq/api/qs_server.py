@@ -227,6 +227,8 @@ class _TcpConnection(asyncio.Protocol):
         elif not pause and self.read_paused:
             transport.resume_reading()
             self.read_paused = False
+            if self.frame_since is not None:
+                self.frame_since = self.loop.time()  # its time starts again
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -255,8 +257,8 @@ class _TcpConnection(asyncio.Protocol):
     # -- timeouts and the connection limit ----------------------------------------------------------
 
     def time_out(self, now: float) -> None:
-        if self.closed or self.transport is None:
-            return
+        if self.closed or self.transport is None or self.read_paused:
+            return  # not read meanwhile: the client could not send the rest
         idle = self.server.idle_timeout
         if self.frame_since is not None and now - self.frame_since >= idle:
             self._end(f"bad request: a request must be whole within {idle:g} s of its first byte")
@@ -327,6 +329,9 @@ class _Udp(asyncio.DatagramProtocol):
             self.running -= 1
 
     def _send(self, answer: bytes, addr: Any) -> None:
+        if len(answer) > self.server.udp_max:
+            # An error answer that echoes a request close to the limit: its small fields only.
+            answer = _brief(answer, TOO_LARGE)
         if self.transport is not None and not self.transport.is_closing():
             self.transport.sendto(answer, addr)
 
@@ -336,7 +341,8 @@ class _Udp(asyncio.DatagramProtocol):
 
 
 def _brief(raw: bytes, reason: str) -> bytes:
-    """A -1 answer echoing only the small fields of ``raw`` (a request too large to echo)."""
+    """A -1 answer echoing only the small fields of ``raw``: a request too large to echo, or
+    an error answer too large to send (whose own reason is kept)."""
     echo: dict[str, Any] = {}
     try:
         obj = json.loads(raw)
@@ -347,6 +353,9 @@ def _brief(raw: bytes, reason: str) -> bytes:
             v = obj.get(k)
             if v is not None and (type(v) in (int, float, bool) or (type(v) is str and len(v) <= 256)):
                 echo[k] = v
+        own = obj.get("reason")
+        if obj.get("code", 0) != 0 and type(own) is str and len(own) <= 1024:
+            reason = own
     return encode_answer(echo, CODE_ERROR, reason, tcp=False)
 
 

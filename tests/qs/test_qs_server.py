@@ -297,3 +297,14 @@ async def test_list_is_capped_and_says_truncated() -> None:
         assert a["queue_count"] == 1005 and len(a["queue_list"]) == 1000 and a["truncated"] is True
         assert "truncated" not in await tcp.ask({"action": 7, "pattern": "q000"})
         await tcp.close()
+
+
+async def test_udp_error_answer_echoing_a_request_near_the_limit_still_fits() -> None:
+    async with qs_node(qs_udp_max=1024) as node:
+        udp = Udp(node)
+        req = b'{"action":99,"seq":5,"pad":"' + b"p" * (1024 - 40) + b'"}'
+        assert len(req) <= 1024
+        raw = await udp.ask_raw(req)
+        assert len(raw) <= 1024
+        assert json.loads(raw) == {"seq": 5, "action": 99, "code": -1, "reason": "invalid action 99"}
+        udp.close()

@@ -243,3 +243,17 @@ async def test_partly_received_requests_are_charged_to_the_nodes_budget() -> Non
         budget = node.budget()
         assert budget.used == 0
         assert node.manager.get("q") is None
+
+
+async def test_at_most_once_message_too_large_for_udp_is_kept_for_tcp() -> None:
+    async with clock_node(qs_udp_max=1024) as (node, _clock):
+        tcp = await Tcp.open(node)
+        await tcp.ask({"action": 1, "queue": "q", "data": "z" * 3000, "retry": 0})
+        udp = Udp(node)
+        a = await udp.ask({"action": 2, "queue": "q"})
+        assert (a["code"], a["reason"]) == (-1, "too large, use TCP")
+        [record] = node.store.messages("q")
+        assert record.ext is not None and record.ext.attempts == 0  # not counted as delivered
+        assert (await tcp.ask({"action": 2, "queue": "q"}))["data"] == "z" * 3000  # its one delivery
+        udp.close()
+        await tcp.close()

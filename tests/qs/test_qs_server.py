@@ -110,6 +110,8 @@ async def test_tcp_connection_limit_evicts_an_idle_connection_for_a_newcomer() -
 
 async def test_tcp_connection_limit_refuses_when_no_connection_is_idle() -> None:
     async with qs_node(max_connections=1) as node:
+        assert node._qs is not None
+        node._qs._evictions.evict_after = 60.0  # no connection counts as idle
         first = await Tcp.open(node)
         assert (await first.ask({"action": 8}))["code"] == 0
         second = await Tcp.open(node)  # first was active just now: no place to take

@@ -54,7 +54,6 @@ from pylmq.wire.qs import (
     DEFAULT_UDP_MAX,
     UDP_MAX_LIMIT,
     Framer,
-    FramingError,
     Invalid,
     QsAction,
     encode_answer,
@@ -86,6 +85,13 @@ class _Slot:
     delivery: Delivery | None = None
 
 
+@dataclass(slots=True)
+class _Stop:
+    """In the backlog: no request can be read past this point; answered -1 with ``reason``."""
+
+    reason: str
+
+
 class _TcpConnection(asyncio.Protocol):
     def __init__(self, server: QsServer) -> None:
         self.server = server
@@ -93,10 +99,13 @@ class _TcpConnection(asyncio.Protocol):
         self.framer = Framer(server.max_request)
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.closing = False  # no more requests: close once the answers are out
+        # Nothing more is read (end of stream, a broken stream, the server stopping): what was
+        # received is still answered, then the connection closes.
+        self.stopped_reading = False
+        # Requests in answer order, started or answered and not yet written: at most
+        # max_inflight, past which requests wait in the backlog and the connection is not read.
         self.slots: deque[_Slot] = deque()
-        self.running = 0
-        self.backlog: deque[bytes | FramingError] = deque()
+        self.backlog: deque[bytes | _Stop] = deque()
         self.read_paused = False
         self.write_paused = False
         self.flush_pending = False
@@ -114,18 +123,20 @@ class _TcpConnection(asyncio.Protocol):
         server.conns.add(self)
 
     def data_received(self, data: bytes) -> None:
-        if self.closing or self.closed:
+        if self.stopped_reading or self.closed:
             return
         self.last_active = self.loop.time()
         framer = self.framer
         self.backlog.extend(framer.feed(data))
         if framer.error is not None:
-            self.backlog.append(framer.error)
-        self._charge()
+            self._stop(f"bad request: {framer.error}")
+        else:
+            self._charge()
         self._run_backlog()
 
     def _charge(self) -> None:
-        holds = 0 if self.closing or self.closed else self.framer.pending
+        """Charge the request not yet whole to the node's budget; past it, the stream stops."""
+        holds = self.framer.pending
         if holds and self.frame_since is None:
             self.frame_since = self.loop.time()
         elif not holds:
@@ -136,8 +147,13 @@ class _TcpConnection(asyncio.Protocol):
         if budget.charge(self.buffered, holds, "queue_server"):
             self.buffered = holds
             return
+        self._stop(budget.refusal().detail)
+
+    def _stop(self, reason: str) -> None:
+        """Read nothing more; the requests already whole are answered, then ``reason``."""
+        self.stopped_reading = True
         self._release()
-        self._end(budget.refusal().detail)
+        self.backlog.append(_Stop(reason))
 
     def _release(self) -> None:
         self.server.budget.release(self.buffered)
@@ -146,52 +162,42 @@ class _TcpConnection(asyncio.Protocol):
 
     def _run_backlog(self) -> None:
         limit = self.server.max_inflight
-        while self.backlog and self.running < limit and not self.closing:
+        while self.backlog and len(self.slots) < limit:
             item = self.backlog.popleft()
-            if isinstance(item, FramingError):
-                self._end(f"bad request: {item}")
+            if type(item) is _Stop:
+                self.slots.append(_Slot({}, encode_answer({}, CODE_ERROR, item.reason, tcp=True)))
+                self.backlog.clear()
+                self._schedule_flush()
                 break
-            req = parse_request(item)
+            req = parse_request(item)  # type: ignore[arg-type]
             if isinstance(req, Invalid):
                 self.slots.append(_Slot(req.echo, encode_answer(req.echo, CODE_ERROR, req.reason, tcp=True)))
                 self._schedule_flush()
                 continue
             slot = _Slot(req.echo)
             self.slots.append(slot)
-            self.running += 1
             self.server.launch(self._serve(slot, req.action))
         self._update_reading()
+        if self.stopped_reading and not self.backlog and not self.slots:
+            self._schedule_flush()  # nothing left to answer: the flush closes
 
     async def _serve(self, slot: _Slot, action: QsAction) -> None:
         res = await self.server.run(action)
-        self.running -= 1
         slot.answer = encode_answer(slot.echo, res.code, res.reason, res.results, tcp=True)
         slot.delivery = res.delivery
         if self.closed:
             self._put_back_unsent()
             return
         self._schedule_flush()
-        if self.backlog:
-            self._run_backlog()
-        else:
-            self._update_reading()
-
-    def _end(self, reason: str) -> None:
-        """Answer ``reason`` after what came before, read nothing more, close once answered."""
-        self.slots.append(_Slot({}, encode_answer({}, CODE_ERROR, reason, tcp=True)))
-        self.closing = True
-        self.backlog.clear()
-        self._release()
-        self._update_reading()
-        self._schedule_flush()
 
     def _schedule_flush(self) -> None:
-        if not self.flush_pending:
+        if not self.flush_pending and not self.closed:
             self.flush_pending = True
             self.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
-        """Write the answers that are ready, in request order (one write for all)."""
+        """Write the answers that are ready, in request order (one write for all), start the
+        requests waiting for their places, close once a stopped stream is all answered."""
         self.flush_pending = False
         transport = self.transport
         if transport is None or self.closed:
@@ -207,7 +213,11 @@ class _TcpConnection(asyncio.Protocol):
         if out and not closing:
             transport.write(out[0] if len(out) == 1 else b"".join(out))
             self.last_active = self.loop.time()
-        if self.closing and not slots and not transport.is_closing():
+        if self.backlog:
+            self._run_backlog()
+        else:
+            self._update_reading()
+        if self.stopped_reading and not self.backlog and not slots and not transport.is_closing():
             transport.close()
 
     def _put_back_unsent(self) -> None:
@@ -220,7 +230,12 @@ class _TcpConnection(asyncio.Protocol):
         transport = self.transport
         if transport is None or self.closed or transport.is_closing():
             return
-        pause = self.closing or self.write_paused or bool(self.backlog) or self.running >= self.server.max_inflight
+        pause = (
+            self.stopped_reading
+            or self.write_paused
+            or bool(self.backlog)
+            or len(self.slots) >= self.server.max_inflight
+        )
         if pause and not self.read_paused:
             transport.pause_reading()
             self.read_paused = True
@@ -228,7 +243,7 @@ class _TcpConnection(asyncio.Protocol):
             transport.resume_reading()
             self.read_paused = False
             if self.frame_since is not None:
-                self.frame_since = self.loop.time()  # its time starts again
+                self.frame_since = self.loop.time()  # the client could not send meanwhile
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -239,12 +254,18 @@ class _TcpConnection(asyncio.Protocol):
         self._update_reading()
 
     def eof_received(self) -> bool | None:
-        # The client sends nothing more; what it asked is still answered, then the connection closes.
-        self.closing = True
-        self.backlog.clear()
-        self._release()
-        self._schedule_flush()
+        # The client sends nothing more; what it asked is still answered, then the connection
+        # closes. A request not yet whole never will be: it is dropped.
+        self.stop_reading()
         return True
+
+    def stop_reading(self) -> None:
+        if self.closed:
+            return
+        self.stopped_reading = True
+        self._release()
+        self._update_reading()
+        self._run_backlog()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -261,16 +282,13 @@ class _TcpConnection(asyncio.Protocol):
             return  # not read meanwhile: the client could not send the rest
         idle = self.server.idle_timeout
         if self.frame_since is not None and now - self.frame_since >= idle:
-            self._end(f"bad request: a request must be whole within {idle:g} s of its first byte")
-        elif not self.slots and not self.running and now - self.last_active >= idle:
-            self.closed_for_idle()
-
-    def closed_for_idle(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
+            self._stop(f"bad request: a request must be whole within {idle:g} s of its first byte")
+            self._run_backlog()
+        elif not self.slots and not self.backlog and now - self.last_active >= idle:
             self.transport.close()
 
     def holds_a_place_since(self, before: float) -> float | None:
-        if self.closed or self.running or self.slots or self.last_active >= before:
+        if self.closed or self.slots or self.backlog or self.last_active >= before:
             return None
         return self.last_active
 
@@ -466,7 +484,7 @@ class QsServer:
             self._sweeper.cancel()
         self._all_gone = asyncio.Event()
         for conn in list(self.conns):
-            conn.eof_received()
+            conn.stop_reading()
         if self.tasks:
             await asyncio.wait(set(self.tasks), timeout=_CLOSE_GRACE)
         if self._udp is not None:

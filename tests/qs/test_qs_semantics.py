@@ -236,7 +236,9 @@ async def test_max_id_memory_is_bounded_by_the_queues_that_exist() -> None:
 async def test_partly_received_requests_are_charged_to_the_nodes_budget() -> None:
     async with qs_node(max_buffered_bytes=4096) as node:
         tcp = await Tcp.open(node)
-        await tcp.send(b'{"action":1,"queue":"q","data":"' + b"x" * 8000)  # not whole: held
+        # A whole request, then one not whole (held) in the same write: the first is answered.
+        await tcp.send(b'{"action":8,"seq":1} {"action":1,"queue":"q","data":"' + b"x" * 8000)
+        assert (await tcp.answer())["seq"] == 1
         a = await tcp.answer()
         assert a["code"] == -1 and "max_buffered_bytes" in a["reason"]
         assert await tcp.closed()

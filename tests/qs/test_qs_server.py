@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 
@@ -310,3 +311,19 @@ async def test_udp_error_answer_echoing_a_request_near_the_limit_still_fits() ->
         assert len(raw) <= 1024
         assert json.loads(raw) == {"seq": 5, "action": 99, "code": -1, "reason": "invalid action 99"}
         udp.close()
+
+
+async def test_tcp_half_close_still_answers_every_request_sent_then_closes(tmp_path: Path) -> None:
+    # The durable store: each produce waits for its commit, so that most of them wait in the
+    # backlog (2 in flight) when the end of the stream comes.
+    async with qs_node(store="durable", data_dir=tmp_path / "data") as node:
+        server = node._qs
+        assert server is not None
+        server.max_inflight = 2
+        tcp = await Tcp.open(node)
+        reqs = (json.dumps({"action": 1, "queue": "q", "data": "d", "retry": 5, "seq": i}) for i in range(20))
+        await tcp.send("".join(reqs).encode())
+        tcp.writer.write_eof()
+        assert [(await tcp.answer())["seq"] for _ in range(20)] == list(range(20))
+        assert await tcp.closed()
+        assert node.store.size("q") == 20

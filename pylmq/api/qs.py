@@ -123,7 +123,10 @@ class QsApi:
             return _error("time error: delay must be before ttl")
         not_before = due if due > now else None
         if req.retry == 0:
-            return PushOptions(not_before=not_before, expires=ttl, retry=0, once=True, priority=req.priority)
+            # One delivery whatever the ttl (by queue_server's rule an expired message never
+            # delivered is delivered once): no expiry, so that it is plain LMQ retry 0 data that
+            # an Erlang node of a mixed cluster serves too.
+            return PushOptions(not_before=not_before, retry=0, once=True, priority=req.priority)
         return PushOptions(
             not_before=not_before, expires=ttl, interval=float(req.retry), retry=None, priority=req.priority
         )

@@ -15,14 +15,21 @@ async def test_produce_answers_the_key_of_the_record_and_drops_body_and_times() 
     async with clock_node() as (node, clock):
         tcp = await Tcp.open(node)
         now = clock.now()
-        a = await tcp.ask({"action": 1, "queue": "q", "data": "d", "seq": 11, "delay": now - 100, "retry": 0})
+        a = await tcp.ask({"action": 1, "queue": "q", "data": "d", "seq": 11, "delay": now - 100, "retry": 3})
         assert set(a) == {"action", "queue", "seq", "code", "msg_id"}
         [record] = node.store.messages("q")
         assert a["msg_id"] == msg_key(record.uuid) and a["seq"] == 11
-        # A past delay means now; the default ttl is a day after the message is due.
-        assert record.ts == now
-        assert record.ext is not None and record.ext.expires == now + 86400 and record.ext.once
+        # A past delay means now; the default ttl is a day after the message is due; retry N
+        # is a redelivery interval with no limit on the count.
+        assert record.ts == now and record.retry is None
+        assert record.ext is not None and (record.ext.expires, record.ext.interval) == (now + 86400, 3.0)
         assert (await tcp.ask({"action": 4, "queue": "q"}))["max_id"] == a["msg_id"]
+        # retry 0: at most once; its ttl changes nothing (one delivery whenever it comes).
+        later = now + 50
+        await tcp.ask({"action": 1, "queue": "once", "data": "d", "delay": later, "ttl": later + 1, "retry": 0})
+        [record] = node.store.messages("once")
+        assert record.ts == later
+        assert record.ext is not None and record.ext.once and record.ext.expires is None
         await tcp.close()
 
 
@@ -210,7 +217,7 @@ async def test_option_refusals_name_queue_servers_fields() -> None:
         far = clock.now() + 400 * 86400  # beyond the longest span a message may wait or live
         for req, field in (
             ({"delay": far, "ttl": far + 10}, "'delay'"),
-            ({"ttl": far}, "'ttl'"),
+            ({"ttl": far, "retry": 1}, "'ttl'"),
             ({"retry": 10**8}, "'retry'"),
         ):
             a = await udp.ask({"action": 1, "queue": "q", "data": "x", **req})

@@ -430,6 +430,11 @@ class QueueManager:
         for other, qs in self._virtual.items():
             if other != name and name in qs:
                 raise BadRequest(f"{name!r} is a queue of virtual queue {other!r}: it cannot be virtual")
+        # A dead-letter queue is a real queue, created when a message first dies.
+        used = [props for _, props in self.store.default_props()]
+        used += [p for p in map(self.store.queue_props, self.store.queue_names()) if p]
+        if any(p.get("dead_letter") == name for p in used):
+            raise BadRequest(f"{name!r} is a dead-letter queue: it cannot be virtual")
         await self.store.set_virtual(name, members)
         self._virtual[name] = members
         await self.store.barrier()
@@ -837,6 +842,10 @@ class QueueManager:
         return self.store.default_props()
 
     async def set_default_props(self, defaults: DefaultList) -> None:
+        for regex, props in defaults:
+            dl = props.get("dead_letter")
+            if dl is not None and dl in self._virtual:
+                raise InvalidProps(f"default props of {regex!r:.60}: 'dead_letter' names virtual queue {dl!r}")
         await self.store.set_default_props(defaults)
         self.refresh_props()
         await self.store.barrier()

@@ -251,6 +251,11 @@ async def test_virtual_queues_are_validated_bound_and_removed(manager: QueueMana
     ]:
         with pytest.raises(BadRequest, match=why):
             await manager.set_virtual(name, members)
+    await manager.update_props("real", {"dead_letter": "dead"})
+    with pytest.raises(BadRequest, match="dead-letter queue"):
+        await manager.set_virtual("dead", ["c"])
+    with pytest.raises(InvalidProps, match="virtual"):
+        await manager.set_default_props([("^x", {"dead_letter": "v"})])
     await manager.set_virtual("w", ["c", "d"])
     assert manager.virtual_members("w") == ["c", "d"]
     assert manager.store.virtual_queues() == {"w": ["c", "d"]}

@@ -52,6 +52,7 @@ def _node(scratch: Path) -> Iterator[tuple[Proc, str]]:
     data.mkdir(parents=True)
     argv = [
         sys.executable, "-m", "pylmq", "--http", f"127.0.0.1:{port}", "--rpc", f"127.0.0.1:{free_port()}",
+        "--qs", "off",
         "--store", "durable", "--data-dir", str(data / "data"), "--fsync", "interval",
         "--log-level", "warning", "--statsd", "off", "--stats-interval", "0",
     ]  # fmt: skip

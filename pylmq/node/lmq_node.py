@@ -38,9 +38,11 @@ from pylmq.core.store import (
 from pylmq.errors import ConfigError
 from pylmq.metrics import QueueMetrics
 from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
+from pylmq.wire.qs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_REQUEST, DEFAULT_UDP_MAX
 
 if TYPE_CHECKING:
     from pylmq.api.http_server import HttpServer
+    from pylmq.api.qs_server import QsServer
 
 __all__ = ["LMQNode", "NodeOptions", "make_store", "parse_hostport"]
 
@@ -89,6 +91,12 @@ class NodeOptions:
     # Virtual queues of app.config: bound at start, except names the store already holds (a
     # change made over the API persists and wins).
     virtual_queues: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # queue_server's JSON protocol, TCP and UDP on one port (pylmq.api.qs_server); None: off.
+    # Off unless asked here; an operator's node (Settings) serves it by default.
+    qs: tuple[str, int] | None = None
+    qs_max_request: int = DEFAULT_MAX_REQUEST
+    qs_udp_max: int = DEFAULT_UDP_MAX
+    qs_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
 
 
 def make_store(opts: NodeOptions, clock: Clock) -> Store:
@@ -134,6 +142,8 @@ class LMQNode:
         self._budget: BufferBudget | None = None
         self.http_address: tuple[str, int] | None = None
         self.rpc_address: tuple[str, int] | None = None
+        self._qs: QsServer | None = None
+        self.qs_address: tuple[str, int] | None = None
 
     async def start(self) -> None:
         await self.store.open()
@@ -146,14 +156,17 @@ class LMQNode:
                 await self._start_http(*self.opts.http)
             if self.opts.rpc is not None:
                 await self._start_rpc(*self.opts.rpc)
+            if self.opts.qs is not None:
+                await self._start_qs(*self.opts.qs)
         except BaseException:
             await self.stop()
             raise
         log.info(
-            "pylmq node started: store=%s http=%s rpc=%s",
+            "pylmq node started: store=%s http=%s rpc=%s qs=%s",
             self.store.kind,
             self.http_address,
             self.rpc_address,
+            self.qs_address,
         )
 
     def _check_virtual_queues(self) -> None:
@@ -221,6 +234,26 @@ class LMQNode:
             raise ConfigError(f"cannot listen for MessagePack-RPC on {host}:{port}: {e.strerror or e}") from e
         self._rpc = rpc
 
+    async def _start_qs(self, host: str, port: int) -> None:
+        from pylmq.api.qs import QsApi
+        from pylmq.api.qs_server import QsServer
+
+        opts = self.opts
+        server = QsServer(
+            QsApi(self.manager, self.clock, (host, port)),
+            max_request=opts.qs_max_request,
+            udp_max=opts.qs_udp_max,
+            idle_timeout=opts.qs_idle_timeout,
+            max_connections=opts.max_connections,
+            budget=self.budget(),
+            eager=self._in_process,
+        )
+        try:
+            self.qs_address = await server.start(host, port)
+        except OSError as e:
+            raise ConfigError(f"cannot listen for queue_server's protocol on {host}:{port}: {e.strerror or e}") from e
+        self._qs = server
+
     async def stop(self) -> None:
         """Graceful: stop accepting, let in-flight requests finish, end waits, flush the store.
 
@@ -237,6 +270,9 @@ class LMQNode:
             if isinstance(self._rpc, RpcServer):
                 await self._rpc.close()
         self._rpc = None
+        if self._qs is not None:
+            await self._qs.close()
+            self._qs = None
         await self.manager.close()
         if self._http is not None and not await self._http.drain(self.opts.shutdown_timeout):
             log.warning("HTTP requests still running after %ss: cancelling them", self.opts.shutdown_timeout)

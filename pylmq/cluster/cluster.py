@@ -897,10 +897,7 @@ class Cluster:
     def _refresh_virtual(self) -> None:
         """The manager keeps the virtual queues it was started with; in the cluster they are the
         store's (lmq_info rows, changed by any pylmq node): have it read them again."""
-        # getattr: the manager reads them again once it has refresh_virtual (core/manager.py).
-        refresh = getattr(self.manager, "refresh_virtual", None)
-        if refresh is not None:
-            refresh()
+        self.manager.refresh_virtual()
 
     def on_table_created(self, table: Atom) -> None:
         if self.sub_node is not None:

@@ -425,9 +425,8 @@ def test_the_managers_push_peek_and_key_lookup_serve_the_cluster(mixed: Mixed, q
     assert run(manager.peek(queue, uuid_text(page[0].id[1]), 10)) == page[1:]
     with pytest.raises(NotSupported, match="message priority"):
         run(manager.push_with(queue + "_p", item, PushOptions(priority=1)))
-    # No row. (The manager creates the queue before the store refuses: the row is what matters
-    # to the Erlang nodes; store.check_push lets the manager refuse before that too.)
-    assert mnesia_rows(erl, queue + "_p") in ("none", "[]")
+    # Refused before anything is written: not even the queue was created.
+    assert mnesia_rows(erl, queue + "_p") == "none"
     erl.client().ack(queue, got.id)
     assert uuid != delivery
 
@@ -476,11 +475,29 @@ def test_over_http_and_rpc_what_the_erlang_nodes_cannot_honour_is_refused_with_t
     assert py.node.rpc_address is not None
     with RpcClient("127.0.0.1", py.node.rpc_address[1], request_timeout=30) as rpc, pytest.raises(NotSupported):
         rpc.push_with(queue, "refused", ClientOptions(ttl=60))
-    # No message reached Mnesia (the manager may have created the queue: see the report).
-    assert mnesia_rows(erl, queue) in ("none", "[]")
+    # Nothing reached Mnesia, not even the queue.
+    assert mnesia_rows(erl, queue) == "none"
 
     status, body = http("PATCH", f"{py.url}/properties/{queue}", b'{"dead_letter": "dlq"}', "application/json")
     assert status == 400 and "dead_letter is not available" in json.loads(body)["detail"], (status, body)
+    http("POST", f"{py.url}/messages/{queue}", b"plain")  # a queue to requeue from
     with pytest.raises(NotSupported, match="requeue of dead letters is not available"):
         py.client().requeue(queue)
     assert erl.eval(f"lmq_lib:queue_info('{queue}')") in ("not_found", "[]")
+
+
+def test_a_virtual_queue_bound_over_one_pylmq_node_routes_pushes_on_the_other(mixed: Mixed, queue: str) -> None:
+    name, members = "vr_" + queue, [queue + "_x", queue + "_y"]
+    status, body = http("PUT", f"{mixed.py1.url}/virtual/{name}", json.dumps({"queues": members}).encode())
+    assert status in (200, 204), (status, body)
+    # The other node's manager (its routing, not only its store) learns of it from the mirror.
+    assert wait_for(lambda: mixed.py2.node.manager.virtual_members(name), lambda v: v is not None, 5) == members
+    status, body = http("POST", f"{mixed.py2.url}/messages/{name}", b"fanned")
+    assert status == 200, (status, body)
+    assert sorted(json.loads(body)["queues"]) == members, body
+    for m in members:
+        got = mixed.ref.erl[0].client().pull(m, 5)
+        assert got is not None and got.body == b"fanned", m
+        mixed.ref.erl[0].client().ack(m, got.id)
+    assert http("DELETE", f"{mixed.py2.url}/virtual/{name}")[0] in (200, 204)
+    assert wait_for(lambda: mixed.py1.node.manager.virtual_members(name), lambda v: v is None, 5) is None

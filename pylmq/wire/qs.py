@@ -146,6 +146,10 @@ class Framer:
                 if self._in_string:
                     m = _INSIDE.search(buf, pos)
                     if m is None:
+                        # Resume after what was searched: a long string arriving in small
+                        # reads must not be searched again from its start at every read
+                        # (pos may already pass n: the byte a trailing backslash escapes).
+                        pos = max(pos, n)
                         break
                     if m.group() == b"\\":
                         pos = m.end() + 1  # the escaped byte, even a quote, is part of the string

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
+from pylmq.wire import qs as qs_wire
 from pylmq.wire.qs import (
     Confirm,
     Consume,
@@ -96,6 +98,37 @@ def test_framer_bounds_an_object_in_one_read_and_across_reads() -> None:
             assert f.feed(b"xxxx") == []
     assert f.error is not None and "larger than 16" in str(f.error)
     assert f.pending == 0  # nothing kept once broken
+
+
+class _CountingSearch:
+    """Stands in for one of the framer's patterns: searches as it does, counting the bytes
+    each search may look at (from its start to the end of the buffer)."""
+
+    def __init__(self, pattern: re.Pattern[bytes]) -> None:
+        self.pattern = pattern
+        self.scanned = 0
+
+    def search(self, buf: bytearray, pos: int) -> re.Match[bytes] | None:
+        self.scanned += max(0, len(buf) - pos)
+        return self.pattern.search(buf, pos)
+
+
+@pytest.mark.parametrize("opening", [b'{"data":"', b'{"a":{"b":['], ids=["in_a_string", "outside_strings"])
+def test_framer_scans_a_request_arriving_in_small_reads_once(monkeypatch: pytest.MonkeyPatch, opening: bytes) -> None:
+    """A request sent in many small reads costs work in proportion to its size: each read is
+    searched from where the last one stopped, inside a string too (a client trickling a long
+    string must not make the node search it again from its start at every read)."""
+    inside, outside = _CountingSearch(qs_wire._INSIDE), _CountingSearch(qs_wire._OUTSIDE)
+    monkeypatch.setattr(qs_wire, "_INSIDE", inside)
+    monkeypatch.setattr(qs_wire, "_OUTSIDE", outside)
+    f = Framer()
+    chunk, reads = b"x" * 64, 2000
+    size = len(opening) + len(chunk) * reads
+    f.feed(opening)
+    for _ in range(reads):
+        assert f.feed(chunk) == []
+    assert f.pending == size
+    assert inside.scanned + outside.scanned <= 2 * size + 64  # quadratic before: ~ size * reads / 2
 
 
 # -- validation ---------------------------------------------------------------------------------

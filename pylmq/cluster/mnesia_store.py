@@ -86,7 +86,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Container, Sequence
 from contextlib import asynccontextmanager
 from typing import Protocol
 
@@ -744,9 +744,9 @@ class MnesiaStore:
         # Only the local store transfers records (dead letters); the cluster has none.
         self.local.listen_transfers(listener)
 
-    async def requeue(self, dlq: str, count: int, to: str | None) -> int:
+    async def requeue(self, dlq: str, count: int, to: str | None, keep: Container[str] = ()) -> int:
         if self.mode != CLUSTER:
-            return await self.local.requeue(dlq, count, to)
+            return await self.local.requeue(dlq, count, to, keep)
         raise NotSupported(not_in_mixed_cluster("requeue of dead letters is", "it has no dead-letter queues"))
 
     # -- virtual queues (pylmq's own: lmq_info rows the Erlang nodes never read) ----------------

@@ -512,14 +512,19 @@ class QueueManager:
 
     async def requeue(self, dlq: str, count: int, to: str | None) -> int:
         """Move up to ``count`` available dead letters of ``dlq`` back to the queue each came
-        from, or to ``to``: available now, no delivery counted, no provenance. How many moved."""
+        from, or to ``to``: available now, no delivery counted, no provenance. How many moved.
+        A dead letter whose origin has become a virtual queue's name stays (a queue of that
+        name would break the names' disjointness): it can be requeued ``to`` a queue."""
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_REPLY_IDS:
             raise BadRequest(f"a requeue moves 1 to {MAX_REPLY_IDS} messages, got {count!r}")
         if to is not None:
             to = validate_name(to)
             self._refuse_virtual(to)
+            if to == dlq:
+                # It would only lose the provenance that a later requeue needs.
+                raise BadRequest(f"a requeue moves dead letters out of {dlq!r}: 'to' must name another queue")
         self._require(dlq)
-        moved = await self.store.requeue(dlq, count, to)
+        moved = await self.store.requeue(dlq, count, to, frozenset(self._virtual))
         if moved:
             await self.store.barrier()
         return moved

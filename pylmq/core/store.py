@@ -13,7 +13,7 @@ client, so concurrent requests share one group commit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Final, Literal, Protocol, get_args, runtime_checkable
 
 from pylmq.core.message import Item, MessageId, PushOptions, Retry, StoredMessage
@@ -149,9 +149,10 @@ class Store(Protocol):
         delivering or changing anything (:func:`pylmq.core.table.page`)."""
         ...
 
-    async def requeue(self, dlq: str, count: int, to: str | None) -> int:
+    async def requeue(self, dlq: str, count: int, to: str | None, keep: Container[str] = ()) -> int:
         """Move up to ``count`` available dead letters of ``dlq``, first first, to their origin
-        queue (or ``to``), as new available records; how many moved."""
+        queue (or ``to``), as new available records; how many moved. Without ``to``, those
+        whose origin is in ``keep`` stay (the manager's virtual names: no queue may take them)."""
         ...
 
     def find_delivery(self, name: str, key: int) -> bytes | None:

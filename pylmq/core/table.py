@@ -51,7 +51,7 @@ from __future__ import annotations
 import heapq
 import struct
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -1148,14 +1148,18 @@ class QueueTable:
         still here); changes nothing. O(n log limit)."""
         return page(self.snapshot(), after, limit)
 
-    def take_dead(self, count: int) -> list[StoredMessage]:
+    def take_dead(self, count: int, keep: Container[str] = ()) -> list[StoredMessage]:
         """Remove, unjournaled, the first ``count`` available dead letters (records whose ext
-        names their origin) in id order, for the store to transfer (requeue). O(records with an
-        ext)."""
+        names their origin) in id order, for the store to transfer (requeue); those whose
+        origin is in ``keep`` stay. O(records with an ext)."""
         found = [
             m
             for m in self._other.values()
-            if type(m) is StoredMessage and m.state is _S_AVAILABLE and m.ext is not None and m.ext.dead is not None
+            if type(m) is StoredMessage
+            and m.state is _S_AVAILABLE
+            and m.ext is not None
+            and m.ext.dead is not None
+            and m.ext.dead.origin not in keep
         ]
         taken = heapq.nsmallest(count, found, key=_id_key)
         for m in taken:

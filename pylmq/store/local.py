@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.message import Item, MessageId, PushOptions, Retry, StoredMessage
@@ -174,13 +174,13 @@ class LocalStore:
         # O(n log limit) over a deep queue: off the loop, on a snapshot the loop may go on changing.
         return await asyncio.to_thread(page, table.snapshot(), after, limit)
 
-    async def requeue(self, dlq: str, count: int, to: str | None) -> int:
+    async def requeue(self, dlq: str, count: int, to: str | None, keep: Container[str] = ()) -> int:
         table = self.tables.get(dlq)
         if table is None:
             return 0
         now, moved = self.clock.now(), 0
         touched: set[str] = set()
-        for m in table.take_dead(count):
+        for m in table.take_dead(count, () if to is not None else keep):
             assert m.ext is not None and m.ext.dead is not None
             target = to if to is not None else m.ext.dead.origin
             msg = requeued_record(m, self._retry_of(target), now)

@@ -209,6 +209,32 @@ async def test_requeue_moves_dead_letters_back_to_their_origin(api: Api, clock: 
     assert (await api.request("POST", "/requeue/rq.dead")).json() == {"requeued": 0}
 
 
+async def test_requeue_never_makes_a_queue_of_a_virtual_name_nor_requeues_into_the_dlq(
+    api: Api, clock: ManualClock
+) -> None:
+    """A dead letter's origin queue deleted, then its name bound as a virtual queue: a requeue
+    to the origin would create a real queue of that name (virtual and real names must stay
+    disjoint). It stays in the dead-letter queue instead, and can be requeued ``to`` a queue.
+    A requeue ``to`` the dead-letter queue itself is refused: it would erase the provenance."""
+    await api.set_props("gone", dead_letter="gone.dead", retry=0, timeout=5)
+    await api.push("gone", b"d")
+    assert (await api.pull("gone")).status == 200
+    clock.advance(6)
+    assert (await api.pull("gone")).status == 204  # dies into gone.dead
+    assert (await api.request("DELETE", "/queues/gone")).status == 204
+    assert (await put_virtual(api, "gone", {"queues": ["gone.member"]})).status == 204
+    r = await api.request("POST", "/requeue/gone.dead")
+    assert (r.status, r.json()) == (200, {"requeued": 0})
+    assert (await api.pull("gone")).status == 400  # still a virtual name only, no queue
+    r = await api.request("POST", "/requeue/gone.dead", {"to": "gone.dead"})
+    assert r.status == 400 and r.json()["error"] == "bad_request", r
+    [entry] = await peek(api, "gone.dead")
+    assert entry["dead"]["origin"] == "gone"  # untouched by either
+    r = await api.request("POST", "/requeue/gone.dead", {"to": "gone.member"})
+    assert r.json() == {"requeued": 1}
+    assert (await api.pull("gone.member")).body == b"d"
+
+
 # -- peek ---------------------------------------------------------------------------------------------
 
 

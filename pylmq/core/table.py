@@ -40,14 +40,18 @@ every record with a :class:`~pylmq.core.message.MessageExt`) stays a :class:`Sto
 Per-message options (docs/message-options.md). A record's ts is when it becomes due, so a delay
 is only a later ts; such a push goes straight to the heap of its order (:meth:`_Order.push_late`)
 rather than to the run, which would send every later push to the heap while it stays. Records
-with a priority above 0 are kept apart, in two heaps: ``_ptime`` by id, until they are due, then
-``_pready`` by (-priority, id); dequeue takes ``_pready``'s top before anything else. The key of
+with a priority above 0 are kept apart, in one heap of ids per priority level (``_plevels``);
+dequeue takes the first record of the highest level whose first record is due before anything
+else. Levels whose first record was not due wait in ``_pwait`` (by when it is due) rather than
+in ``_plist``, the levels looked at: no record moves between heaps, so a dequeue never does work
+in proportion to the records that became due, nor looks at levels with nothing due. The key of
 a processing record in ``_other`` is kept in ``_okeys``, so that :meth:`QueueTable.find_delivery`
 (queue_server's integer ``msg_id``) is exact and fresh uuids avoid those keys too.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import struct
 from collections import deque
@@ -332,9 +336,11 @@ class QueueTable:
         "_navail",
         "_okeys",
         "_other",
-        "_pready",
+        "_pcount",
+        "_plevels",
+        "_plist",
         "_proc",
-        "_ptime",
+        "_pwait",
         "_restored",
         "_side",
         "bytes",
@@ -373,10 +379,13 @@ class QueueTable:
         # Index keys of the processing records in _other (two or more uuids under a key: a
         # list), so that find_delivery is exact and fresh uuids keep clear of them.
         self._okeys: dict[int, bytes | list[bytes]] = {}
-        # Records with a priority above 0: their ids in order until they are due, then
-        # (-priority, id) in order: the first of those is delivered before anything else.
-        self._ptime: list[MessageId] = []
-        self._pready: list[tuple[int, MessageId]] = []
+        # Records with a priority above 0: a heap of ids per priority; the priorities whose
+        # first record may be due, in ascending order; the others by when it is (entries may
+        # be stale: checked when they come up); the entries of the level heaps.
+        self._plevels: dict[int, list[MessageId]] = {}
+        self._plist: list[int] = []
+        self._pwait: list[tuple[float, int]] = []
+        self._pcount = 0
         self._md = _MetadataTable()
         self._accum: StoredMessage | None = None
         self.bytes = 0
@@ -439,31 +448,55 @@ class QueueTable:
             heapq.heappop(side)
         return None
 
-    def _ptime_top(self) -> StoredMessage | None:
-        heap, other = self._ptime, self._other
+    def _level_top(self, priority: int) -> StoredMessage | None:
+        """The first record of a priority level (its stale entries dropped; the level too
+        once empty)."""
+        heap, other = self._plevels[priority], self._other
         while heap:
             top = heap[0]
             msg = other.get(top[1])
             if type(msg) is StoredMessage and msg.id is top:
                 return msg
             heapq.heappop(heap)
+            self._pcount -= 1
+        del self._plevels[priority]
+        plist = self._plist
+        i = bisect.bisect_left(plist, priority)
+        if i < len(plist) and plist[i] == priority:
+            del plist[i]
         return None
 
+    def _ptime_top(self) -> StoredMessage | None:
+        """The record with a priority that comes first in id order."""
+        best: StoredMessage | None = None
+        for priority in list(self._plevels):  # _level_top may remove a level
+            msg = self._level_top(priority)
+            if msg is not None and (best is None or msg.id < best.id):
+                best = msg
+        return best
+
     def _ready(self, now: float) -> StoredMessage | None:
-        """The due record of the highest priority (FIFO within a level), if any: due ones are
-        moved from ``_ptime`` to ``_pready`` first, each once per id (amortised O(log n))."""
-        ptime, pready, other = self._ptime, self._pready, self._other
-        while ptime and ptime[0][0] <= now:
-            mid = heapq.heappop(ptime)
-            msg = other.get(mid[1])
-            if type(msg) is StoredMessage and msg.id is mid and msg.ext is not None:
-                heapq.heappush(pready, (-msg.ext.priority, mid))
-        while pready:
-            mid = pready[0][1]
-            msg = other.get(mid[1])
-            if type(msg) is StoredMessage and msg.id is mid:
+        """The due record of the highest priority (FIFO within a level), if any: the first
+        record of the highest level whose first record is due (a level's records are in id
+        order, and an id's time is when it becomes due). A level whose first record is not
+        due waits in ``_pwait`` until it is, so each level is looked at once per change of its
+        first record: amortised O(log n) with at most 256 levels."""
+        plist, levels, wait = self._plist, self._plevels, self._pwait
+        while wait and wait[0][0] <= now:
+            priority = heapq.heappop(wait)[1]
+            if priority in levels:
+                i = bisect.bisect_left(plist, priority)
+                if i == len(plist) or plist[i] != priority:
+                    plist.insert(i, priority)
+        for i in range(len(plist) - 1, -1, -1):  # _level_top may remove level i only
+            priority = plist[i]
+            msg = self._level_top(priority)
+            if msg is None:
+                continue
+            if msg.id[0] <= now:
                 return msg
-            heapq.heappop(pready)
+            del plist[i]
+            heapq.heappush(wait, (msg.id[0], priority))
         return None
 
     def _first(self) -> Entry | None:
@@ -475,10 +508,10 @@ class QueueTable:
             p = self._processing_top()
             if p is not None and (rec is None or p < rec):
                 rec = p
-        if not self._side and not self._ptime:
+        if not self._side and not self._plevels:
             return rec
         best: Entry | None = rec
-        for msg in (self._side_top(), self._ptime_top() if self._ptime else None):
+        for msg in (self._side_top(), self._ptime_top() if self._plevels else None):
             if msg is None:
                 continue
             if best is None:
@@ -507,7 +540,7 @@ class QueueTable:
 
     def waittime(self, now: float) -> float | None:
         """Seconds until the first record is deliverable (0 if now); ``None`` if empty."""
-        if (self._pready or self._ptime) and self._ready(now) is not None:
+        if self._plevels and self._ready(now) is not None:
             return 0.0
         e = self._first()
         if e is None:
@@ -598,8 +631,21 @@ class QueueTable:
             self._okey_add(uuid)
         ext = msg.ext
         if ext is not None and ext.priority > 0:
-            heapq.heappush(self._ptime, msg.id)
-            if len(self._ptime) + len(self._pready) > 2 * len(self._other) + 1024:
+            priority = ext.priority
+            level = self._plevels.get(priority)
+            if level is None:
+                level = self._plevels[priority] = []
+                bisect.insort(self._plist, priority)
+            else:
+                plist = self._plist
+                i = bisect.bisect_left(plist, priority)
+                if i == len(plist) or plist[i] != priority:
+                    # The level waits for its first record, and this one may be due before
+                    # it: look at the level again by then.
+                    heapq.heappush(self._pwait, (msg.id[0], priority))
+            heapq.heappush(level, msg.id)
+            self._pcount += 1
+            if self._pcount + len(self._pwait) > 2 * len(self._other) + 1024:
                 self._rebuild_processing()
             return msg
         heapq.heappush(self._side, msg.id)
@@ -689,19 +735,23 @@ class QueueTable:
         # records keeps the orders O(n) and pushes O(log n). O(records not available).
         proc: list[bytes] = []
         side: list[MessageId] = []
-        ptime: list[MessageId] = []
+        levels: dict[int, list[MessageId]] = {}
         for e in (*self._index.values(), *self._other.values()):
             if type(e) is bytes:
                 proc.append(e[:_ID_SIZE])
             else:
                 assert isinstance(e, StoredMessage)
-                (ptime if e.ext is not None and e.ext.priority > 0 else side).append(e.id)
+                if e.ext is not None and e.ext.priority > 0:
+                    levels.setdefault(e.ext.priority, []).append(e.id)
+                else:
+                    side.append(e.id)
         proc.sort()
         heapq.heapify(side)
-        heapq.heapify(ptime)
+        for level in levels.values():
+            heapq.heapify(level)
         self._proc, self._side = _Order.of_sorted(proc), side
-        # Due ones move back to _pready at the next dequeue, in order again.
-        self._ptime, self._pready = ptime, []
+        self._plevels, self._plist, self._pwait = levels, sorted(levels), []
+        self._pcount = sum(len(level) for level in levels.values())
 
     def _fresh_uuid(self) -> tuple[bytes, int]:
         """A new uuid whose index key no processing compact record has, and that key."""
@@ -765,8 +815,10 @@ class QueueTable:
         self._proc.clear()
         self._side.clear()
         self._okeys.clear()
-        self._ptime.clear()
-        self._pready.clear()
+        self._plevels.clear()
+        self._plist.clear()
+        self._pwait.clear()
+        self._pcount = 0
         self._md = _MetadataTable()  # a snapshot being written may still read the old one
         self._accum = None
         self.bytes = 0
@@ -855,7 +907,7 @@ class QueueTable:
         :class:`MessageExt` follows queue_server's ttl rule (:meth:`_deliver_ext`)."""
         while True:
             e: Entry | None = None
-            if self._pready or self._ptime:
+            if self._plevels:
                 e = self._ready(now)
             if e is None:
                 e = self._first()

@@ -57,6 +57,7 @@ from pylmq.wire.qs import (
     Invalid,
     QsAction,
     encode_answer,
+    loads,
     parse_request,
 )
 
@@ -363,7 +364,7 @@ def _brief(raw: bytes, reason: str) -> bytes:
     an error answer too large to send (whose own reason is kept)."""
     echo: dict[str, Any] = {}
     try:
-        obj = json.loads(raw)
+        obj = loads(raw)
     except (ValueError, RecursionError):
         obj = None
     if isinstance(obj, dict):

@@ -19,6 +19,7 @@ that says why, carrying what can be echoed.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -57,6 +58,7 @@ __all__ = [
     "encode_answer",
     "encode_request",
     "error_answer",
+    "loads",
     "parse_request",
 ]
 
@@ -268,10 +270,31 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+class _OutOfRange(ValueError):
+    pass
+
+
+def _finite(text: str) -> float:
+    # Python reads 1e999 as inf, which no answer could echo (JSON has no infinity): refused
+    # like NaN, rather than acting on a request and then failing to answer it.
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise _OutOfRange(f"{text[:40]} is out of a JSON number's range")
+    return value
+
+
+def loads(raw: bytes | str) -> Any:
+    """JSON as this protocol reads it: no NaN, no Infinity, no number that overflows a double,
+    so that whatever was read can be echoed in an answer. ValueError or RecursionError else."""
+    return json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+
+
 def parse_request(raw: bytes | str) -> Request | Invalid:
     """One request object (a TCP frame or a datagram) as a :class:`Request` or an :class:`Invalid`."""
     try:
-        obj = json.loads(raw, parse_constant=_no_constant)
+        obj = loads(raw)
+    except _OutOfRange as e:
+        return Invalid(f"bad request: {e}")
     except (ValueError, RecursionError) as e:
         # RecursionError: nesting deeper than the parser goes; not JSON this node can read.
         return Invalid(f"bad request: not JSON ({type(e).__name__})")

@@ -151,6 +151,10 @@ async def test_tcp_inflight_cap_pauses_reading_and_still_answers_all_in_order() 
         (b'{"action":5,"queue":"q"}', "not supported: action 5"),
         (b'{"action":6,"queue":"q"}', "not supported: action 6"),
         (b'{"action":1,"queue":"__lmq_info__","data":"x"}', "reserved"),
+        # Python reads these as infinity, which no answer can echo: refused before acting.
+        (b'{"action":1,"queue":"q","data":"x","seq":1e999}', "out of a JSON number's range"),
+        (b'{"action":8,"seq":-1e999}', "out of a JSON number's range"),
+        (b'{"action":1,"queue":"q","data":"x","delay":1E400}', "out of a JSON number's range"),
     ],
 )
 async def test_bad_input_is_answered_over_both_transports_and_changes_nothing(req: bytes, reason: str) -> None:
@@ -299,6 +303,21 @@ async def test_list_is_capped_and_says_truncated() -> None:
         a = await tcp.ask({"action": 7, "pattern": "q"})
         assert a["queue_count"] == 1005 and len(a["queue_list"]) == 1000 and a["truncated"] is True
         assert "truncated" not in await tcp.ask({"action": 7, "pattern": "q000"})
+        await tcp.close()
+
+
+async def test_numbers_beyond_a_double_are_answered_and_the_tcp_connection_stays() -> None:
+    async with qs_node(qs_udp_max=1024) as node:
+        udp = Udp(node)
+        # Too large for a datagram and carrying an infinite seq: answered without echoing it.
+        a = await udp.ask(b'{"action":8,"seq":1e999,"pad":"' + b"p" * 2000 + b'"}')
+        assert (a["code"], a["reason"], "seq" in a) == (-1, "too large, use TCP", False)
+        udp.close()
+        tcp = await Tcp.open(node)
+        await tcp.send(b'{"action":8,"seq":1e999}{"action":8,"seq":2}')
+        first, second = await tcp.answer(), await tcp.answer()
+        assert first["code"] == -1 and "out of a JSON number's range" in first["reason"]
+        assert (second["code"], second["seq"]) == (0, 2)
         await tcp.close()
 
 

@@ -39,9 +39,10 @@ __all__ = ["OPTION_NAMES", "has_options", "push_all_with", "push_many_with", "pu
 
 OPTION_NAMES: Final = ("delay", "ttl", "retry", "interval", "priority", "once")
 
-# A plain decimal (what a query string carries): no sign, no "nan"/"inf", no "0x".
-_DECIMAL = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-_INTEGER = re.compile(r"\d{1,20}")
+# A plain decimal (what a query string carries): no sign, no "nan"/"inf", no "0x", and ASCII
+# digits only (float() and int() would also read other scripts' digits, such as "\uff11").
+_DECIMAL = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
+_INTEGER = re.compile(r"\d{1,20}", re.ASCII)
 _TRUE: Final = ("1", "true", b"1", b"true")
 _FALSE: Final = ("0", "false", b"0", b"false")
 

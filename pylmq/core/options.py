@@ -97,6 +97,7 @@ def relative_options(
     checked under those names, then by :func:`check_options`."""
     nb = None if delay is None else now + _seconds("delay", delay)
     expires = None if ttl is None else now + _seconds("ttl", ttl, positive=True)
-    if nb is not None and expires is not None and expires <= nb:
-        raise InvalidOptions(f"'ttl' ({ttl!r}) must be longer than 'delay' ({delay!r})")
+    if expires is not None and expires <= (now if nb is None else nb):
+        # Also a ttl so small that now + ttl is now at the clock's precision: named as given.
+        raise InvalidOptions(f"'ttl' ({ttl!r}) must be longer than 'delay' ({0 if delay is None else delay!r})")
     return check_options(PushOptions(nb, expires, interval, retry, priority, once), now)

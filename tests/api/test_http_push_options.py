@@ -341,6 +341,10 @@ async def test_virtual_and_real_names_stay_disjoint(api: Api) -> None:
         ({"priority": "high"}, "priority"),
         ({"once": "maybe"}, "once"),
         ({"once": "1", "retry": "3"}, "once"),
+        ({"ttl": "1e-7"}, "'ttl'"),  # above 0, yet no later than now at the clock's precision
+        ({"delay": "\uff11"}, "delay"),  # a digit, but not an ASCII one
+        ({"priority": "\u0661"}, "priority"),
+        ({"retry": "\u0663"}, "retry"),
     ],
 )
 async def test_bad_options_get_400_naming_the_option_and_push_nothing(

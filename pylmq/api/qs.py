@@ -120,7 +120,10 @@ class QsApi:
         due = now if req.delay is None or req.delay <= now else float(req.delay)
         ttl = due + DEFAULT_TTL if req.ttl is None else float(req.ttl)
         if due >= ttl:
-            return _error("time error: delay must be before ttl")
+            # With no delay (or a past one) the message is due now: say that the ttl is past,
+            # rather than name a delay the client never gave.
+            past = " (the ttl is already past: a message is due no earlier than now)" if due == now else ""
+            return _error(f"time error: delay must be before ttl{past}")
         not_before = due if due > now else None
         if req.retry == 0:
             # One delivery whatever the ttl (by queue_server's rule an expired message never

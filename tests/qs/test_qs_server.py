@@ -146,6 +146,8 @@ async def test_tcp_inflight_cap_pauses_reading_and_still_answers_all_in_order() 
         (b'{"action":1,"queue":"q","data":"x","delay":"soon"}', "delay must be a number"),
         (b'{"action":1,"queue":"q","data":"x","delay":2000000000,"ttl":1000}', "delay must be before ttl"),
         (b'{"action":1,"queue":"q","data":"x","delay":2000000000,"ttl":2000000000}', "delay must be before ttl"),
+        (b'{"action":1,"queue":"q","data":"x","ttl":1000}', "delay must be before ttl (the ttl is already past"),
+        (b'{"action":1,"queue":"q","data":"x","retry":0,"ttl":1000}', "the ttl is already past"),
         (b'{"action":1,"queue":"q","data":"x","retry":-1}', "retry must be an integer >= 0"),
         (b'{"action":1,"queue":"q","data":"x","ttl":1e300}', "time error: ttl"),
         (b'{"action":5,"queue":"q"}', "not supported: action 5"),

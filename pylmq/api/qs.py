@@ -147,7 +147,7 @@ class QsApi:
         except InvalidOptions as e:
             # The core names its own fields; the client knows them by queue_server's names.
             return _error(_FIELD_NAMES.sub(lambda m: _QS_FIELDS[m.group()], e.detail))
-        if len(self._max_id) > 2 * len(self.manager.queue_names()) + 1024:
+        if len(self._max_id) > 2 * self.manager.queue_count() + 1024:
             self._max_id = {q: k for q, k in self._max_id.items() if self.manager.get(q) is not None}
         ids = {q: msg_key(u) for q, u in pushed}
         for q, key in ids.items():

@@ -72,7 +72,7 @@ from pylmq.core.table import AccumResult
 from pylmq.errors import ConfigError, ShuttingDown, StoreError, StoreFull
 from pylmq.store import compaction as compact
 from pylmq.store.compaction import Frozen, drop_snapshot, install, write_snapshot
-from pylmq.store.journal import JournalFormatError
+from pylmq.store.journal import VERSION, JournalFormatError
 from pylmq.store.journal_io import JournalIO, Syncer, Worker, fdatasync
 from pylmq.store.local import LocalStore
 from pylmq.store.recovery import recover
@@ -147,6 +147,8 @@ class DurableStore(LocalStore):
         self.retry_max = retry_max
         self.io = io or JournalIO()
         self.stats = DurableStats()
+        # Virtual queue name -> its real queues, as journaled (the manager merges app.config).
+        self.virtual: dict[str, list[str]] = {}
         self._lock_fd = -1
         self._fd = -1
         self._seq = 0
@@ -362,6 +364,27 @@ class DurableStore(LocalStore):
     def _on_defaults(self, defaults: DefaultList) -> None:
         self._log.add(self._log.enc.defaults(defaults))
 
+    def _on_virtual(self, name: str, queues: Sequence[str]) -> None:
+        """The virtual queue ``name`` was bound to ``queues`` (none: removed)."""
+        self._log.add(self._log.enc.virtual(name, queues))
+
+    # -- virtual queues: the store keeps the map (the manager validates it) and journals it -------
+
+    def virtual_queues(self) -> dict[str, list[str]]:
+        return {name: list(queues) for name, queues in self.virtual.items()}
+
+    async def set_virtual(self, name: str, queues: Sequence[str]) -> None:
+        """Bind ``name`` to ``queues``, or remove it (an empty sequence)."""
+        if self._refusing:
+            self._check_change(False)
+        if queues:
+            if self.virtual.get(name) == list(queues):
+                return
+            self.virtual[name] = list(queues)
+        elif self.virtual.pop(name, None) is None:
+            return
+        self._on_virtual(name, queues)
+
     # -- recovery (runs in the journal thread before anything else touches the store) ------------
 
     def _recover(self) -> None:
@@ -369,6 +392,30 @@ class DurableStore(LocalStore):
         self._seq, self._fd = r.seq, r.fd
         st = self.stats
         st.segment, st.segment_bytes, st.recovered_records, st.torn_bytes = r.seq, r.size, r.records, r.torn_bytes
+        if r.version < VERSION:
+            self._upgrade(r.version)
+
+    def _upgrade(self, version: int) -> None:
+        """The journal is an older format: write the recovered state as a new segment of the
+        current format (a compaction, before the store serves anything), so that no newer
+        record ever goes into an older segment. A crash meanwhile leaves the old segment as the
+        state (the new one is a ``.tmp`` until whole), and the next start upgrades again."""
+        frozen, defaults, virtual = self._freeze()
+        seq = self._seq + 1
+        fd, size = write_snapshot(self.data_dir, self.io, seq, frozen, defaults, virtual)
+        try:
+            install(self.data_dir, self.io, seq, fd, b"", self._fd)
+        except BaseException:
+            drop_snapshot(self.data_dir, seq, fd)
+            raise
+        self._seq, self._fd = seq, fd
+        st = self.stats
+        st.segment, st.segment_bytes = seq, size
+        self._next_check = compact.next_check(self.compact_min_bytes, self.compact_ratio, size)
+        log.warning(
+            "journal of %s upgraded from format %d to %d: segment %d (%d bytes); older pylmq versions cannot read it",
+            self.data_dir, version, VERSION, seq, size,
+        )  # fmt: skip
 
     # -- group commit ------------------------------------------------------------------------------
 
@@ -554,14 +601,14 @@ class DurableStore(LocalStore):
                 self._repair_delay,
             )
             return
-        frozen, defaults = self._freeze()
+        frozen, defaults, virtual = self._freeze()
         seq = self._seq + 1
         loop = asyncio.get_running_loop()
         io = self._io
         assert io is not None
         try:
             fd, size = await loop.run_in_executor(
-                self._snap_io, write_snapshot, self.data_dir, self.io, seq, frozen, defaults
+                self._snap_io, write_snapshot, self.data_dir, self.io, seq, frozen, defaults, virtual
             )
             try:
                 await io.call(install, self.data_dir, self.io, seq, fd, b"", self._fd)
@@ -695,18 +742,19 @@ class DurableStore(LocalStore):
         """Freeze the live state now and write it as the next segment in a thread."""
         if self._compaction is not None or self._snap_io is None or self._error is not None:
             return
-        frozen, defaults = self._freeze()
+        frozen, defaults, virtual = self._freeze()
         self._log.carry, self._log.carry_bytes = [], 0
         self._compaction_started = time.monotonic()
         seq = self._seq + 1
         fut = asyncio.get_running_loop().run_in_executor(
-            self._snap_io, write_snapshot, self.data_dir, self.io, seq, frozen, defaults
+            self._snap_io, write_snapshot, self.data_dir, self.io, seq, frozen, defaults, virtual
         )
         fut.add_done_callback(lambda _: self._wake.set())
         self._compaction = fut
 
-    def _freeze(self) -> tuple[Frozen, DefaultList]:
-        return compact.freeze(self.tables, self.props, self.defaults)
+    def _freeze(self) -> tuple[Frozen, DefaultList, dict[str, list[str]]]:
+        frozen, defaults = compact.freeze(self.tables, self.props, self.defaults)
+        return frozen, defaults, {name: list(queues) for name, queues in self.virtual.items()}
 
     def _retry_compaction(self) -> None:
         self._compact_timer = None

@@ -51,6 +51,9 @@ class WriteBuffer:
     def delete(self, queue: str, uuid: bytes) -> None:
         self.add(self.enc.delete(queue, uuid))
 
+    def transfer(self, from_queue: str, uuid: bytes, to_queue: str, msg: StoredMessage) -> None:
+        self.add(self.enc.transfer(from_queue, uuid, to_queue, msg))
+
 
 def wake_all(waiters: list[asyncio.Future[None]]) -> None:
     for fut in waiters:

@@ -14,14 +14,16 @@ import itertools
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.holders import HolderBook, check_holder
-from pylmq.core.message import Item, StoredMessage, parse_uuid, uuid_text
+from pylmq.core.message import Item, PushOptions, StoredMessage, parse_uuid, uuid_text
+from pylmq.core.names import RESERVED_NAMES, validate_name
+from pylmq.core.options import check_options
 from pylmq.core.pattern import Pattern, compile_pattern
 from pylmq.core.props import (
     DefaultList,
@@ -33,14 +35,22 @@ from pylmq.core.props import (
 )
 from pylmq.core.queue import Delivery, Queue, QueueObserver, Waiter
 from pylmq.core.store import Store
-from pylmq.core.table import AccumResult
-from pylmq.errors import BadRequest, InvalidQueueName, LMQError, MessageNotFound, QueueNotFound
+from pylmq.core.table import PEEK_MAX, AccumResult
+from pylmq.errors import (
+    BadRequest,
+    InvalidOptions,
+    InvalidProps,
+    LMQError,
+    MessageNotFound,
+    QueueNotFound,
+)
 from pylmq.wire.batch import MAX_BATCH
 
 __all__ = [
     "MAX_BATCH",
     "MAX_BATCH_BYTES",
     "MAX_REPLY_IDS",
+    "MAX_VIRTUAL_MEMBERS",
     "REPLIES",
     "RESERVED_NAMES",
     "ClaimOutcome",
@@ -51,9 +61,6 @@ __all__ = [
 
 log = logging.getLogger("pylmq.manager")
 
-# Names of LMQ's own Mnesia tables: a queue of that name would overwrite cluster metadata.
-RESERVED_NAMES = frozenset({"__lmq_info__", "__lmq_queue_info__", "schema"})
-MAX_NAME_LENGTH = 255  # a queue name is an Erlang atom in the cluster (255 latin1 characters)
 
 # Pull-any and fan-out push find their queues in a selection: the names matching one regex,
 # kept up to date as queues come, so that a request does not match every queue name again.
@@ -70,23 +77,8 @@ SCAN_SLICE = 0.002  # seconds of regex matching between two turns given to other
 MAX_BATCH_BYTES = 16 * 1024 * 1024
 
 
-def validate_name(name: Any) -> str:
-    if isinstance(name, bytes):
-        try:
-            name = name.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise InvalidQueueName("queue name is not valid UTF-8") from e
-    if not isinstance(name, str) or not name:
-        raise InvalidQueueName(f"a non-empty queue name is required, got {name!r}")
-    # The cluster's atom is made from the name's UTF-8 bytes, one character per byte.
-    if len(name) > MAX_NAME_LENGTH or (not name.isascii() and len(name.encode("utf-8", "replace")) > MAX_NAME_LENGTH):
-        raise InvalidQueueName(f"queue name longer than {MAX_NAME_LENGTH} bytes (UTF-8)")
-    if name in RESERVED_NAMES:
-        raise InvalidQueueName(f"{name!r} is reserved for LMQ's own tables")
-    if "\x00" in name:
-        raise InvalidQueueName("queue name contains NUL")
-    return name
-
+MAX_VIRTUAL_MEMBERS = 64
+"""Queues one virtual queue is bound to: a push to it is a push to each, in one request."""
 
 MAX_REPLY_IDS = 10_000
 """Most ids :meth:`QueueManager.reply_many` takes at once: a batch holds the queue's loop for
@@ -143,7 +135,10 @@ class QueueManager:
         store: Store,
         clock: Clock | None = None,
         observer: QueueObserver | None = None,
+        virtual: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
+        """``virtual``: the virtual queues of the configuration (app.config); those the store
+        keeps (bound or changed since over the APIs) win for the names they hold."""
         self.store = store
         self.clock = clock or SystemClock()
         self.observer = observer
@@ -162,6 +157,9 @@ class QueueManager:
         self._holders: dict[str, HolderBook] = {}
         self._any_turn = 0  # where the next pull-any starts looking: every queue gets turns
         self._closed = False
+        self._config_virtual = {n: list(qs) for n, qs in (virtual or {}).items()}
+        # Virtual queue name -> its real queues; disjoint from the real queue names.
+        self._virtual: dict[str, list[str]] = dict(self._config_virtual)
         # Set while the node must not serve queues at all (a cluster member that cannot reach
         # its cluster): the APIs answer every queue request with it.
         self.unavailable: LMQError | None = None
@@ -170,6 +168,13 @@ class QueueManager:
 
     async def start(self) -> None:
         """Attach to an opened store: a Queue for every queue it holds."""
+        # getattr: the Mnesia store gains these with its share of per-message options; until
+        # then it keeps no virtual queues and transfers nothing.
+        kept = getattr(self.store, "virtual_queues", None)
+        self._virtual = {**self._config_virtual, **(kept() if kept is not None else {})}
+        listen = getattr(self.store, "listen_transfers", None)
+        if listen is not None:
+            listen(self._on_transfer)
         for name in self.store.queue_names():
             self._attach(name)
         for q in self._queues.values():
@@ -264,11 +269,12 @@ class QueueManager:
         return sorted(self._queues)
 
     async def ensure(self, name: str) -> Queue:
-        """The queue named so, created (in the store too) on first use."""
+        """The queue named so, created (in the store too) on first use; never a virtual one."""
         q = self._queues.get(name)
         if q is not None:
             return q
         name = validate_name(name)
+        self._refuse_virtual(name)
         await self.store.create(name)
         return self._attach(name)
 
@@ -359,6 +365,8 @@ class QueueManager:
             old.counted = 0
 
     async def delete(self, name: str) -> None:
+        if name not in self._queues:
+            self._refuse_virtual(name)
         q = self._queues.pop(name, None)
         self._holders.pop(name, None)
         try:
@@ -382,13 +390,137 @@ class QueueManager:
     def _require(self, name: str) -> Queue:
         q = self._queues.get(name)
         if q is None:
+            self._refuse_virtual(name)
             raise QueueNotFound(f"no queue named {name!r}")
         return q
+
+    # -- virtual queues ----------------------------------------------------------------------------
+
+    def virtual_members(self, name: str) -> list[str] | None:
+        """The real queues of the virtual queue ``name``; None when it is not one."""
+        members = self._virtual.get(name)
+        return None if members is None else list(members)
+
+    def virtual_queues(self) -> dict[str, list[str]]:
+        return {n: list(qs) for n, qs in self._virtual.items()}
+
+    def _refuse_virtual(self, name: str) -> None:
+        """Only pushes go to a virtual queue; anything else names its queues in the refusal."""
+        members = self._virtual.get(name)
+        if members is not None:
+            raise BadRequest(f"virtual queue: pull from its queues {', '.join(members)}")
+
+    async def set_virtual(self, name: str, queues: Sequence[str]) -> None:
+        """Bind the virtual queue ``name`` to ``queues`` (replacing its binding): 1 to
+        :data:`MAX_VIRTUAL_MEMBERS` distinct valid names of queues that are not virtual. A
+        name that is an existing queue, or a member of a virtual queue, cannot be bound."""
+        name = validate_name(name)
+        if not isinstance(queues, Sequence) or isinstance(queues, str | bytes):
+            raise BadRequest("a virtual queue is bound to a list of queue names")
+        if not 1 <= len(queues) <= MAX_VIRTUAL_MEMBERS:
+            raise BadRequest(f"a virtual queue is bound to 1 to {MAX_VIRTUAL_MEMBERS} queues, got {len(queues)}")
+        members = [validate_name(q) for q in queues]
+        if len(set(members)) != len(members):
+            raise BadRequest(f"virtual queue {name!r}: a queue is listed twice in {members!r}")
+        for m in members:
+            if m == name or m in self._virtual:
+                raise BadRequest(f"virtual queue {name!r}: {m!r} is a virtual queue, not a queue")
+        if name in self._queues or name in self.store.queue_names():
+            raise BadRequest(f"{name!r} is a queue: a virtual queue needs a name of its own")
+        for other, qs in self._virtual.items():
+            if other != name and name in qs:
+                raise BadRequest(f"{name!r} is a queue of virtual queue {other!r}: it cannot be virtual")
+        await self.store.set_virtual(name, members)
+        self._virtual[name] = members
+        await self.store.barrier()
+
+    async def delete_virtual(self, name: str) -> bool:
+        """Unbind the virtual queue ``name``; False when there was none. Its queues stay."""
+        if name not in self._virtual:
+            return False
+        await self.store.set_virtual(name, [])
+        del self._virtual[name]
+        self._config_virtual.pop(name, None)
+        await self.store.barrier()
+        return True
+
+    def _on_transfer(self, name: str) -> None:
+        """The store moved records into ``name`` (dead letters, a requeue): wake its waiters;
+        a dead-letter queue the store just created gets its Queue here."""
+        if self._closed or name in RESERVED_NAMES:
+            return
+        q = self._attach(name)
+        if self.observer is not None:
+            self.observer.on_push(name)
+        q.notify()
 
     # -- messages ----------------------------------------------------------------------------------
 
     async def push(self, name: str, item: Item) -> AccumResult:
-        return await (await self.ensure(name)).push(item)
+        q = self._queues.get(name)
+        if q is None and name in self._virtual:
+            # LMQ's push to a virtual name is a push to each of its queues; the answer (one
+            # AccumResult) is its first queue's.
+            queues = [await self.ensure(n) for n in self._virtual[name]]
+            results = [await q.push(item) for q in queues]
+            return results[0]
+        return await (q or await self.ensure(name)).push(item)
+
+    async def push_with(self, name: str, item: Item, options: PushOptions | None) -> list[tuple[str, bytes]]:
+        """Push one item with per-message options (checked here too) to the queue ``name``, or
+        to each queue of the virtual queue ``name``; one ``(queue, uuid)`` per queue. Every
+        queue is checked first (nothing is pushed if one refuses: a queue that accumulates
+        cannot take a record outside its window), then all are pushed with no await between
+        them on a local store, and one commit covers them."""
+        opts = PushOptions() if options is None else check_options(options, self.clock.now())
+        members = self._virtual.get(name) if name not in self._queues else None
+        names = list(members) if members is not None else [validate_name(name)]
+        if members is None:
+            self._refuse_virtual(names[0])
+        for n in names:
+            props = self._queues[n].props if n in self._queues else self._props_for(n)
+            if props.accum > 0:
+                raise InvalidOptions(
+                    f"queue {n!r} accumulates messages (accum {props.accum} s): "
+                    "a push with options or a returned id needs a queue with accum 0"
+                )
+        queues = [await self.ensure(n) for n in names]
+        out = [(q.name, await q.push_with(item, opts)) for q in queues]
+        await self.store.barrier()
+        return out
+
+    async def peek(self, name: str, after: str | None, limit: int) -> list[StoredMessage]:
+        """Up to ``limit`` (1 to :data:`~pylmq.core.table.PEEK_MAX`) records of the queue in
+        id order, after the record whose uuid text is ``after``; delivers and changes
+        nothing. :class:`MessageNotFound` when that record has left the queue."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= PEEK_MAX:
+            raise BadRequest(f"a peek lists 1 to {PEEK_MAX} messages, got {limit!r}")
+        cursor = None if after is None else parse_uuid(after)
+        if after is not None and cursor is None:
+            raise BadRequest(f"the peek cursor must be a message id, got {after!r}")
+        self._require(name)
+        return await self.store.peek(name, cursor, limit)
+
+    async def requeue(self, dlq: str, count: int, to: str | None) -> int:
+        """Move up to ``count`` available dead letters of ``dlq`` back to the queue each came
+        from, or to ``to``: available now, no delivery counted, no provenance. How many moved."""
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_REPLY_IDS:
+            raise BadRequest(f"a requeue moves 1 to {MAX_REPLY_IDS} messages, got {count!r}")
+        if to is not None:
+            to = validate_name(to)
+            self._refuse_virtual(to)
+        self._require(dlq)
+        moved = await self.store.requeue(dlq, count, to)
+        if moved:
+            await self.store.barrier()
+        return moved
+
+    def resolve_key(self, name: str, key: int) -> bytes | None:
+        """The uuid of the delivery of queue ``name`` whose integer key is ``key`` (queue_server's
+        ``msg_id``); None when no processing record or more than one has it."""
+        if name not in self._queues or isinstance(key, bool) or not isinstance(key, int):
+            return None
+        return self.store.find_delivery(name, key)
 
     async def push_all(self, regex: str | bytes, item: Item) -> dict[str, AccumResult]:
         """Fan-out to every EXISTING queue whose name matches (as LMQ)."""
@@ -675,7 +807,9 @@ class QueueManager:
         q = self._queues.get(name)
         if q is not None:
             return q.props
-        return self._props_for(validate_name(name))
+        name = validate_name(name)
+        self._refuse_virtual(name)
+        return self._props_for(name)
 
     def raw_props(self, name: str) -> RawProps | None:
         return self.store.queue_props(name)
@@ -683,6 +817,10 @@ class QueueManager:
     async def update_props(self, name: str, props: RawProps | None, *, merge: bool = True) -> Props:
         """Merge ``props`` into the queue's own properties; ``None`` resets them."""
         if props:
+            dl = props.get("dead_letter")
+            if dl is not None and (dl == name or dl in self._virtual):
+                what = "itself" if dl == name else "a virtual queue"
+                raise InvalidProps(f"'dead_letter' must name another queue, not {what}: {dl!r}")
             # Before the queue is created: props the store refuses must leave no queue behind.
             self.store.check_props(props)
         q = await self.ensure(name)

@@ -1,4 +1,6 @@
-"""Queue properties: ``accum``, ``retry``, ``timeout`` (docs/lmq-contract.md#queue-properties).
+"""Queue properties: ``accum``, ``retry``, ``timeout`` (docs/lmq-contract.md#queue-properties), and
+pylmq's ``dead_letter`` (docs/message-options.md), which is only ever exported where it was set,
+so that LMQ's own answers stay byte for byte what they were.
 
 Effective properties of queue Q = Q's own properties, over the FIRST entry of the default list
 whose regex matches Q's name, over the system defaults. Raw (partial) properties are plain dicts
@@ -13,8 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pylmq.core.names import validate_name
 from pylmq.core.pattern import Pattern, compile_pattern
-from pylmq.errors import InvalidProps, InvalidRegex
+from pylmq.errors import InvalidProps, InvalidQueueName, InvalidRegex
 
 __all__ = [
     "DEFAULT_PROPS",
@@ -35,12 +38,14 @@ __all__ = [
 ]
 
 RawProps = dict[str, Any]
-"""Only the keys that were set: ``accum`` (s, float), ``retry`` (int or None), ``timeout`` (s)."""
+"""Only the keys that were set: ``accum`` (s, float), ``retry`` (int or None), ``timeout`` (s),
+``dead_letter`` (a queue name, or None: none, over a default's)."""
 
 DefaultList = list[tuple[str, RawProps]]
 """``[(regex, raw props), ...]``; the first matching entry applies."""
 
 KEYS = ("accum", "retry", "timeout")
+"""LMQ's properties, exported always."""
 
 log = logging.getLogger("pylmq.props")
 
@@ -50,9 +55,14 @@ class Props:
     accum: float = 0.0
     retry: int | None = 2
     timeout: float = 30.0
+    dead_letter: str | None = None
+    """The queue where exhausted messages go instead of being discarded (pylmq)."""
 
     def to_raw(self) -> RawProps:
-        return {"accum": self.accum, "retry": self.retry, "timeout": self.timeout}
+        raw: RawProps = {"accum": self.accum, "retry": self.retry, "timeout": self.timeout}
+        if self.dead_letter is not None:
+            raw["dead_letter"] = self.dead_letter
+        return raw
 
 
 DEFAULT_PROPS = Props()
@@ -103,6 +113,15 @@ def _retry(value: Any) -> int | None:
     return value
 
 
+def _dead_letter(value: Any) -> str | None:
+    if value is None:
+        return None
+    try:
+        return validate_name(value)
+    except InvalidQueueName as e:
+        raise InvalidProps(f"'dead_letter' must be a queue name or null: {e.detail}") from e
+
+
 def parse_props(obj: Any, *, accum_key: str = "accum") -> RawProps:
     """Validate a props object from a client (JSON or msgpack map).
 
@@ -122,6 +141,8 @@ def parse_props(obj: Any, *, accum_key: str = "accum") -> RawProps:
             out["retry"] = _retry(value)
         elif k == "timeout":
             out["timeout"] = _number(k, value)
+        elif k == "dead_letter":
+            out["dead_letter"] = _dead_letter(value)
         else:
             raise InvalidProps(f"unknown property {k!r}")
     return out
@@ -210,7 +231,9 @@ def effective_props(
         merged.update(default)
     if own:
         merged.update(own)
-    return Props(accum=merged["accum"], retry=merged["retry"], timeout=merged["timeout"])
+    return Props(
+        accum=merged["accum"], retry=merged["retry"], timeout=merged["timeout"], dead_letter=merged.get("dead_letter")
+    )
 
 
 def _export_value(v: Any) -> Any:
@@ -230,4 +253,6 @@ def export_props(props: Props | RawProps, *, accum_key: str = "accum") -> dict[s
     for k in raw:
         if k in KEYS:
             out[accum_key if k == "accum" else k] = _export_value(raw[k])
+        elif k == "dead_letter" and raw[k] is not None:
+            out[k] = raw[k]
     return out

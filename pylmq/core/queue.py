@@ -18,7 +18,7 @@ from functools import partial
 from typing import Protocol
 
 from pylmq.core.clock import Clock, SystemClock, Timer
-from pylmq.core.message import Item, StoredMessage
+from pylmq.core.message import Item, PushOptions, StoredMessage
 from pylmq.core.props import Props
 from pylmq.core.store import Store
 from pylmq.core.table import AccumResult
@@ -27,6 +27,8 @@ from pylmq.errors import MessageNotFound
 __all__ = ["Delivery", "PropsSource", "Queue", "QueueObserver", "Waiter"]
 
 log = logging.getLogger("pylmq.queue")
+
+_NO_OPTIONS = PushOptions()
 
 REPLY_CHUNK = 500  # replies of a batch done before other tasks get a turn
 RETRY_AFTER_ERROR = 0.5  # seconds before waiters are served again after the store failed
@@ -127,9 +129,22 @@ class Queue:
 
     # -- client operations ------------------------------------------------------------------
 
+    def _dead_letter(self, props: Props) -> str | None:
+        """Where exhausted messages go: None for LMQ's discard (a default list's dead_letter
+        that names the queue itself means none)."""
+        dl = props.dead_letter
+        return None if dl == self.name else dl
+
+    async def _enqueue(self, item: Item, props: Props) -> AccumResult:
+        if props.dead_letter is not None and props.accum <= 0 and self._dead_letter(props) is not None:
+            # Every push gets an ext here, so that a dead letter's failures are counted.
+            await self.store.push(self.name, item, props.retry, _NO_OPTIONS, track=True)
+            return "no"
+        return await self.store.enqueue(self.name, item, props.retry, props.accum)
+
     async def push(self, item: Item) -> AccumResult:
         props = self.props
-        result = await self.store.enqueue(self.name, item, props.retry, props.accum)
+        result = await self._enqueue(item, props)
         # The message is in the store from here on, whether or not its client waits for the
         # commit: waiters learn of it now (a delivery waits for the commit itself).
         if self.observer is not None:
@@ -145,7 +160,7 @@ class Queue:
         results: list[AccumResult] = []
         try:
             for item in items:
-                results.append(await self.store.enqueue(self.name, item, props.retry, props.accum))
+                results.append(await self._enqueue(item, props))
                 if self.observer is not None:
                     self.observer.on_push(self.name)
         finally:
@@ -155,9 +170,23 @@ class Queue:
         await self.store.barrier()
         return results
 
+    async def push_with(self, item: Item, options: PushOptions) -> bytes:
+        """Push with per-message options (checked by the caller), telling waiters; no commit
+        awaited (the caller awaits one for all the queues it pushes to). The record's uuid."""
+        props = self.props
+        uuid = await self.store.push(self.name, item, props.retry, options, track=self._dead_letter(props) is not None)
+        if self.observer is not None:
+            self.observer.on_push(self.name)
+        self.notify()
+        return uuid
+
     async def try_take(self) -> Delivery | None:
         """Dequeue at once if a record is deliverable (no waiting; used by pull and pull-any)."""
-        got = await self.store.dequeue(self.name, self.props.timeout)
+        props = self.props
+        if props.dead_letter is None:
+            got = await self.store.dequeue(self.name, props.timeout)
+        else:
+            got = await self.store.dequeue(self.name, props.timeout, self._dead_letter(props))
         if got is None:
             return None
         msg, retention = got

@@ -13,10 +13,10 @@ client, so concurrent requests share one group commit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Literal, Protocol, get_args, runtime_checkable
 
-from pylmq.core.message import Item, Retry, StoredMessage
+from pylmq.core.message import Item, MessageId, PushOptions, Retry, StoredMessage
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import AccumResult
 
@@ -32,7 +32,12 @@ __all__ = [
     "FsyncPolicy",
     "Store",
     "StoreKind",
+    "TransferListener",
 ]
+
+TransferListener = Callable[[str], None]
+"""Told the name of a queue that records were just transferred into (dead letters, requeues),
+possibly a queue the store has just created: its waiters are to be woken."""
 
 # The one definition of what the configuration may choose; app.config, the command line and
 # NodeOptions all check against these.
@@ -114,8 +119,46 @@ class Store(Protocol):
 
     async def enqueue(self, name: str, item: Item, retry: Retry, accum: float) -> AccumResult: ...
 
-    async def dequeue(self, name: str, timeout: float) -> tuple[StoredMessage, float] | None:
-        """The delivered record and how long it waited (retention, seconds), or None."""
+    async def push(self, name: str, item: Item, retry: Retry, options: PushOptions, *, track: bool = False) -> bytes:
+        """Push with per-message options (:meth:`QueueTable.push
+        <pylmq.core.table.QueueTable.push>`; ``track``: the queue has a dead-letter queue);
+        creates the queue if missing; the record's uuid. Never accumulates."""
+        ...
+
+    async def dequeue(
+        self, name: str, timeout: float, dead_letter: str | None = None
+    ) -> tuple[StoredMessage, float] | None:
+        """The delivered record and how long it waited (retention, seconds), or None. With
+        ``dead_letter``, records exhausted on the way move to that queue (created if missing;
+        each move one atomic change), and the transfer listener is told its name."""
+        ...
+
+    def listen_transfers(self, listener: TransferListener | None) -> None:
+        """Install the one listener told of queues that records were transferred into."""
+        ...
+
+    async def peek(self, name: str, after: MessageId | bytes | None, limit: int) -> list[StoredMessage]:
+        """Up to ``limit`` records in id order after ``after`` (an id, or the uuid of a record
+        still in the queue: :class:`~pylmq.errors.MessageNotFound` when it is not), without
+        delivering or changing anything (:func:`pylmq.core.table.page`)."""
+        ...
+
+    async def requeue(self, dlq: str, count: int, to: str | None) -> int:
+        """Move up to ``count`` available dead letters of ``dlq``, first first, to their origin
+        queue (or ``to``), as new available records; how many moved."""
+        ...
+
+    def find_delivery(self, name: str, key: int) -> bytes | None:
+        """The uuid of the processing record of ``name`` whose index key is ``key`` (see
+        :meth:`QueueTable.find_delivery <pylmq.core.table.QueueTable.find_delivery>`)."""
+        ...
+
+    def virtual_queues(self) -> dict[str, list[str]]:
+        """The virtual queues this store keeps: name -> member queue names."""
+        ...
+
+    async def set_virtual(self, name: str, queues: Sequence[str]) -> None:
+        """Bind (or, with no queues, remove) a virtual queue; the caller validated it."""
         ...
 
     async def done(self, name: str, uuid: bytes) -> bool: ...

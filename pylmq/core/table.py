@@ -22,9 +22,10 @@ uuid)`` sort as the id does and orders compare records in C:
   (ack, ext and nack need a processing record) but a claim, and a claim can only name one that
   was delivered and is available again under its uuid (nacked, put back): those few are indexed
   by uuid. Recovery looks records up through a lookup it builds;
-- processing records are indexed by an int of 60 bits of their uuid (a 32-byte object, against
-  64 for the uuid bytes; the table draws uuids whose keys are free, a foreign uuid whose key is
-  taken goes to ``_other`` by its whole uuid), and ordered by their 24-byte ``(ts, uuid)``
+- processing records are indexed by an int of 53 bits of their uuid, its
+  :func:`~pylmq.core.message.msg_key` (a 32-byte object, against 64 for the uuid bytes; the table
+  draws uuids whose keys are free, a foreign uuid whose key is taken goes to ``_other`` by its
+  whole uuid), and ordered by their 24-byte ``(ts, uuid)``
   prefixes, deadlines, apart from the backlog: an acked one is dropped as soon as it comes first;
 - metadata is a one-byte reference into the table's list of distinct metadata (the same few
   content types on nearly every message);
@@ -32,9 +33,17 @@ uuid)`` sort as the id does and orders compare records in C:
   nothing to a full collection.
 
 What does not fit (compound messages, the accumulation record that grows, bodies over
-:data:`COMPACT_MAX`, a 256th distinct metadata, retry over 254, a ts that is not positive) stays
-a :class:`StoredMessage` in ``_other``, ordered by a heap of ids as before. The first record is the
-first of the three orders'.
+:data:`COMPACT_MAX`, a 256th distinct metadata, retry over 254, a ts that is not positive, and
+every record with a :class:`~pylmq.core.message.MessageExt`) stays a :class:`StoredMessage` in
+``_other``, ordered by a heap of ids as before. The first record is the first of the three orders'.
+
+Per-message options (docs/message-options.md). A record's ts is when it becomes due, so a delay
+is only a later ts; such a push goes straight to the heap of its order (:meth:`_Order.push_late`)
+rather than to the run, which would send every later push to the heap while it stays. Records
+with a priority above 0 are kept apart, in two heaps: ``_ptime`` by id, until they are due, then
+``_pready`` by (-priority, id); dequeue takes ``_pready``'s top before anything else. The key of
+a processing record in ``_other`` is kept in ``_okeys``, so that :meth:`QueueTable.find_delivery`
+(queue_server's integer ``msg_id``) is exact and fresh uuids avoid those keys too.
 """
 
 from __future__ import annotations
@@ -42,21 +51,41 @@ from __future__ import annotations
 import heapq
 import struct
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from pylmq.core.message import (
+    MSG_KEY_BITS,
+    DeadLetter,
+    DeadReason,
+    Inherit,
     Item,
+    MessageExt,
     MessageId,
     Metadata,
+    PushOptions,
     Retry,
     State,
     StoredMessage,
     StoredMessageType,
     new_uuid,
 )
+from pylmq.errors import MessageNotFound
 
-__all__ = ["COMPACT_MAX", "RECORD_OVERHEAD", "AccumResult", "Journal", "QueueTable", "TableSnapshot"]
+__all__ = [
+    "COMPACT_MAX",
+    "PEEK_MAX",
+    "RECORD_OVERHEAD",
+    "AccumResult",
+    "Journal",
+    "QueueTable",
+    "TableSnapshot",
+    "dead_letter_of",
+    "dead_letter_record",
+    "page",
+    "requeued_record",
+]
 
 AccumResult = str
 """What a push reports: ``"no"`` (not accumulated), ``"new"`` (window opened), ``"yes"``."""
@@ -74,9 +103,9 @@ _HEAD_SIZE = _HEAD.size
 _ID_SIZE = 24  # ts and uuid: a processing record's entry in its order
 _TS = struct.Struct(">d")
 _U64 = struct.Struct(">Q")
-# The index key: the last 8 bytes of the uuid but for the variant bits of a v4 uuid, i.e. 60
-# random bits, an int small enough for two 30-bit digits.
-_KEY_MASK = (1 << 60) - 1
+# The index key: the last 53 bits of the uuid (msg_key: random in a v4 uuid), an int small enough
+# for two 30-bit digits and for a JSON number every client parses exactly.
+_KEY_MASK = (1 << MSG_KEY_BITS) - 1
 _AVAILABLE, _PROCESSING = 0, 1
 # Enum members bound once: reading State.X costs a class attribute lookup, hashing one a
 # Python-level __hash__, each about as much as a dict operation on the hot paths.
@@ -185,6 +214,11 @@ class Journal(Protocol):
 
     def delete(self, queue: str, uuid: bytes) -> None: ...
 
+    def transfer(self, from_queue: str, uuid: bytes, to_queue: str, msg: StoredMessage) -> None:
+        """``uuid``'s record left ``from_queue`` and became ``msg`` in ``to_queue`` (a dead
+        letter, or one requeued to its origin), with the same content: one atomic change."""
+        ...
+
 
 def _inc(retry: Retry) -> Retry:
     return None if retry is None else retry + 1
@@ -249,6 +283,11 @@ class _Order:
             self._chunks.append(tuple(tail))
             tail.clear()
 
+    def push_late(self, e: bytes) -> None:
+        """Add an entry known to come after those pushed since (a delayed record): to the heap,
+        so that the run goes on taking the pushes due before it."""
+        heapq.heappush(self.rest, e)
+
     def first(self) -> bytes | None:
         run = (self._chunks[0] if self._chunks else self._tail)[self._head] if self._n else None
         rest = self.rest
@@ -291,8 +330,11 @@ class QueueTable:
         "_lookup",
         "_md",
         "_navail",
+        "_okeys",
         "_other",
+        "_pready",
         "_proc",
+        "_ptime",
         "_restored",
         "_side",
         "bytes",
@@ -326,8 +368,15 @@ class QueueTable:
         # deadlines: acked ones come first here, and are dropped, about as soon as they are
         # acked, while in _avail they would wait behind the whole backlog.
         self._proc = _Order()
-        # Ids of the Messages in _other, in order.
+        # Ids of the Messages in _other, in order (but those with a priority).
         self._side: list[MessageId] = []
+        # Index keys of the processing records in _other (two or more uuids under a key: a
+        # list), so that find_delivery is exact and fresh uuids keep clear of them.
+        self._okeys: dict[int, bytes | list[bytes]] = {}
+        # Records with a priority above 0: their ids in order until they are due, then
+        # (-priority, id) in order: the first of those is delivered before anything else.
+        self._ptime: list[MessageId] = []
+        self._pready: list[tuple[int, MessageId]] = []
         self._md = _MetadataTable()
         self._accum: StoredMessage | None = None
         self.bytes = 0
@@ -390,6 +439,33 @@ class QueueTable:
             heapq.heappop(side)
         return None
 
+    def _ptime_top(self) -> StoredMessage | None:
+        heap, other = self._ptime, self._other
+        while heap:
+            top = heap[0]
+            msg = other.get(top[1])
+            if type(msg) is StoredMessage and msg.id is top:
+                return msg
+            heapq.heappop(heap)
+        return None
+
+    def _ready(self, now: float) -> StoredMessage | None:
+        """The due record of the highest priority (FIFO within a level), if any: due ones are
+        moved from ``_ptime`` to ``_pready`` first, each once per id (amortised O(log n))."""
+        ptime, pready, other = self._ptime, self._pready, self._other
+        while ptime and ptime[0][0] <= now:
+            mid = heapq.heappop(ptime)
+            msg = other.get(mid[1])
+            if type(msg) is StoredMessage and msg.id is mid and msg.ext is not None:
+                heapq.heappush(pready, (-msg.ext.priority, mid))
+        while pready:
+            mid = pready[0][1]
+            msg = other.get(mid[1])
+            if type(msg) is StoredMessage and msg.id is mid:
+                return msg
+            heapq.heappop(pready)
+        return None
+
     def _first(self) -> Entry | None:
         rec = self._available_top()
         # The live processing top is at or after the first entry: only look for it when that
@@ -399,12 +475,20 @@ class QueueTable:
             p = self._processing_top()
             if p is not None and (rec is None or p < rec):
                 rec = p
-        if not self._side:
+        if not self._side and not self._ptime:
             return rec
-        msg = self._side_top()
-        if msg is None or rec is None:
-            return rec if msg is None else msg
-        return rec if (_rec_ts(rec), rec[8:24]) < msg.id else msg
+        best: Entry | None = rec
+        for msg in (self._side_top(), self._ptime_top() if self._ptime else None):
+            if msg is None:
+                continue
+            if best is None:
+                best = msg
+            elif type(best) is bytes:
+                if msg.id < (_rec_ts(best), best[8:24]):
+                    best = msg
+            elif msg.id < best.id:  # type: ignore[union-attr]
+                best = msg
+        return best
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -423,6 +507,8 @@ class QueueTable:
 
     def waittime(self, now: float) -> float | None:
         """Seconds until the first record is deliverable (0 if now); ``None`` if empty."""
+        if (self._pready or self._ptime) and self._ready(now) is not None:
+            return 0.0
         e = self._first()
         if e is None:
             return None
@@ -461,7 +547,7 @@ class QueueTable:
         state = msg.state
         code = _AVAILABLE if state is _S_AVAILABLE else _PROCESSING if state is _S_PROCESSING else -1
         content = msg.content
-        if code < 0 or msg.type is not _NORMAL or type(content) is not tuple:
+        if code < 0 or msg.type is not _NORMAL or type(content) is not tuple or msg.ext is not None:
             return None
         ts, uuid = msg.id
         md, body = content
@@ -474,19 +560,24 @@ class QueueTable:
             return None
         return _HEAD.pack(ts, uuid, code, rc, ref) + body
 
-    def _place(self, rec: bytes, key: int) -> None:
+    def _place(self, rec: bytes, key: int, late: bool = False) -> None:
         """Add a compact record whose uuid is not in the table; ``key``, its index key, is only
-        read for a processing record."""
+        read for a processing record; ``late``: an available record due after the ones that
+        will be pushed next (a delay)."""
         self.bytes += len(rec) - _HEAD_SIZE + self._md.lens[rec[26]] + RECORD_OVERHEAD
         if rec[24] == _PROCESSING:
             index, other = self._index, self._other
             if index.setdefault(key, rec) is not rec:
                 other[rec[8:24]] = rec
+                self._okey_add(rec[8:24])
             self._proc.push(rec[:_ID_SIZE])
             if len(self._proc) > 2 * (len(index) + len(other)) + 1024:
                 self._rebuild_processing()
         else:
-            self._avail.push(rec)
+            if late:
+                self._avail.push_late(rec)
+            else:
+                self._avail.push(rec)
             self._navail += 1
             if self._lookup is not None:
                 self._lookup[rec[8:24]] = rec
@@ -503,10 +594,45 @@ class QueueTable:
             return rec
         self._other[uuid] = msg
         self.bytes += msg.nbytes() + RECORD_OVERHEAD
+        if msg.state is _S_PROCESSING:
+            self._okey_add(uuid)
+        ext = msg.ext
+        if ext is not None and ext.priority > 0:
+            heapq.heappush(self._ptime, msg.id)
+            if len(self._ptime) + len(self._pready) > 2 * len(self._other) + 1024:
+                self._rebuild_processing()
+            return msg
         heapq.heappush(self._side, msg.id)
         if len(self._side) > 2 * len(self._other) + 1024:
             self._rebuild_processing()
         return msg
+
+    def _okey_add(self, uuid: bytes) -> None:
+        if len(uuid) != 16:
+            return
+        k, okeys = _key(uuid), self._okeys
+        cur = okeys.get(k)
+        if cur is None:
+            okeys[k] = uuid
+        elif type(cur) is list:
+            cur.append(uuid)
+        else:
+            okeys[k] = [cur, uuid]  # type: ignore[list-item]
+
+    def _okey_del(self, uuid: bytes) -> None:
+        if len(uuid) != 16:
+            return
+        k, okeys = _key(uuid), self._okeys
+        cur = okeys.get(k)
+        if cur is None:
+            return
+        if type(cur) is list:
+            if uuid in cur:
+                cur.remove(uuid)
+            if len(cur) == 1:
+                okeys[k] = cur[0]
+        elif cur == uuid:
+            del okeys[k]
 
     def _drop(self, uuid: bytes, e: Entry) -> None:
         """Remove the record ``e`` found under ``uuid``; its entry in an order goes stale."""
@@ -518,6 +644,7 @@ class QueueTable:
                     del self._index[k]
                 else:
                     del self._other[uuid]
+                    self._okey_del(uuid)
                 self._forget_processing(e)
                 return
             self._navail -= 1
@@ -533,6 +660,8 @@ class QueueTable:
         del self._other[uuid]
         assert isinstance(e, StoredMessage)
         self.bytes -= e.nbytes() + RECORD_OVERHEAD
+        if e.state is _S_PROCESSING:
+            self._okey_del(uuid)
         if self._accum is e:
             self._accum = None
 
@@ -560,22 +689,27 @@ class QueueTable:
         # records keeps the orders O(n) and pushes O(log n). O(records not available).
         proc: list[bytes] = []
         side: list[MessageId] = []
+        ptime: list[MessageId] = []
         for e in (*self._index.values(), *self._other.values()):
             if type(e) is bytes:
                 proc.append(e[:_ID_SIZE])
             else:
-                side.append(e.id)  # type: ignore[union-attr]
+                assert isinstance(e, StoredMessage)
+                (ptime if e.ext is not None and e.ext.priority > 0 else side).append(e.id)
         proc.sort()
         heapq.heapify(side)
+        heapq.heapify(ptime)
         self._proc, self._side = _Order.of_sorted(proc), side
+        # Due ones move back to _pready at the next dequeue, in order again.
+        self._ptime, self._pready = ptime, []
 
     def _fresh_uuid(self) -> tuple[bytes, int]:
         """A new uuid whose index key no processing compact record has, and that key."""
-        index = self._index
+        index, okeys = self._index, self._okeys
         while True:
             uuid = new_uuid()
             key = _key(uuid)
-            if key not in index:
+            if key not in index and key not in okeys:
                 return uuid, key
 
     def restore(self, msg: StoredMessage) -> None:
@@ -602,7 +736,7 @@ class QueueTable:
         else:
             assert isinstance(old, StoredMessage)
             content, mtype = old.content, old.type
-        rec = self._insert(StoredMessage(msg.id, msg.state, mtype, msg.retry, content))
+        rec = self._insert(StoredMessage(msg.id, msg.state, mtype, msg.retry, content, msg.ext))
         if type(rec) is bytes and rec[24] == _AVAILABLE:
             self._again[msg.id[1]] = rec  # a move keeps the uuid: this one was delivered
 
@@ -630,6 +764,9 @@ class QueueTable:
         self._restored = None
         self._proc.clear()
         self._side.clear()
+        self._okeys.clear()
+        self._ptime.clear()
+        self._pready.clear()
         self._md = _MetadataTable()  # a snapshot being written may still read the old one
         self._accum = None
         self.bytes = 0
@@ -667,12 +804,61 @@ class QueueTable:
             self._journal.put(self.name, msg)
         return "new"
 
-    def dequeue(self, timeout: float, now: float) -> tuple[StoredMessage, float] | None:
+    def push(self, item: Item, retry: Retry, now: float, options: PushOptions, *, track: bool = False) -> bytes:
+        """Push one item with per-message options (docs/message-options.md); never accumulates.
+        ``retry`` is the queue's retry property, used unless the options give their own (``once``
+        is retry 0; an ``interval`` without a retry is unlimited, bounded by ``expires``). A
+        delay is the record's ts. The record gets a :class:`MessageExt` when the options need one,
+        or with ``track`` (its queue has a dead-letter queue: failures are counted). Returns the
+        record's uuid."""
+        r = options.retry
+        if options.once:
+            r = 0
+        elif isinstance(r, Inherit):
+            r = None if options.interval is not None else retry
+        stored = _inc(r)
+        nb = options.not_before
+        ts = now if nb is None or nb <= now else float(nb)
+        uuid = new_uuid()
+        if not track and not options.needs_ext():
+            body, ref, code = item[1], self._md.ref(item[0]), _retry_code(stored)
+            if ref >= 0 and code >= 0 and type(body) is bytes and len(body) <= COMPACT_MAX and ts > 0.0:
+                self._place(_HEAD.pack(ts, uuid, _AVAILABLE, code, ref) + body, -1, ts > now)
+                if self._journal is not None:
+                    self._journal.put(self.name, StoredMessage((ts, uuid), _S_AVAILABLE, _NORMAL, stored, item))
+                return uuid
+            msg = StoredMessage((ts, uuid), _S_AVAILABLE, _NORMAL, stored, item)
+        else:
+            ext = MessageExt(
+                expires=options.expires,
+                interval=options.interval,
+                priority=options.priority,
+                once=options.once,
+                sent_at=now,
+            )
+            msg = StoredMessage((ts, uuid), _S_AVAILABLE, _NORMAL, stored, item, ext)
+        self._insert(msg)
+        if self._journal is not None:
+            self._journal.put(self.name, msg)
+        return uuid
+
+    def dequeue(
+        self, timeout: float, now: float, dead: list[StoredMessage] | None = None
+    ) -> tuple[StoredMessage, float] | None:
         """Take the first deliverable record: a fresh id ``(now + timeout, new uuid)``, state
-        processing, retry - 1. Records whose retry is spent are discarded on the way.
-        Returns the delivered record and its retention (seconds it waited)."""
+        processing, retry - 1. Records whose retry is spent are discarded on the way, or, with
+        ``dead`` given (the queue has a dead-letter queue), removed unjournaled and appended to
+        it as :func:`dead_letter_of` marks them, for the store to transfer.
+        Returns the delivered record and its retention (seconds it waited).
+
+        A record with a priority is served before any other due one; a record with a
+        :class:`MessageExt` follows queue_server's ttl rule (:meth:`_deliver_ext`)."""
         while True:
-            e = self._first()
+            e: Entry | None = None
+            if self._pready or self._ptime:
+                e = self._ready(now)
+            if e is None:
+                e = self._first()
             if e is None:
                 return None
             if type(e) is bytes:
@@ -687,7 +873,9 @@ class QueueTable:
                 else:
                     self._drop(old_uuid, e)
                 if code == 0:
-                    if self._journal is not None:
+                    if dead is not None:
+                        dead.append(dead_letter_of(self.name, _decode(e, self._md.mds), "retries"))
+                    elif self._journal is not None:
                         self._journal.delete(self.name, old_uuid)
                     continue
                 if code != _INFINITY:
@@ -714,8 +902,15 @@ class QueueTable:
             if ts > now:
                 return None
             self._drop(old_uuid, e)
+            if e.ext is not None:
+                got = self._deliver_ext(e, timeout, now, dead)
+                if got is None:
+                    continue
+                return got
             if e.retry is not None and e.retry <= 0:
-                if self._journal is not None:
+                if dead is not None:
+                    dead.append(dead_letter_of(self.name, e, "retries"))
+                elif self._journal is not None:
                     self._journal.delete(self.name, old_uuid)
                 continue
             retry = None if e.retry is None else e.retry - 1
@@ -724,6 +919,47 @@ class QueueTable:
             if self._journal is not None:
                 self._journal.move(self.name, old_uuid, new)
             return new, now - ts
+
+    def _deliver_ext(
+        self, e: StoredMessage, timeout: float, now: float, dead: list[StoredMessage] | None
+    ) -> tuple[StoredMessage, float] | None:
+        """Deliver ``e``, a due record with an ext, already dropped from the table; None when it
+        is exhausted instead. queue_server's ttl rule: once ``expires`` has come, a record never
+        delivered is delivered once more (at-least-once wins) and one delivered before is
+        exhausted; a delivery whose deadline reaches ``expires`` is the last. ``interval``
+        replaces the queue's timeout."""
+        ext = e.ext
+        assert ext is not None
+        ts, old_uuid = e.id
+        expired = ext.expires is not None and now >= ext.expires
+        if (e.retry is not None and e.retry <= 0) or (expired and ext.attempts > 0):
+            if dead is not None and not ext.once:
+                dead.append(dead_letter_of(self.name, e, "expired" if expired else "retries"))
+            elif self._journal is not None:
+                self._journal.delete(self.name, old_uuid)
+            return None
+        deadline = now + (timeout if ext.interval is None else ext.interval)
+        if expired or (ext.expires is not None and deadline >= ext.expires):
+            retry: Retry = 0
+        else:
+            retry = None if e.retry is None else e.retry - 1
+        new = StoredMessage(
+            (deadline, self._fresh_uuid()[0]),
+            _S_PROCESSING,
+            e.type,
+            retry,
+            e.content,
+            replace(
+                ext,
+                attempts=ext.attempts + 1,
+                first_at=now if ext.first_at is None else ext.first_at,
+                last_at=now,
+            ),
+        )
+        self._insert(new)
+        if self._journal is not None:
+            self._journal.move(self.name, old_uuid, new)
+        return new, now - ts
 
     def _processing(self, uuid: bytes, now: float) -> Entry | None:
         e = self._find(uuid)
@@ -754,9 +990,12 @@ class QueueTable:
             self._journal.delete(self.name, uuid)
         return True
 
-    def _move(self, uuid: bytes, e: Entry, ts: float, state: State, retry_delta: int) -> None:
+    def _move(
+        self, uuid: bytes, e: Entry, ts: float, state: State, retry_delta: int, attempt: int = 0, now: float = 0.0
+    ) -> None:
         """Record ``e`` under ``uuid`` takes a new ts, state and retry (+ delta); uuid and content
-        stay (ext, nack, put_back)."""
+        stay (ext, nack, put_back, claim). ``attempt``: +1 a delivery at ``now`` (a claim of an
+        unheld record), -1 a delivery that did not happen (put back), counted in its ext."""
         self._drop(uuid, e)
         if type(e) is bytes:
             code = e[25]
@@ -778,7 +1017,14 @@ class QueueTable:
             assert isinstance(e, StoredMessage)
             old = e
         retry = old.retry if retry_delta == 0 or old.retry is None else old.retry + retry_delta
-        msg = StoredMessage((ts, uuid), state, old.type, retry, old.content)
+        ext = old.ext
+        if ext is not None and attempt:
+            if attempt > 0:
+                first = now if ext.first_at is None else ext.first_at
+                ext = replace(ext, attempts=ext.attempts + 1, first_at=first, last_at=now)
+            else:
+                ext = replace(ext, attempts=max(0, ext.attempts - 1))
+        msg = StoredMessage((ts, uuid), state, old.type, retry, old.content, ext)
         self._insert(msg)
         if self._journal is not None:
             self._journal.move(self.name, uuid, msg)
@@ -787,7 +1033,7 @@ class QueueTable:
         e = self._processing(uuid, now)
         if e is None:
             return False
-        self._move(uuid, e, now + timeout, _S_PROCESSING, 0)
+        self._move(uuid, e, now + _timeout_of(e, timeout), _S_PROCESSING, 0)
         return True
 
     def release(self, uuid: bytes, now: float) -> bool:
@@ -850,7 +1096,7 @@ class QueueTable:
                         self._journal.delete(self.name, u)
                     out.append(None)
                     continue
-            self._move(u, e, now + timeout, _S_PROCESSING, 0 if held else -1)
+            self._move(u, e, now + _timeout_of(e, timeout), _S_PROCESSING, 0 if held else -1, 0 if held else 1, now)
             got = self._find(u)
             assert got is not None
             msg = _decode(got, self._md.mds) if type(got) is bytes else got
@@ -881,5 +1127,99 @@ class QueueTable:
         e = self._processing(uuid, now)
         if e is None:
             return False
-        self._move(uuid, e, now, _S_AVAILABLE, 1)
+        self._move(uuid, e, now, _S_AVAILABLE, 1, -1)
         return True
+
+    # -- per-message extensions: queue_server's msg_id, peek, dead letters ------------------------
+
+    def find_delivery(self, key: int) -> bytes | None:
+        """The uuid of the processing record whose index key (:func:`~pylmq.core.message.msg_key`)
+        is ``key``; None when none has it, or more than one (never a wrong one)."""
+        rec = self._index.get(key)
+        o = self._okeys.get(key) if self._okeys else None
+        if rec is not None:
+            return rec[8:24] if o is None else None
+        return o if type(o) is bytes else None
+
+    def peek(self, after: MessageId | bytes | None, limit: int) -> list[StoredMessage]:
+        """Up to ``limit`` records in id order after ``after`` (an id, or the uuid of a record
+        still here); changes nothing. O(n log limit)."""
+        return page(self.snapshot(), after, limit)
+
+    def take_dead(self, count: int) -> list[StoredMessage]:
+        """Remove, unjournaled, the first ``count`` available dead letters (records whose ext
+        names their origin) in id order, for the store to transfer (requeue). O(records with an
+        ext)."""
+        found = [
+            m
+            for m in self._other.values()
+            if type(m) is StoredMessage and m.state is _S_AVAILABLE and m.ext is not None and m.ext.dead is not None
+        ]
+        taken = heapq.nsmallest(count, found, key=_id_key)
+        for m in taken:
+            self._drop(m.id[1], m)
+        return taken
+
+    def adopt(self, msg: StoredMessage) -> None:
+        """Insert a record transferred from another table (unjournaled: the store journals the
+        transfer as one record); its waiters are the store's to wake."""
+        self._insert(msg)
+
+
+def _id_key(m: StoredMessage) -> MessageId:
+    return m.id
+
+
+def _timeout_of(e: Entry, timeout: float) -> float:
+    """The message's own ``interval`` if it has one, else the queue's ``timeout``."""
+    if type(e) is bytes:
+        return timeout
+    ext = e.ext  # type: ignore[union-attr]
+    return timeout if ext is None or ext.interval is None else ext.interval
+
+
+def dead_letter_of(origin: str, msg: StoredMessage, reason: DeadReason) -> StoredMessage:
+    """``msg`` (same id: the one it leaves under) marked as exhausted in ``origin``: its ext
+    gains the :class:`DeadLetter` with its failures (deliveries counted in its ext; 0 when it
+    has none, as a record pushed before its queue had a dead-letter queue) and last delivery."""
+    ext = msg.ext or MessageExt()
+    dead = DeadLetter(origin, ext.attempts, ext.last_at, reason)
+    return StoredMessage(msg.id, msg.state, msg.type, msg.retry, msg.content, replace(ext, dead=dead))
+
+
+def dead_letter_record(dead: StoredMessage, retry: Retry, now: float) -> StoredMessage:
+    """The record a dead letter (from :func:`dead_letter_of`) becomes in its dead-letter queue:
+    available now under a new uuid, ``retry`` (the target queue's, +1 as a push), with its
+    provenance; expiry, interval and the delivery count stay behind."""
+    ext = dead.ext
+    assert ext is not None
+    new_ext = MessageExt(priority=ext.priority, sent_at=ext.sent_at, dead=ext.dead)
+    return StoredMessage((now, new_uuid()), _S_AVAILABLE, dead.type, _inc(retry), dead.content, new_ext)
+
+
+def requeued_record(dead: StoredMessage, retry: Retry, now: float) -> StoredMessage:
+    """A dead letter sent back (to its origin or elsewhere): available now under a new uuid,
+    ``retry`` +1 as a push, no delivery counted and no provenance left."""
+    ext = dead.ext
+    new_ext = MessageExt(priority=0 if ext is None else ext.priority, sent_at=None if ext is None else ext.sent_at)
+    return StoredMessage((now, new_uuid()), _S_AVAILABLE, dead.type, _inc(retry), dead.content, new_ext)
+
+
+PEEK_MAX = 1000
+"""Most records one peek returns."""
+
+
+def page(records: Iterable[StoredMessage], after: MessageId | bytes | None, limit: int) -> list[StoredMessage]:
+    """Up to ``limit`` of ``records`` in id order after the cursor ``after``: an id, or the uuid
+    of one of the records (its id is found in the same pass; :class:`MessageNotFound` when it
+    is not there any more). O(n log limit)."""
+    if isinstance(after, bytes):
+        recs = list(records)
+        at = next((m.id for m in recs if m.id[1] == after), None)
+        if at is None:
+            raise MessageNotFound("the peek cursor's message has left the queue: start again without it")
+        records, after = recs, at
+    if after is None:
+        return heapq.nsmallest(limit, records, key=_id_key)
+    cursor = after
+    return heapq.nsmallest(limit, (m for m in records if m.id > cursor), key=_id_key)

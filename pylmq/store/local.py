@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from pylmq.core.clock import Clock, SystemClock
-from pylmq.core.message import Item, Retry, StoredMessage
-from pylmq.core.props import DefaultList, RawProps
-from pylmq.core.table import AccumResult, Journal, QueueTable
+from pylmq.core.message import Item, MessageId, PushOptions, Retry, StoredMessage
+from pylmq.core.props import DefaultList, RawProps, effective_props
+from pylmq.core.store import TransferListener
+from pylmq.core.table import (
+    AccumResult,
+    Journal,
+    QueueTable,
+    dead_letter_record,
+    page,
+    requeued_record,
+)
 
-__all__ = ["LocalStore"]
+__all__ = ["PEEK_INLINE", "LocalStore"]
+
+PEEK_INLINE = 10_000
+"""A peek of a queue with more records picks its page in a worker thread, from a snapshot."""
 
 
 class LocalStore:
@@ -27,6 +39,8 @@ class LocalStore:
         self.tables: dict[str, QueueTable] = {}
         self.props: dict[str, RawProps] = {}
         self.defaults: DefaultList = []
+        self.virtual: dict[str, list[str]] = {}
+        self._transfers: TransferListener | None = None
 
     async def open(self) -> None:
         return None
@@ -44,6 +58,9 @@ class LocalStore:
 
     def _on_defaults(self, defaults: DefaultList) -> None:
         """The default property list was replaced."""
+
+    def _on_virtual(self, name: str, queues: list[str]) -> None:
+        """A virtual queue was bound to ``queues``, or removed (no queues)."""
 
     # -- queues and properties ------------------------------------------------------------------
 
@@ -108,9 +125,86 @@ class LocalStore:
     async def enqueue(self, name: str, item: Item, retry: Retry, accum: float) -> AccumResult:
         return self._table(name).enqueue(item, retry, accum, self.clock.now())
 
-    async def dequeue(self, name: str, timeout: float) -> tuple[StoredMessage, float] | None:
+    async def push(self, name: str, item: Item, retry: Retry, options: PushOptions, *, track: bool = False) -> bytes:
+        return self._table(name).push(item, retry, self.clock.now(), options, track=track)
+
+    async def dequeue(
+        self, name: str, timeout: float, dead_letter: str | None = None
+    ) -> tuple[StoredMessage, float] | None:
         table = self.tables.get(name)
-        return None if table is None else table.dequeue(timeout, self.clock.now())
+        if table is None:
+            return None
+        if dead_letter is None or dead_letter == name:
+            return table.dequeue(timeout, self.clock.now())
+        dead: list[StoredMessage] = []
+        try:
+            return table.dequeue(timeout, self.clock.now(), dead)
+        finally:
+            # Also when the dequeue failed midway: what it took out must land somewhere.
+            if dead:
+                self._transfer_dead(name, dead, dead_letter)
+
+    def _retry_of(self, name: str) -> Retry:
+        """The queue's effective retry (a transferred record is pushed there)."""
+        return effective_props(name, self.props.get(name), self.defaults).retry
+
+    def _transfer_dead(self, origin: str, dead: list[StoredMessage], target: str) -> None:
+        table = self._table(target)
+        retry, now = self._retry_of(target), self.clock.now()
+        for m in dead:
+            msg = dead_letter_record(m, retry, now)
+            table.adopt(msg)
+            if self.journal is not None:
+                self.journal.transfer(origin, m.uuid, target, msg)
+        if self._transfers is not None:
+            self._transfers(target)
+
+    def listen_transfers(self, listener: TransferListener | None) -> None:
+        self._transfers = listener
+
+    async def peek(self, name: str, after: MessageId | bytes | None, limit: int) -> list[StoredMessage]:
+        table = self.tables.get(name)
+        if table is None:
+            return []
+        if len(table) <= PEEK_INLINE:
+            return table.peek(after, limit)
+        # O(n log limit) over a deep queue: off the loop, on a snapshot the loop may go on changing.
+        return await asyncio.to_thread(page, table.snapshot(), after, limit)
+
+    async def requeue(self, dlq: str, count: int, to: str | None) -> int:
+        table = self.tables.get(dlq)
+        if table is None:
+            return 0
+        now, moved = self.clock.now(), 0
+        touched: set[str] = set()
+        for m in table.take_dead(count):
+            assert m.ext is not None and m.ext.dead is not None
+            target = to if to is not None else m.ext.dead.origin
+            msg = requeued_record(m, self._retry_of(target), now)
+            self._table(target).adopt(msg)
+            if self.journal is not None:
+                self.journal.transfer(dlq, m.uuid, target, msg)
+            touched.add(target)
+            moved += 1
+        if self._transfers is not None:
+            for target in touched:
+                self._transfers(target)
+        return moved
+
+    def find_delivery(self, name: str, key: int) -> bytes | None:
+        table = self.tables.get(name)
+        return None if table is None else table.find_delivery(key)
+
+    def virtual_queues(self) -> dict[str, list[str]]:
+        return {name: list(queues) for name, queues in self.virtual.items()}
+
+    async def set_virtual(self, name: str, queues: Sequence[str]) -> None:
+        members = list(queues)
+        if members:
+            self.virtual[name] = members
+        elif self.virtual.pop(name, None) is None:
+            return
+        self._on_virtual(name, members)
 
     async def done(self, name: str, uuid: bytes) -> bool:
         table = self.tables.get(name)

@@ -52,6 +52,7 @@ class WriteBuffer:
         self.add(self.enc.delete(queue, uuid))
 
     def transfer(self, from_queue: str, uuid: bytes, to_queue: str, msg: StoredMessage) -> None:
+        # One frame: replay sees the record in one queue or the other, never both or neither.
         self.add(self.enc.transfer(from_queue, uuid, to_queue, msg))
 
 

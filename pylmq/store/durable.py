@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pylmq.core.clock import Clock
-from pylmq.core.message import Item, Retry, StoredMessage
+from pylmq.core.message import Item, PushOptions, Retry, StoredMessage
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.store import (
     DEFAULT_DISK_RESERVE_BYTES,
@@ -147,8 +147,6 @@ class DurableStore(LocalStore):
         self.retry_max = retry_max
         self.io = io or JournalIO()
         self.stats = DurableStats()
-        # Virtual queue name -> its real queues, as journaled (the manager merges app.config).
-        self.virtual: dict[str, list[str]] = {}
         self._lock_fd = -1
         self._fd = -1
         self._seq = 0
@@ -312,6 +310,21 @@ class DurableStore(LocalStore):
             self._check_change(True)
         return self._table(name).enqueue(item, retry, accum, self.clock.now())
 
+    async def push(self, name: str, item: Item, retry: Retry, options: PushOptions, *, track: bool = False) -> bytes:
+        if self._refusing:
+            self._check_change(True)
+        return await super().push(name, item, retry, options, track=track)
+
+    async def requeue(self, dlq: str, count: int, to: str | None) -> int:
+        if self._refusing:
+            self._check_change(False)
+        return await super().requeue(dlq, count, to)
+
+    async def set_virtual(self, name: str, queues: Sequence[str]) -> None:
+        if self._refusing:
+            self._check_change(False)
+        await super().set_virtual(name, queues)
+
     async def create(self, name: str, props: RawProps | None = None) -> bool:
         if self._refusing:
             self._check_change(name not in self.tables)
@@ -364,26 +377,8 @@ class DurableStore(LocalStore):
     def _on_defaults(self, defaults: DefaultList) -> None:
         self._log.add(self._log.enc.defaults(defaults))
 
-    def _on_virtual(self, name: str, queues: Sequence[str]) -> None:
-        """The virtual queue ``name`` was bound to ``queues`` (none: removed)."""
+    def _on_virtual(self, name: str, queues: list[str]) -> None:
         self._log.add(self._log.enc.virtual(name, queues))
-
-    # -- virtual queues: the store keeps the map (the manager validates it) and journals it -------
-
-    def virtual_queues(self) -> dict[str, list[str]]:
-        return {name: list(queues) for name, queues in self.virtual.items()}
-
-    async def set_virtual(self, name: str, queues: Sequence[str]) -> None:
-        """Bind ``name`` to ``queues``, or remove it (an empty sequence)."""
-        if self._refusing:
-            self._check_change(False)
-        if queues:
-            if self.virtual.get(name) == list(queues):
-                return
-            self.virtual[name] = list(queues)
-        elif self.virtual.pop(name, None) is None:
-            return
-        self._on_virtual(name, queues)
 
     # -- recovery (runs in the journal thread before anything else touches the store) ------------
 

@@ -13,20 +13,24 @@ from pathlib import Path
 
 import pytest
 
-from pylmq.core.message import State, StoredMessage, StoredMessageType, make_item
+from pylmq.core.clock import ManualClock
+from pylmq.core.message import DeadLetter, PushOptions, State, StoredMessage, StoredMessageType, make_item
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import QueueTable
 from pylmq.errors import StoreError
+from pylmq.store.durable import DurableStore
 from pylmq.store.journal import (
     MAGIC,
     MAGIC_V1,
     SNAPSHOT_BEGIN_FRAME,
     Encoder,
     Frame,
+    TransferRecord,
     VirtualRecord,
     scan,
 )
 from pylmq.store.journal_io import JournalIO
+from pylmq.store.local import LocalStore
 from pylmq.store.recovery import recover
 from pylmq.store.write_buffer import WriteBuffer
 from tests.store.store_helpers import OpenStore, crash_copy, state_of
@@ -237,3 +241,91 @@ def test_a_transfer_into_a_queue_not_yet_known_creates_it_and_a_lost_source_move
     into = replay(tmp_path)
     assert view(into, "new") == [((7.0, U2), State.AVAILABLE, StoredMessageType.NORMAL, 3, ((), b"job"))]
     assert view(into, "q") == [] and "other" not in into.tables
+
+
+# -- records with an ext, dead letters and requeues through a real store ---------------------------
+
+
+def full_view(s: LocalStore, queue: str) -> list[tuple[object, ...]]:
+    """Every field of every record, the ext included."""
+    return sorted(((m.id, m.state, m.type, m.retry, m.content, m.ext) for m in s.messages(queue)), key=repr)
+
+
+async def ext_traffic(s: DurableStore, clock: ManualClock) -> None:
+    """Pushes with options, deliveries (move-ext), dead letters (transfers) and a requeue."""
+    now = clock.now()
+    await s.push("q", make_item(b"prio"), 2, PushOptions(priority=7, expires=now + 500), track=True)
+    await s.push("q", make_item(b"late"), 2, PushOptions(not_before=now + 50, interval=3.0))
+    await s.push("q", make_item(b"once"), 2, PushOptions(once=True))
+    await s.push("q", make_item(b"dies"), 2, PushOptions(retry=0), track=True)
+    await s.push("q", make_item(b"expires"), 2, PushOptions(expires=now + 20), track=True)
+    for _ in range(4):
+        assert await s.dequeue("q", 10, "dlq") is not None
+    clock.advance(30)
+    # Every delivery is past its deadline: "dies" is spent, "expires" expired after a delivery,
+    # "once" is dropped; "prio" is delivered again.
+    got = await s.dequeue("q", 10, "dlq")
+    assert got is not None and got[0].items()[0][1] == b"prio"
+    assert await s.dequeue("q", 10, "dlq") is None  # "late" is not due yet
+    assert {m.items()[0][1] for m in s.messages("dlq")} == {b"dies", b"expires"}
+    assert await s.requeue("dlq", 1, None) == 1
+
+
+@pytest.mark.parametrize("how", ["restart", "crash", "compaction"])
+async def test_ext_records_dead_letters_and_requeues_are_recovered_whole(
+    open_store: OpenStore, tmp_path: Path, clock: ManualClock, how: str
+) -> None:
+    s = await open_store()
+    await ext_traffic(s, clock)
+    before = {q: full_view(s, q) for q in ("q", "dlq")}
+    letters = [m.ext.dead for m in s.messages("dlq") if m.ext is not None]
+    assert [(d.origin, d.failures, d.reason) for d in letters if d is not None] in (
+        [("q", 1, "retries")],
+        [("q", 1, "expired")],
+    )
+    if how == "compaction":
+        s.start_compaction()
+        await s.barrier()
+        await wait_compacted(s, 1)
+    if how == "crash":
+        s2 = await open_store(await crash_copy(s, tmp_path / "crashed"))
+    else:
+        await s.close()
+        s2 = await open_store(s.data_dir)
+    assert {q: full_view(s2, q) for q in ("q", "dlq")} == before
+
+
+async def test_a_dead_letter_transfer_cut_at_any_byte_is_in_one_queue_whole(
+    open_store: OpenStore, tmp_path: Path, clock: ManualClock
+) -> None:
+    """The same with the frame a real store writes for a dead letter, its ext included."""
+    s = await open_store()
+    await s.push("q", make_item(b"job"), 2, PushOptions(retry=0, priority=2), track=True)
+    got = await s.dequeue("q", 5, "dlq")
+    assert got is not None
+    delivered = got[0]
+    clock.advance(10)
+    assert await s.dequeue("q", 5, "dlq") is None
+    (letter,) = s.messages("dlq")
+    await s.close()
+    seg = s.data_dir / "journal-00000001.log"
+    data = seg.read_bytes()
+    (frame,) = [f for f in scan(data) if isinstance(f, Frame) and isinstance(f.record, TransferRecord)]
+    assert frame.end == len(data)
+    as_pulled = (delivered.id, delivered.state, delivered.type, delivered.retry, delivered.content, delivered.ext)
+    moved = (letter.id, letter.state, letter.type, letter.retry, letter.content, letter.ext)
+    assert letter.ext is not None and letter.ext.dead == DeadLetter("q", 1, delivered.ext.last_at, "retries")  # type: ignore[union-attr]
+    for cut in range(frame.offset, frame.end + 1):
+        d = tmp_path / f"cut{cut}"
+        d.mkdir()
+        (d / seg.name).write_bytes(data[:cut])
+        into = replay(d)
+        views = {
+            q: [(m.id, m.state, m.type, m.retry, m.content, m.ext) for m in into.tables[q].messages()]
+            for q in ("q", "dlq")
+        }
+        if cut < frame.end:
+            assert views == {"q": [as_pulled], "dlq": []}, f"cut at {cut}: moved in part"
+        else:
+            assert views == {"q": [], "dlq": [moved]}
+        shutil.rmtree(d)

@@ -17,7 +17,8 @@ from pylmq.core.clock import ManualClock
 from pylmq.core.message import DeadLetter, PushOptions, State, StoredMessage, StoredMessageType, make_item
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import QueueTable
-from pylmq.errors import StoreError
+from pylmq.errors import JournalCorrupt, StoreError
+from pylmq.store.check import repair
 from pylmq.store.durable import DurableStore
 from pylmq.store.journal import (
     MAGIC,
@@ -329,3 +330,31 @@ async def test_a_dead_letter_transfer_cut_at_any_byte_is_in_one_queue_whole(
         else:
             assert views == {"q": [], "dlq": [moved]}
         shutil.rmtree(d)
+
+
+async def test_a_damaged_transfer_mid_segment_is_refused_then_repaired_around(
+    open_store: OpenStore, clock: ManualClock
+) -> None:
+    """Damage in a format-2 frame is judged as in any other: valid records follow, so start-up
+    refuses; repair saves the frame aside, keeps every other frame byte for byte and the
+    segment's signature."""
+    s = await open_store()
+    await ext_traffic(s, clock)
+    await s.set_virtual("v", ["q"])
+    await s.close()
+    seg = s.data_dir / "journal-00000001.log"
+    data = bytearray(seg.read_bytes())
+    hit = next(f for f in scan(bytes(data)) if isinstance(f, Frame) and isinstance(f.record, TransferRecord))
+    assert hit.end < len(data)
+    data[(hit.offset + hit.end) // 2] ^= 0x10
+    seg.write_bytes(bytes(data))
+    with pytest.raises(JournalCorrupt) as err:
+        await open_store(s.data_dir)
+    assert (err.value.offset, err.value.end) == (hit.offset, hit.end)
+    (done,) = repair(s.data_dir)
+    assert [d[:2] for d in done.report.damages] == [(hit.offset, hit.end)]
+    assert seg.read_bytes() == bytes(data[: hit.offset] + data[hit.end :])
+    s2 = await open_store(s.data_dir)
+    # The record whose transfer was cut stays where it was before the transfer, as processing.
+    assert s2.virtual_queues() == {"v": ["q"]}
+    assert len(s2.messages("dlq")) + len(s2.messages("q")) == len(s.messages("dlq")) + len(s.messages("q"))

@@ -8,6 +8,7 @@
     python -m bench --mixed          # only the mixed-cluster targets (real LMQ nodes from the kit)
     make bench MIXED=1               # the same; BENCH_ARGS="--mixed --targets memory" adds targets
     python -m bench --spark          # only the Spark data source (bench/spark.py, about 2 minutes)
+    python -m bench --qs             # only queue_server's protocol beside HTTP and RPC (bench/qs.py)
     make bench SPARK=1               # the same; --spark-rows N sets the rows per step
 
 The external LMQ (target ``lmq``) is spoken to over RPC in old-spec msgpack (no str8/bin), the
@@ -80,6 +81,14 @@ def _parser() -> argparse.ArgumentParser:
         help="the Spark target (bench/spark.py): rows/s through the lmq data source into a local node, "
         "Parquet in the same session as the yardstick; alone unless --targets is given too",
     )
+    p.add_argument(
+        "--qs",
+        action="store_true",
+        help="the produce->consume->confirm cycle over queue_server's protocol (UDP, TCP) beside HTTP and RPC "
+        "on one node, c=1/8/64 (bench/qs.py); alone unless --targets is given too",
+    )
+    p.add_argument("--qs-seconds", type=float, default=5.0, help="seconds per cell of the --qs section")
+    p.add_argument("--qs-store", choices=("memory", "durable"), default="memory", help="the --qs node's store")
     p.add_argument("--spark-rows", type=int, default=200_000, help="rows per step of the Spark target")
     p.add_argument("--mixed-rounds", type=int, default=3, help="rounds of the mixed targets (medians; default 3)")
     p.add_argument("--mixed-connections", type=int, default=8, help="connections per side (default 8)")
@@ -112,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         budget = replace(budget, cell_seconds=args.cell_seconds)
     total = args.budget or (150.0 if args.quick else 800.0)
     names = args.targets.split(",") if args.targets else list(QUICK_TARGETS if args.quick else FULL_TARGETS)
-    if (args.mixed or args.spark) and not args.targets:
+    if (args.mixed or args.spark or args.qs) and not args.targets:
         names = []
     workloads = args.workloads.split(",") if args.workloads else list(ALL_WORKLOADS)
     for n in names:
@@ -188,6 +197,23 @@ def main(argv: list[str] | None = None) -> int:
             except Skip as e:
                 log(f"  skipped: {e}")
                 targets_meta["mixed"] = {"skipped": str(e)}
+    qs_md = ""
+    if args.qs:
+        log("== queue_server's protocol")
+        from bench.qs import run_qs
+        from bench.qs import summary_md as qs_summary_md
+
+        with tempfile.TemporaryDirectory(prefix="pylmq-bench-qs-") as scratch:
+            try:
+                got, info = run_qs(
+                    Env(Path(scratch), False, False), seconds=args.qs_seconds, log=log, store=args.qs_store
+                )
+                cells += got
+                targets_meta["qs"] = info
+                qs_md = qs_summary_md(got)
+            except Skip as e:
+                log(f"  skipped: {e}")
+                targets_meta["qs"] = {"skipped": str(e)}
     spark_md = ""
     if args.spark:
         log("== spark")
@@ -219,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         md += "\n" + mixed_md
         with open(out / "results.md", "a") as f:
             f.write("\n" + mixed_md)
+    if qs_md:
+        md += "\n" + qs_md
+        with open(out / "results.md", "a") as f:
+            f.write("\n" + qs_md)
     if spark_md:
         md += "\n" + spark_md
         with open(out / "results.md", "a") as f:

@@ -11,12 +11,15 @@ little client-side work as possible so that the generator measures the server:
 - ``amqp``: RabbitMQ through aio-pika: durable queues, persistent messages with publisher
   confirms, consumers with manual ack and a prefetch window.
 - ``redis``: a Redis stream per queue with one consumer group: XADD, XREADGROUP, XACK + XDEL.
+- ``qs-tcp``, ``qs-udp``: queue_server's JSON protocol (produce with a retry interval, consume,
+  confirm by msg_id), one request at a time per connection or socket.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import Any
 
 import msgpack
@@ -180,6 +183,95 @@ class HttpDriver(Driver):
                 await self.writer.wait_closed()
 
 
+# -- queue_server's JSON protocol --------------------------------------------------------------------
+
+# A produce with a retry interval: an unconfirmed delivery comes back, so the cycle's confirm
+# does real work (retry 0 would be at most once, with nothing left to confirm).
+_QS_RETRY = 60
+
+
+class _QsDriver(Driver):
+    """queue_server's protocol: produce, consume, confirm; one request at a time per driver."""
+
+    async def call(self, obj: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def push(self, queue: str, body: bytes) -> None:
+        ans = await self.call({"action": 1, "queue": queue, "data": body.decode(), "retry": _QS_RETRY})
+        if ans.get("code") != 0:
+            raise RuntimeError(f"produce answered {ans}")
+
+    async def pull(self, queue: str, timeout: float) -> Any | None:
+        # queue_server's consume never waits: the generator's consume lanes poll.
+        ans = await self.call({"action": 2, "queue": queue})
+        if ans.get("code") != 0:
+            raise RuntimeError(f"consume answered {ans}")
+        return ans.get("msg_id")
+
+    async def ack(self, queue: str, handle: Any) -> None:
+        ans = await self.call({"action": 3, "queue": queue, "msg_id": handle})
+        if ans.get("confirmed") is not True:
+            raise RuntimeError(f"confirm answered {ans}")
+
+    async def delete(self, queue: str) -> None:
+        pass  # the protocol has no delete; each run uses fresh queue names
+
+
+class QsTcpDriver(_QsDriver):
+    def __init__(self, host: str, port: int) -> None:
+        self.addr = (host, port)
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def connect(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection(*self.addr)
+
+    async def call(self, obj: dict[str, Any]) -> dict[str, Any]:
+        assert self.reader is not None and self.writer is not None
+        self.writer.write(json.dumps(obj).encode())
+        answer: dict[str, Any] = json.loads(await self.reader.readline())  # one answer per line
+        return answer
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            with contextlib.suppress(Exception):
+                await self.writer.wait_closed()
+
+
+class _QsUdpProtocol(asyncio.DatagramProtocol):
+    def __init__(self) -> None:
+        self.waiting: asyncio.Future[bytes] | None = None
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        if self.waiting is not None and not self.waiting.done():
+            self.waiting.set_result(data)
+
+
+class QsUdpDriver(_QsDriver):
+    TIMEOUT = 5.0  # a lost datagram fails the lane: on loopback nothing should be lost
+
+    def __init__(self, host: str, port: int) -> None:
+        self.addr = (host, port)
+        self.transport: asyncio.DatagramTransport | None = None
+        self.proto: _QsUdpProtocol | None = None
+
+    async def connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.transport, self.proto = await loop.create_datagram_endpoint(_QsUdpProtocol, remote_addr=self.addr)
+
+    async def call(self, obj: dict[str, Any]) -> dict[str, Any]:
+        assert self.transport is not None and self.proto is not None
+        fut = self.proto.waiting = asyncio.get_running_loop().create_future()
+        self.transport.sendto(json.dumps(obj).encode())
+        answer: dict[str, Any] = json.loads(await asyncio.wait_for(fut, self.TIMEOUT))
+        return answer
+
+    async def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
 # -- RabbitMQ (AMQP 0-9-1) ---------------------------------------------------------------------------
 
 _amqp_connections: dict[str, Any] = {}
@@ -323,7 +415,11 @@ def make_driver(kind: str, addr: list[Any] | str, *, rpc_oldspec: bool = False) 
         return AmqpDriver(addr)
     if kind == "redis":
         return RedisDriver(addr[0], int(addr[1]))
+    if kind == "qs-tcp":
+        return QsTcpDriver(addr[0], int(addr[1]))
+    if kind == "qs-udp":
+        return QsUdpDriver(addr[0], int(addr[1]))
     raise ValueError(f"unknown driver {kind!r}")
 
 
-DRIVERS = ("rpc", "http", "amqp", "redis")
+DRIVERS = ("rpc", "http", "amqp", "redis", "qs-tcp", "qs-udp")

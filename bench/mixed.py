@@ -117,7 +117,7 @@ def mixed_cluster(scratch: Path) -> Iterator[MixedCluster]:
         argv = [
             sys.executable, "-m", "pylmq", "--app-config", str(d / "app.config"), "--name",
             f"pybench_{secrets.token_hex(3)}@{HOST}", "--cookie", cookie, "--http", f"{HOST}:{http}",
-            "--rpc", f"{HOST}:{rpc}", "--store", "memory", "--log-level", "warning", "--statsd", "off",
+            "--rpc", f"{HOST}:{rpc}", "--qs", "off", "--store", "memory", "--log-level", "warning", "--statsd", "off",
             "--stats-interval", "0",
         ]  # fmt: skip
         py = Proc(argv, name="pylmq-in-cluster", log=d / "server.log", cwd=d)

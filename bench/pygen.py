@@ -10,7 +10,8 @@ and print ``RESULT <json>`` with counts, latencies and their own CPU time.
 Roles: ``push`` (``quota`` pushes), ``drain`` (pull t=0 and ack until empty or ``quota``),
 ``consume`` (pull t=``pull_t`` and ack until ``quota``, or until an empty answer to a pull sent
 once every push lane of the run was done), ``idle`` (long polls with t=30 until stopped),
-``probe`` (``quota`` times: one pull t=0, then its ack, timed apart).
+``probe`` (``quota`` times: one pull t=0, then its ack, timed apart), ``cycle`` (``quota``
+rounds of push, pull t=0 and ack on the lane's own queue).
 
 A consumer does not stop on the first empty answer while producers still push: the original
 LMQ's queue hands messages to waiting pulls only when its process is idle, so under push load a
@@ -140,6 +141,26 @@ class _Worker:
                 self.res.acked += 1
                 self._mark()
 
+        async def cycle_loop() -> None:
+            # push, then pull (t=0) and ack what came: one message's whole life per round,
+            # each request timed; a round counts as pushed and acked.
+            while left[0] > 0 and time.monotonic() < self.deadline:
+                left[0] -= 1
+                t = time.perf_counter()
+                await driver.push(lane.queue, self.body)
+                t2 = time.perf_counter()
+                handle = await driver.pull(lane.queue, 0)
+                t3 = time.perf_counter()
+                self.res.pushed += 1
+                if handle is None:
+                    self.res.empties += 1
+                    continue
+                await driver.ack(lane.queue, handle)
+                t4 = time.perf_counter()
+                self.res.lat += [(t2 - t) * 1000, (t3 - t2) * 1000, (t4 - t3) * 1000]
+                self.res.acked += 1
+                self._mark()
+
         async def idle_loop() -> None:
             while time.monotonic() < self.deadline:
                 if await driver.pull(lane.queue, 30) is not None:
@@ -170,6 +191,8 @@ class _Worker:
             loops = [take_loop(timeout) for _ in range(lane.window)]
         elif lane.role == "idle":
             loops = [idle_loop()]
+        elif lane.role == "cycle":
+            loops = [cycle_loop() for _ in range(lane.window)]
         elif lane.role == "probe":
             loops = [probe_loop()]
         else:

@@ -52,6 +52,7 @@ def _node(scratch: Path) -> Iterator[tuple[Proc, str]]:
     data.mkdir(parents=True)
     argv = [
         sys.executable, "-m", "pylmq", "--http", f"127.0.0.1:{port}", "--rpc", f"127.0.0.1:{free_port()}",
+        "--qs", "off",
         "--store", "durable", "--data-dir", str(data / "data"), "--fsync", "interval",
         "--log-level", "warning", "--statsd", "off", "--stats-interval", "0",
     ]  # fmt: skip
@@ -67,22 +68,9 @@ def _node(scratch: Path) -> Iterator[tuple[Proc, str]]:
 def _session() -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from pylmq.spark import local_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("pylmq-bench-spark")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    from pylmq.spark import LmqDataSource
-
-    spark.dataSource.register(LmqDataSource)
+    spark = local_session("pylmq-bench-spark", {"spark.driver.memory": "2g"})
     return spark
 
 

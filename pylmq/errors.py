@@ -273,3 +273,15 @@ class ProtocolError(LMQError):
 
     reason = "protocol_error"
     http_status = 502
+
+
+class QsRefused(LMQError):
+    """A queue_server protocol answer with a code other than 0; the detail is its ``reason``
+    and ``answer`` the whole answer object (client side)."""
+
+    reason = "qs_refused"
+    http_status = 400
+
+    def __init__(self, detail: str = "", answer: dict[str, object] | None = None) -> None:
+        super().__init__(detail)
+        self.answer = answer or {}

@@ -7,6 +7,7 @@ from typing import Any
 
 import msgpack
 
+from pylmq.api.peek import dead_fields
 from pylmq.core.message import StoredMessageType, content_type_of, uuid_text
 from pylmq.core.queue import Delivery
 
@@ -21,6 +22,11 @@ def _delivery_map(d: Delivery) -> dict[str, Any]:
         "type": msg.type.value,
         "retry": "infinity" if msg.retry is None else msg.retry,
     }
+    ext = msg.ext
+    if ext is not None:  # pylmq's fields, only where a record has them (docs/http-api-extensions.md)
+        out["attempts"] = ext.attempts
+        if ext.dead is not None:
+            out["dead"] = dead_fields(ext.dead)
     items = msg.items()
     if msg.type is StoredMessageType.COMPOUND:
         out["parts"] = [[content_type_of(i).decode("latin-1"), i[1]] for i in items]

@@ -18,8 +18,14 @@ Routes (also under LMQ's older prefixes ``/msgs`` and ``/props``)::
     GET|PUT|DELETE   /properties      default list    GET|PATCH|DELETE /properties/:name
     GET    /stats
     POST   /batch/:name               push many       GET  /batch/:name?n=&t=    pull many
+    GET    /peek/:name?after=&n=&body=                 list records without delivering them
+    POST   /requeue/:name?n=&to=                       move dead letters back to their origin
+    GET    /virtual                   virtual queues  GET|PUT|DELETE /virtual/:name
 
-``/batch`` is pylmq's extension (LMQ has no batch forms): see :mod:`pylmq.wire.batch`.
+``/batch`` is pylmq's extension (LMQ has no batch forms): see :mod:`pylmq.wire.batch`. So are
+the push options (``?delay=&ttl=&retry=&interval=&priority=&once=`` on a push, fan-out push or
+batch push), the delivery headers ``x-lmq-attempts`` and ``x-lmq-dead-*``, peek, requeue and
+virtual queues: docs/http-api-extensions.md. A request without them is answered as LMQ does.
 
 This module knows nothing of sockets: :class:`Request` is a parsed request (method, raw target,
 headers, whole body) and :class:`Response` an answer with its header block already encoded.
@@ -47,11 +53,21 @@ import msgpack
 
 from pylmq.api._putback import Deliveries
 from pylmq.api.batch import encode_deliveries
+from pylmq.api.options import push_all_with, push_many_with, push_options
+from pylmq.api.peek import DEFAULT_PEEK, MAX_PEEK, peek_entry
 from pylmq.core.manager import MAX_BATCH, QueueManager
-from pylmq.core.message import Item, Metadata, StoredMessageType, make_item, uuid_text
+from pylmq.core.message import Item, MessageExt, Metadata, PushOptions, StoredMessageType, make_item, uuid_text
 from pylmq.core.props import export_props, parse_default_list, parse_props
 from pylmq.core.queue import Delivery
-from pylmq.errors import BadRequest, InvalidQueueName, InvalidRegex, LMQError, MessageTooLarge, shown_detail
+from pylmq.errors import (
+    BadRequest,
+    InvalidQueueName,
+    InvalidRegex,
+    LMQError,
+    MessageTooLarge,
+    NotFound,
+    shown_detail,
+)
 from pylmq.metrics import HistogramStats, MeterRates, QueueStats
 from pylmq.wire.batch import BAD_HEADER_CHARS, decode_pushes
 from pylmq.wire.compound import (
@@ -204,14 +220,22 @@ DEFAULT_PULL_MANY = 100
 """Messages a ``GET /batch/:name`` takes when it names no ``n``."""
 
 
-def _count(value: str | None) -> int:
+def _count(value: str | None, default: int = DEFAULT_PULL_MANY, top: int = MAX_BATCH) -> int:
     if value is None:
-        return DEFAULT_PULL_MANY
+        return default
     # isascii: str.isdigit() is also true of digits int() refuses ("²").
     n = int(value) if value.isascii() and value.isdigit() and len(value) <= 9 else 0
-    if not 1 <= n <= MAX_BATCH:
-        raise BadRequest(f"n must be a whole number of messages from 1 to {MAX_BATCH}, got {value!r:.40}")
+    if not 1 <= n <= top:
+        raise BadRequest(f"n must be a whole number of messages from 1 to {top}, got {value!r:.40}")
     return n
+
+
+def _flag(value: str | None, name: str) -> bool:
+    if value in (None, "0", "false"):
+        return False
+    if value in ("1", "true"):
+        return True
+    raise BadRequest(f"{name} must be 1, true, 0 or false, got {value!r:.40}")
 
 
 def _compound_format(query: Mapping[str, str]) -> str:
@@ -375,7 +399,22 @@ def delivery_response(d: Delivery, cf: str = "multipart") -> Response:
         b"x-lmq-queue-name: " + _header_name(d.queue) + b"\r\nx-lmq-message-id: " + mid.encode()
         + b"\r\nx-lmq-message-type: " + msg.type.value.encode() + b"\r\nx-lmq-retry-remaining: " + retry + b"\r\n"
     )  # fmt: skip
+    if msg.ext is not None:
+        head += _ext_head(msg.ext)
     return Response(200, head, body, d)
+
+
+def _ext_head(ext: MessageExt) -> bytes:
+    """pylmq's delivery headers, for a record that has its extra fields: the attempts so far,
+    and where a dead letter came from (an LMQ record gets none of them)."""
+    head = b"x-lmq-attempts: %d\r\n" % ext.attempts
+    dead = ext.dead
+    if dead is not None:
+        head += b"x-lmq-dead-origin: " + _header_name(dead.origin) + b"\r\nx-lmq-dead-failures: %d\r\n" % dead.failures
+        if dead.last_at is not None:
+            head += b"x-lmq-dead-last-delivery: " + repr(dead.last_at).encode() + b"\r\n"
+        head += b"x-lmq-dead-reason: " + dead.reason.encode() + b"\r\n"
+    return head
 
 
 _MSGPACK_HEAD = b"Content-Type: " + MSGPACK_CONTENT_TYPE.encode() + b"\r\n"
@@ -510,12 +549,31 @@ class HttpApi:
         found = _resolved.get(path) or _resolve(path)
         return found is not None and method in found[0].methods
 
+    def _options(self, request: Request) -> PushOptions | None:
+        """The push options of the query (times from the node's clock); None for LMQ's push.
+        Checked before anything is pushed."""
+        if "?" not in request.target:
+            return None  # LMQ's push: no query to look at
+        return push_options(request.query, self.manager.clock.now())
+
     async def push(self, request: Request, name: str) -> Response:
-        return _ACCUM_RESPONSES[await self.manager.push(_queue_name(name), _item(request))]
+        options = self._options(request)
+        name = _queue_name(name)
+        if options is None and self.manager.virtual_members(name) is None:
+            return _ACCUM_RESPONSES[await self.manager.push(name, _item(request))]
+        pushed = await self.manager.push_with(name, _item(request), options)
+        if len(pushed) == 1 and pushed[0][0] == name:
+            return _json({"accum": "no", "id": uuid_text(pushed[0][1])})
+        # A virtual queue (its members are never itself): each queue's id.
+        return _json({"queues": {q: {"accum": "no", "id": uuid_text(u)} for q, u in pushed}})
 
     async def push_all(self, request: Request) -> Response:
-        result = await self.manager.push_all(_qre(request), _item(request))
-        return _json({name: {"accum": r} for name, r in result.items()})
+        options = self._options(request)
+        if options is None:
+            result = await self.manager.push_all(_qre(request), _item(request))
+            return _json({name: {"accum": r} for name, r in result.items()})
+        pushed = await push_all_with(self.manager, _qre(request), _item(request), options)
+        return _json({q: {"accum": "no", "id": uuid_text(u)} for q, u in pushed})
 
     async def pull(self, request: Request, name: str) -> Response:
         query = request.query
@@ -544,8 +602,12 @@ class HttpApi:
         ct = request.headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower()
         if ct != MSGPACK_CONTENT_TYPE.encode():
             raise BadRequest(f"a batch push is sent as {MSGPACK_CONTENT_TYPE}, got {ct.decode('latin-1')!r:.100}")
-        results = await self.manager.push_many(_queue_name(name), decode_pushes(request.body))
-        return _json({"pushed": len(results)})
+        options = self._options(request)
+        if options is None:
+            results = await self.manager.push_many(_queue_name(name), decode_pushes(request.body))
+            return _json({"pushed": len(results)})
+        ids = await push_many_with(self.manager, _queue_name(name), decode_pushes(request.body), options)
+        return _json({"pushed": len(ids), "ids": [uuid_text(u) for u in ids]})
 
     async def pull_many(self, request: Request, name: str) -> Response:
         query = request.query
@@ -608,6 +670,44 @@ class HttpApi:
 
     async def stats(self, request: Request) -> Response:
         return Response(200, _JSON_HEAD, await stats_body(self.manager, self.metrics, self.node_name))
+
+    # -- pylmq's extensions: peek, dead letters, virtual queues -------------------------------------
+
+    async def peek(self, request: Request, name: str) -> Response:
+        query = request.query
+        count = _count(query.get("n"), DEFAULT_PEEK, MAX_PEEK)
+        body = _flag(query.get("body"), "body")
+        records = await self.manager.peek(_queue_name(name), query.get("after"), count)
+        return _json([peek_entry(m, body=body) for m in records])
+
+    async def requeue(self, request: Request, name: str) -> Response:
+        query = request.query
+        count = _count(query.get("n"), DEFAULT_PEEK)
+        moved = await self.manager.requeue(_queue_name(name), count, query.get("to"))
+        return _json({"requeued": moved})
+
+    async def virtual_queues(self, request: Request) -> Response:
+        return _json(dict(sorted(self.manager.virtual_queues().items())))
+
+    async def get_virtual(self, request: Request, name: str) -> Response:
+        name = _queue_name(name)
+        members = self.manager.virtual_members(name)
+        if members is None:
+            raise NotFound(f"no virtual queue named {name!r}")
+        return _json({"queues": members})
+
+    async def set_virtual(self, request: Request, name: str) -> Response:
+        doc = _json_body(request)
+        if not isinstance(doc, dict) or set(doc) != {"queues"} or not isinstance(doc["queues"], list):
+            raise BadRequest('the body must be a JSON object {"queues": ["queue", ...]}')
+        await self.manager.set_virtual(_queue_name(name), doc["queues"])
+        return _NO_CONTENT
+
+    async def delete_virtual(self, request: Request, name: str) -> Response:
+        name = _queue_name(name)
+        if not await self.manager.delete_virtual(name):
+            raise NotFound(f"no virtual queue named {name!r}")
+        return _NO_CONTENT
 
     # -- one request: route, errors, access log ------------------------------------------------
 
@@ -678,6 +778,12 @@ _OTHER_ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/batch/{name}", HttpApi.pull_many),
     ("POST", "/replies/{name}", HttpApi.reply_many),
     ("POST", "/claims/{name}", HttpApi.claim),
+    ("GET", "/peek/{name}", HttpApi.peek),
+    ("POST", "/requeue/{name}", HttpApi.requeue),
+    ("GET", "/virtual", HttpApi.virtual_queues),
+    ("GET", "/virtual/{name}", HttpApi.get_virtual),
+    ("PUT", "/virtual/{name}", HttpApi.set_virtual),
+    ("DELETE", "/virtual/{name}", HttpApi.delete_virtual),
 )
 
 

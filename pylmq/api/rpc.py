@@ -31,6 +31,20 @@ Methods, as LMQ's ``lmq_api`` (all names and ids are strings; timeouts are secon
   resets them; ``set_default_props([[regexp, props], ...])``; ``get_default_props()``. Props keys
   are ``pack`` (LMQ's accum; ``accum`` is accepted too), ``retry``, ``timeout``, in seconds.
 
+pylmq's extensions for per-message options, dead letters, peek and virtual queues
+(docs/http-api-extensions.md; an LMQ call without them is answered as LMQ answers it):
+
+- ``push(name, content, options)``: ``options`` is a map of ``delay``, ``ttl``, ``retry``,
+  ``interval``, ``priority``, ``once`` (seconds from now); the reply is then ``{"id": uuid}``,
+  or ``{"queues": {queue: uuid}}`` for a virtual queue. An empty map is a plain push that
+  answers its id.
+- A pull map of a record with pylmq's fields adds ``attempts``, and for a dead letter ``dead``
+  (``{origin, failures, last_delivery, reason}``); LMQ's records get LMQ's five keys.
+- ``peek(name[, after[, n[, body]]])``: an array of peek maps (:mod:`pylmq.api.peek`), bodies
+  as bin when asked. ``requeue(dlq[, n[, to]])``: the count moved. ``virtual_get([name])``:
+  ``{name: [queues]}`` or one name's queues; ``virtual_set(name, [queues])`` and
+  ``virtual_delete(name)``: ``"ok"``.
+
 Content on pull: an item stored as ``application/x-msgpack`` is sent back as the msgpack value it
 holds (byte for byte what was pushed over RPC, so top-level true/false/nil round-trip); any other
 item (pushed over HTTP with another content-type, or x-msgpack bytes that do not decode) is sent
@@ -54,11 +68,13 @@ from typing import Any, Final
 import msgpack
 
 from pylmq.api._putback import Deliveries
+from pylmq.api.options import push_options
+from pylmq.api.peek import DEFAULT_PEEK, MAX_PEEK, dead_fields, peek_entry
 from pylmq.core.manager import MAX_BATCH, QueueManager, validate_name
-from pylmq.core.message import Item, StoredMessageType, content_type_of, make_item, uuid_text
+from pylmq.core.message import Item, PushOptions, StoredMessageType, content_type_of, make_item, uuid_text
 from pylmq.core.props import RawProps, export_props, parse_default_list, parse_props
 from pylmq.core.queue import Delivery
-from pylmq.errors import BadRequest, InvalidQueueName, InvalidRegex, QueueNotFound
+from pylmq.errors import BadRequest, InvalidQueueName, InvalidRegex, NotFound, QueueNotFound
 from pylmq.wire.msgpack_rpc import pack
 
 __all__ = ["METHODS", "OUTCOME", "Handler", "Reply", "arity_error", "encode_deliveries", "encode_delivery", "outcome"]
@@ -184,12 +200,22 @@ def _array_header(n: int) -> bytes:
     return b"\xdd" + n.to_bytes(4, "big")
 
 
+_K_ATTEMPTS, _K_DEAD = pack("attempts"), pack("dead")
+
+
 def encode_delivery(d: Delivery) -> bytes:
-    """The pull reply map ``{queue, id, type, retry, content}`` (keys in LMQ's order)."""
+    """The pull reply map ``{queue, id, type, retry, content}`` (keys in LMQ's order), then
+    ``attempts`` and ``dead`` for a record that has pylmq's fields."""
     m = d.message
     compound = m.type is StoredMessageType.COMPOUND
+    ext = m.ext
+    extra = b""
+    if ext is not None:
+        extra = _K_ATTEMPTS + pack(ext.attempts)
+        if ext.dead is not None:
+            extra += _K_DEAD + pack(dead_fields(ext.dead))
     parts = [
-        b"\x85",
+        b"\x85" if ext is None else b"\x86" if ext.dead is None else b"\x87",
         _K_QUEUE,
         pack(d.queue),
         _K_ID,
@@ -206,6 +232,7 @@ def encode_delivery(d: Delivery) -> bytes:
         parts.extend(_item_value(i) for i in items)
     else:
         parts.append(_item_value(m.items()[0]))
+    parts.append(extra)
     return b"".join(parts)
 
 
@@ -225,9 +252,23 @@ def outcome(reply: Deliveries) -> str:
 # -- methods -----------------------------------------------------------------------------------------
 
 
+def _options(m: QueueManager, method: str, x: Any) -> PushOptions | None:
+    """The options map of a push (checked before anything is pushed); None when it names none."""
+    if not isinstance(x, dict):
+        detail = f"{method}'s third argument is a map of delay, ttl, retry, interval, priority, once; got {x!r:.60}"
+        raise BadRequest(detail)
+    return push_options(x, m.clock.now())
+
+
 async def _push(m: QueueManager, p: Sequence[Any]) -> Reply:
     name = _name(p[0])
-    return _PUSH_REPLY[await m.push(name, make_item(_content(p[1]), MSGPACK_CONTENT_TYPE))]
+    if len(p) < 3:
+        return _PUSH_REPLY[await m.push(name, make_item(_content(p[1]), MSGPACK_CONTENT_TYPE))]
+    options = _options(m, "push", p[2])
+    pushed = await m.push_with(name, make_item(_content(p[1]), MSGPACK_CONTENT_TYPE), options)
+    if len(pushed) == 1 and pushed[0][0] == name:
+        return pack({"id": uuid_text(pushed[0][1])})
+    return pack({"queues": {q: uuid_text(u) for q, u in pushed}})  # a virtual queue: each queue's id
 
 
 async def _pull(m: QueueManager, p: Sequence[Any]) -> Reply:
@@ -371,9 +412,62 @@ async def _get_default_props(m: QueueManager, p: Sequence[Any]) -> Reply:
     return pack([[regex, _export_rpc_props(raw)] for regex, raw in m.default_props()])
 
 
+def _optional(p: Sequence[Any], i: int) -> Any:
+    return p[i] if len(p) > i else None
+
+
+def _limit(x: Any, default: int, top: int) -> int:
+    if x is None:
+        return default
+    if isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= top:
+        raise BadRequest(f"n must be a whole number of messages from 1 to {top}, got {x!r:.40}")
+    return x
+
+
+async def _peek(m: QueueManager, p: Sequence[Any]) -> Reply:
+    name, after = _name(p[0]), _optional(p, 1)
+    if after is not None:
+        after = _text(_id(after))
+    count, body = _limit(_optional(p, 2), DEFAULT_PEEK, MAX_PEEK), _optional(p, 3)
+    if body is not None and not isinstance(body, bool):
+        raise BadRequest(f"body must be true, false or nil, got {body!r:.40}")
+    records = await m.peek(name, after, count)
+    return pack([peek_entry(r, body=bool(body), raw=True) for r in records])
+
+
+async def _requeue(m: QueueManager, p: Sequence[Any]) -> Reply:
+    name, count, to = _name(p[0]), _limit(_optional(p, 1), DEFAULT_PEEK, MAX_BATCH), _optional(p, 2)
+    return pack(await m.requeue(name, count, None if to is None else _name(to)))
+
+
+async def _virtual_get(m: QueueManager, p: Sequence[Any]) -> Reply:
+    if not p:
+        return pack(dict(sorted(m.virtual_queues().items())))
+    name = _name(p[0])
+    members = m.virtual_members(name)
+    if members is None:
+        raise NotFound(f"no virtual queue named {name!r}")
+    return pack(members)
+
+
+async def _virtual_set(m: QueueManager, p: Sequence[Any]) -> Reply:
+    name, queues = _name(p[0]), p[1]
+    if not isinstance(queues, list | tuple):
+        raise BadRequest(f"virtual_set takes an array of queue names, got {type(queues).__name__}")
+    await m.set_virtual(name, [_text(q) for q in queues])
+    return _OK
+
+
+async def _virtual_delete(m: QueueManager, p: Sequence[Any]) -> Reply:
+    name = _name(p[0])
+    if not await m.delete_virtual(name):
+        raise NotFound(f"no virtual queue named {name!r}")
+    return _OK
+
+
 # name -> (handler, min args, max args, waits for a message)
 METHODS: Final[dict[str, tuple[Handler, int, int, bool]]] = {
-    "push": (_push, 2, 2, False),
+    "push": (_push, 2, 3, False),
     "pull": (_pull, 1, 2, True),
     "push_all": (_push_all, 2, 2, False),
     "pull_any": (_pull_any, 1, 2, True),
@@ -389,6 +483,12 @@ METHODS: Final[dict[str, tuple[Handler, int, int, bool]]] = {
     # pylmq's extensions: LMQ has no batch forms.
     "push_many": (_push_many, 2, 2, False),
     "pull_many": (_pull_many, 2, 4, True),
+    # pylmq's extensions: peek, dead letters, virtual queues (docs/http-api-extensions.md).
+    "peek": (_peek, 1, 4, False),
+    "requeue": (_requeue, 1, 3, False),
+    "virtual_get": (_virtual_get, 0, 1, False),
+    "virtual_set": (_virtual_set, 2, 2, False),
+    "virtual_delete": (_virtual_delete, 1, 1, False),
 }
 
 

@@ -6,7 +6,8 @@ distribution (:mod:`pylmq.cli.maint`), with the name and cookie of ``REL/etc/vm.
 
 * ``start`` runs the node detached (its own session; stdout/stderr appended to
   ``log/run.log``), then waits until it answers a ping and prints where it serves
-  (``lmq started: node N, HTTP HOST:PORT, RPC HOST:PORT``). If the node exits first, its reason
+  (``lmq started: node N, HTTP HOST:PORT, RPC HOST:PORT, queue_server HOST:PORT``, the last
+  unless the protocol is off). If the node exits first, its reason
   (e.g. ``cannot listen for HTTP on 0.0.0.0:9980: Address already in use``) is printed and the
   exit status is 1. A node that already answers is left alone: ``Node is already running!``.
 * ``stop`` asks the node to stop (``lmq_console:stop``), waits for its process to exit and
@@ -168,7 +169,10 @@ def _started_line(rel: Release) -> str:
     """What ``start`` prints once the node answers: where it serves, from the release's settings
     (those the node started with: it binds them or fails to start)."""
     s = load_settings(rel.vm_args, rel.root / "etc" / "app.config")
-    return f"lmq started: node {rel.target.name}, HTTP {s.http_host}:{s.http_port}, RPC {s.rpc_host}:{s.rpc_port}"
+    line = f"lmq started: node {rel.target.name}, HTTP {s.http_host}:{s.http_port}, RPC {s.rpc_host}:{s.rpc_port}"
+    if s.qs_enabled:
+        line += f", queue_server {s.http_host if s.qs_host is None else s.qs_host}:{s.qs_port}"
+    return line
 
 
 async def _stop(rel: Release, timeout: float) -> None:

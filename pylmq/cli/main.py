@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--app-config", help="app.config file (lmq, pylmq, lager, statsderl sections)")
     p.add_argument("--http", help="HTTP API address HOST:PORT (default 0.0.0.0:9980)")
     p.add_argument("--rpc", help="MessagePack-RPC address HOST:PORT (default 0.0.0.0:18800)")
+    p.add_argument(
+        "--qs",
+        help="queue_server protocol address HOST:PORT, TCP and UDP (default: the HTTP host, port 1111); off: none",
+    )
     p.add_argument("--store", choices=STORE_KINDS, help="queue store (default durable)")
     p.add_argument("--data-dir", help="durable store directory (default data)")
     p.add_argument("--fsync", choices=FSYNC_POLICIES, help=f"durability policy (default {DEFAULT_FSYNC})")
@@ -89,6 +93,11 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
         o["http_host"], o["http_port"] = parse_hostport(args.http)
     if args.rpc is not None:
         o["rpc_host"], o["rpc_port"] = parse_hostport(args.rpc)
+    if args.qs == "off":
+        o["qs_enabled"] = False
+    elif args.qs is not None:
+        o["qs_host"], o["qs_port"] = parse_hostport(args.qs)
+        o["qs_enabled"] = True
     if args.statsd is not None and args.statsd != "off":
         o["statsd_host"], o["statsd_port"] = parse_hostport(args.statsd, "localhost")
     if args.name is not None:
@@ -146,7 +155,8 @@ async def run(settings: Settings, pid_file: Path | None = None, console: bool = 
         loop.add_signal_handler(sig, service.stopped.set)
     node = service.node
     print(
-        f"pylmq ready node={service.node_name} http={node.http_address} rpc={node.rpc_address} store={node.store.kind}",
+        f"pylmq ready node={service.node_name} http={node.http_address} rpc={node.rpc_address}"
+        f" qs={node.qs_address} store={node.store.kind}",
         flush=True,
     )
     if console:

@@ -4,6 +4,7 @@
   headers out; compound messages decoded from ``multipart/mixed`` or msgpack).
 - :class:`AsyncRpcClient` / :class:`RpcClient`: the MessagePack-RPC API (values in, values out;
   the asyncio one pipelines concurrent calls over one connection).
+- :class:`AsyncQsClient` / :class:`QsClient`: queue_server's JSON protocol over TCP or UDP.
 
 Every client takes one node address or several, tried in turn when a connection cannot be made
 (:func:`parse_http_urls` and :func:`parse_rpc_addresses` check such a list without connecting).
@@ -27,6 +28,8 @@ from pylmq.client._message import (
     ReplyResult,
     RpcMessage,
 )
+from pylmq.client._options import DeadLetterInfo, PushOptions
+from pylmq.client._qs import AsyncQsClient, QsClient, QsMessage
 from pylmq.client._rpc import AsyncRpcClient
 from pylmq.client._rpc_sync import RpcClient
 from pylmq.client._urls import parse_http_urls, parse_rpc_addresses
@@ -34,13 +37,18 @@ from pylmq.client._urls import parse_http_urls, parse_rpc_addresses
 __all__ = [
     "DEFAULT_CONTENT_TYPE",
     "AsyncHttpClient",
+    "AsyncQsClient",
     "AsyncRpcClient",
     "ClaimResult",
+    "DeadLetterInfo",
     "HttpClient",
     "Message",
     "MessageType",
     "Part",
     "PullFormat",
+    "PushOptions",
+    "QsClient",
+    "QsMessage",
     "ReplyMany",
     "ReplyResult",
     "RpcClient",

@@ -12,6 +12,7 @@ from yarl import URL
 
 from pylmq.client import _http_proto as proto
 from pylmq.client._message import ClaimResult, Message, PullFormat, ReplyMany, ReplyResult
+from pylmq.client._options import PushOptions
 from pylmq.client._urls import DEFAULT_HTTP_URL, HttpBase, parse_http_urls
 from pylmq.errors import Unreachable
 
@@ -188,6 +189,44 @@ class AsyncHttpClient:
 
     async def delete_queue(self, queue: str) -> None:
         await self._send(proto.delete_queue(queue))
+
+    # -- pylmq's extensions: push options, peek, dead letters, virtual queues -------------------
+
+    async def push_with(
+        self, queue: str, body: bytes | str, content_type: str | None = None, options: PushOptions | None = None
+    ) -> dict[str, str]:
+        """Push with per-message options (:class:`PushOptions`: delay, ttl, retry, interval,
+        priority, once); ``{queue: id}``, one entry per queue pushed (a virtual queue pushes to
+        each of its queues). :class:`~pylmq.errors.InvalidOptions` names a bad option."""
+        return await self._send(proto.push_with(queue, body, content_type, options))
+
+    async def peek(
+        self, queue: str, after: str | None = None, n: int | None = None, body: bool = False
+    ) -> list[dict[str, Any]]:
+        """Up to ``n`` (default 100, at most 1000) of the queue's records after the id
+        ``after``, in order, without delivering them: id, state, retry, attempts, ts, expires,
+        priority, size, type, content_type, ``dead`` for a dead letter, the body when asked."""
+        return await self._send(proto.peek(queue, after, n, body))
+
+    async def requeue(self, dlq: str, n: int | None = None, to: str | None = None) -> int:
+        """Move up to ``n`` (default 100) dead letters of ``dlq`` back to their origin queue, or
+        to ``to``, as new messages; the count moved."""
+        return await self._send(proto.requeue(dlq, n, to))
+
+    async def virtual_queues(self) -> dict[str, list[str]]:
+        """Every virtual queue and the queues it binds."""
+        return await self._send(proto.virtual_queues())
+
+    async def get_virtual(self, name: str) -> list[str]:
+        """The queues a virtual queue binds (:class:`~pylmq.errors.NotFound` when none)."""
+        return await self._send(proto.get_virtual(name))
+
+    async def set_virtual(self, name: str, queues: Sequence[str]) -> None:
+        """Bind (or rebind) virtual queue ``name`` to ``queues`` (1 to 64 real queues)."""
+        await self._send(proto.set_virtual(name, queues))
+
+    async def delete_virtual(self, name: str) -> None:
+        await self._send(proto.delete_virtual(name))
 
     # -- properties ------------------------------------------------------------------------------
 

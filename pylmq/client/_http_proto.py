@@ -29,6 +29,7 @@ from pylmq.client._message import (
     ReplyMany,
     ReplyResult,
 )
+from pylmq.client._options import DeadLetterInfo, PushOptions
 from pylmq.errors import LMQError, ProtocolError
 from pylmq.wire import batch, compound
 from pylmq.wire.items import Item
@@ -43,21 +44,28 @@ __all__ = [
     "decode_multipart",
     "delete_default_props",
     "delete_queue",
+    "delete_virtual",
     "ext",
     "get_default_props",
     "get_props",
+    "get_virtual",
     "nack",
+    "peek",
     "pull",
     "pull_any",
     "pull_many",
     "push",
     "push_all",
     "push_many",
+    "push_with",
     "reply_many",
+    "requeue",
     "reset_props",
     "set_default_props",
+    "set_virtual",
     "stats",
     "update_props",
+    "virtual_queues",
 ]
 
 T = TypeVar("T")
@@ -203,7 +211,25 @@ def _message(resp: HttpResponse) -> Message | None:
             parts = decode_msgpack_parts(resp.body)
         else:
             raise ProtocolError(f"compound message with content-type {content_type!r}")
-    return Message(queue, msg_id, message_type, retry, content_type, resp.body, parts)
+    return Message(queue, msg_id, message_type, retry, content_type, resp.body, parts, *_ext_headers(h))
+
+
+def _ext_headers(h: Mapping[str, str]) -> tuple[int | None, DeadLetterInfo | None]:
+    """``x-lmq-attempts`` and the ``x-lmq-dead-*`` headers (pylmq's), where the node sent them."""
+    try:
+        attempts = int(h["x-lmq-attempts"]) if "x-lmq-attempts" in h else None
+        dead = None
+        if "x-lmq-dead-origin" in h:
+            last = h.get("x-lmq-dead-last-delivery")
+            dead = DeadLetterInfo(
+                h["x-lmq-dead-origin"],
+                int(h.get("x-lmq-dead-failures", "0")),
+                float(last) if last else None,
+                h.get("x-lmq-dead-reason", ""),
+            )
+    except ValueError as e:
+        raise ProtocolError(f"bad x-lmq-attempts or x-lmq-dead-* header: {e}") from None
+    return attempts, dead
 
 
 # -- operations ----------------------------------------------------------------------------------
@@ -217,6 +243,116 @@ def push(queue: str, body: Body, content_type: str | None = None) -> HttpRequest
         return _accum(_json(resp))
 
     return HttpRequest("POST", f"/messages/{_q(queue)}", decode, data, headers)
+
+
+def _pushed_ids(doc: Any) -> dict[str, str]:
+    """``{"accum": "no", "id": ID}`` (a queue) or ``{"queues": {Q: {"accum": "no", "id": ID}}}``
+    (a virtual queue) as ``{queue: id}``; the queue of the first form is filled in by the caller."""
+    if isinstance(doc, dict) and isinstance(doc.get("id"), str):
+        return {"": doc["id"]}
+    queues = doc.get("queues") if isinstance(doc, dict) else None
+    if isinstance(queues, dict) and all(isinstance(v, dict) and isinstance(v.get("id"), str) for v in queues.values()):
+        return {str(q): v["id"] for q, v in queues.items()}
+    raise ProtocolError(f"expected {{'accum': ..., 'id': ...}} or {{'queues': {{...}}}}, got {doc!r:.200}")
+
+
+def push_with(
+    queue: str, body: Body, content_type: str | None = None, options: PushOptions | None = None
+) -> HttpRequest[dict[str, str]]:
+    """A push with per-message options (pylmq's extension): ``{queue: id}``, one entry per queue
+    pushed (a virtual queue pushes to each of its queues)."""
+    data, headers = _body(body, content_type)
+    query = (options or PushOptions()).query()
+
+    def decode(resp: HttpResponse) -> dict[str, str]:
+        _check(resp)
+        ids = _pushed_ids(_json(resp))
+        return {queue: ids[""]} if "" in ids else ids
+
+    target = f"/messages/{_q(queue)}" + (f"?{urlencode(query)}" if query else "")
+    return HttpRequest("POST", target, decode, data, headers)
+
+
+def peek(
+    queue: str, after: str | None = None, n: int | None = None, body: bool = False
+) -> HttpRequest[list[dict[str, Any]]]:
+    """``GET /peek/:name`` (pylmq's): up to ``n`` records after the id ``after``, in order,
+    without delivering them; see docs/http-api-extensions.md for each entry's fields."""
+    query: dict[str, str] = {}
+    if after is not None:
+        query["after"] = after
+    if n is not None:
+        query["n"] = str(n)
+    if body:
+        query["body"] = "1"
+
+    def decode(resp: HttpResponse) -> list[dict[str, Any]]:
+        doc = _json_result(resp)
+        if not isinstance(doc, list) or not all(isinstance(e, dict) for e in doc):
+            raise ProtocolError(f"expected a list of peek entries, got {doc!r:.200}")
+        return doc
+
+    return HttpRequest("GET", f"/peek/{_q(queue)}" + (f"?{urlencode(query)}" if query else ""), decode)
+
+
+def requeue(dlq: str, n: int | None = None, to: str | None = None) -> HttpRequest[int]:
+    """``POST /requeue/:dlq`` (pylmq's): move up to ``n`` dead letters back to their origin
+    queue (or ``to``); the count moved."""
+    query: dict[str, str] = {}
+    if n is not None:
+        query["n"] = str(n)
+    if to is not None:
+        query["to"] = to
+
+    def decode(resp: HttpResponse) -> int:
+        doc = _json_result(resp)
+        if (
+            not isinstance(doc, dict)
+            or isinstance(doc.get("requeued"), bool)
+            or not isinstance(doc.get("requeued"), int)
+        ):
+            raise ProtocolError(f"expected {{'requeued': n}}, got {doc!r:.200}")
+        return int(doc["requeued"])
+
+    return HttpRequest("POST", f"/requeue/{_q(dlq)}" + (f"?{urlencode(query)}" if query else ""), decode)
+
+
+def _names(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(q, str) for q in value):
+        raise ProtocolError(f"expected a list of queue names, got {value!r:.200}")
+    return value
+
+
+def virtual_queues() -> HttpRequest[dict[str, list[str]]]:
+    """``GET /virtual`` (pylmq's): every virtual queue and the queues it binds."""
+
+    def decode(resp: HttpResponse) -> dict[str, list[str]]:
+        doc = _json_result(resp)
+        if not isinstance(doc, dict):
+            raise ProtocolError(f"expected {{name: [queues]}}, got {doc!r:.200}")
+        return {str(k): _names(v) for k, v in doc.items()}
+
+    return HttpRequest("GET", "/virtual", decode)
+
+
+def get_virtual(name: str) -> HttpRequest[list[str]]:
+    """``GET /virtual/:name``: the queues it binds (:class:`~pylmq.errors.NotFound` if none)."""
+
+    def decode(resp: HttpResponse) -> list[str]:
+        doc = _json_result(resp)
+        return _names(doc.get("queues") if isinstance(doc, dict) else None)
+
+    return HttpRequest("GET", f"/virtual/{_q(name)}", decode)
+
+
+def set_virtual(name: str, queues: Sequence[str]) -> HttpRequest[None]:
+    """``PUT /virtual/:name`` with ``{"queues": [...]}``: bind (or rebind) a virtual queue."""
+    body = json.dumps({"queues": list(queues)}).encode()
+    return HttpRequest("PUT", f"/virtual/{_q(name)}", _no_content(), body, dict(_JSON))
+
+
+def delete_virtual(name: str) -> HttpRequest[None]:
+    return HttpRequest("DELETE", f"/virtual/{_q(name)}", _no_content())
 
 
 def push_all(regex: str, body: Body, content_type: str | None = None) -> HttpRequest[dict[str, str]]:
@@ -278,13 +414,18 @@ def _pulled(doc: Mapping[str, Any]) -> Message:
     try:
         retry = doc["retry"]
         kind = doc["type"]
+        left = None if retry == "infinity" else retry
+        attempts = doc.get("attempts")
+        dead = doc.get("dead")
+        info = None if dead is None else DeadLetterInfo(
+            dead["origin"], int(dead["failures"]), dead["last_delivery"], dead["reason"]
+        )  # fmt: skip
         if kind == "compound":
             parts = tuple(Part({"content-type": ct}, body) for ct, body in doc["parts"])
-            return Message(doc["queue"], doc["id"], "compound", None if retry == "infinity" else retry, "", b"", parts)
+            return Message(doc["queue"], doc["id"], "compound", left, "", b"", parts, attempts, info)
         if kind != "normal":
             raise ProtocolError(f"unknown message type {kind!r:.40}")
-        return Message(doc["queue"], doc["id"], "normal", None if retry == "infinity" else retry,
-                       doc["content_type"], doc["body"])  # fmt: skip
+        return Message(doc["queue"], doc["id"], "normal", left, doc["content_type"], doc["body"], (), attempts, info)
     except (KeyError, TypeError, ValueError) as e:
         raise ProtocolError(f"bad message map in a pull-many answer: {e!r:.200}") from None
 

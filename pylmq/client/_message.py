@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
+from pylmq.client._options import DeadLetterInfo
+
 __all__ = [
     "DEFAULT_CONTENT_TYPE",
     "ClaimResult",
@@ -54,6 +56,10 @@ class Message:
     body and ``content_type`` its content-type. For a compound message (accumulated pushes)
     ``parts`` holds one :class:`Part` per push, in push order; ``body`` and ``content_type``
     are then the raw encoded response (``multipart/mixed`` or ``application/x-msgpack``).
+
+    pylmq's extensions: ``attempts`` counts the deliveries so far, this one included, of a
+    message pushed with options (or to a queue with a dead-letter queue), else None; ``dead``
+    is set on a dead letter: where it came from and why.
     """
 
     queue: str
@@ -63,6 +69,8 @@ class Message:
     content_type: str
     body: bytes
     parts: tuple[Part, ...] = field(default=())
+    attempts: int | None = None
+    dead: DeadLetterInfo | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +79,7 @@ class RpcMessage:
 
     ``content`` is the value that was pushed (bytes, str, numbers, lists, maps...). For a
     compound message (``type == "compound"``, LMQ's ``"package"``) it is the list of the pushed
-    values, in push order.
+    values, in push order. ``attempts`` and ``dead`` as in :class:`Message`.
     """
 
     queue: str
@@ -79,6 +87,8 @@ class RpcMessage:
     type: MessageType
     retry: int | None
     content: Any
+    attempts: int | None = None
+    dead: DeadLetterInfo | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from pylmq.client import _rpc_proto as proto
 from pylmq.client._errors import error_from_rpc
 from pylmq.client._http import read_timeout
 from pylmq.client._message import ClaimResult, ReplyMany, ReplyResult, RpcMessage
+from pylmq.client._options import PushOptions
 from pylmq.client._urls import DEFAULT_RPC_PORT, parse_rpc_addresses
 from pylmq.errors import LMQError, ProtocolError, Unreachable
 from pylmq.wire import msgpack_rpc as wire
@@ -259,6 +260,42 @@ class AsyncRpcClient:
 
     async def delete(self, queue: str) -> None:
         await self._call(proto.delete(queue))
+
+    # -- pylmq's extensions: push options, peek, dead letters, virtual queues -------------------
+
+    async def push_with(self, queue: str, content: Any, options: PushOptions | None = None) -> dict[str, str]:
+        """Push with per-message options (:class:`PushOptions`: delay, ttl, retry, interval,
+        priority, once); ``{queue: id}``, one entry per queue pushed (a virtual queue pushes to
+        each of its queues). :class:`~pylmq.errors.InvalidOptions` names a bad option."""
+        return await self._call(proto.push_with(queue, content, options))
+
+    async def peek(
+        self, queue: str, after: str | None = None, n: int | None = None, body: bool = False
+    ) -> list[dict[str, Any]]:
+        """Up to ``n`` (default 100, at most 1000) of the queue's records after the id
+        ``after``, in order, without delivering them: id, state, retry, attempts, ts, expires,
+        priority, size, type, content_type, ``dead`` for a dead letter, the body when asked."""
+        return await self._call(proto.peek(queue, after, n, body))
+
+    async def requeue(self, dlq: str, n: int | None = None, to: str | None = None) -> int:
+        """Move up to ``n`` (default 100) dead letters of ``dlq`` back to their origin queue, or
+        to ``to``, as new messages; the count moved."""
+        return await self._call(proto.requeue(dlq, n, to))
+
+    async def virtual_queues(self) -> dict[str, list[str]]:
+        """Every virtual queue and the queues it binds."""
+        return await self._call(proto.virtual_queues())
+
+    async def get_virtual(self, name: str) -> list[str]:
+        """The queues a virtual queue binds (:class:`~pylmq.errors.NotFound` when none)."""
+        return await self._call(proto.get_virtual(name))
+
+    async def set_virtual(self, name: str, queues: Sequence[str]) -> None:
+        """Bind (or rebind) virtual queue ``name`` to ``queues`` (1 to 64 real queues)."""
+        await self._call(proto.set_virtual(name, queues))
+
+    async def delete_virtual(self, name: str) -> None:
+        await self._call(proto.delete_virtual(name))
 
     # -- properties (keys pack, retry, timeout; seconds) --------------------------------------------
 

@@ -13,25 +13,33 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from pylmq.client._message import ClaimResult, MessageType, ReplyMany, ReplyResult, RpcMessage
+from pylmq.client._options import DeadLetterInfo, PushOptions
 from pylmq.errors import BadRequest, ProtocolError
 
 __all__ = [
     "RpcCall",
     "claim",
     "delete",
+    "delete_virtual",
     "done",
     "get_default_props",
+    "get_virtual",
+    "peek",
     "pull",
     "pull_any",
     "pull_many",
     "push",
     "push_all",
     "push_many",
+    "push_with",
     "release",
     "reply_many",
+    "requeue",
     "retain",
     "set_default_props",
+    "set_virtual",
     "update_props",
+    "virtual_queues",
 ]
 
 T = TypeVar("T")
@@ -89,7 +97,27 @@ def _message(result: Any) -> RpcMessage | None:
     message_type: MessageType = "normal" if kind_text == "normal" else "compound"
     if message_type == "compound" and isinstance(content, tuple):
         content = list(content)
-    return RpcMessage(_text(queue, "queue name"), _message_id(msg_id), message_type, _retry(retry), content)
+    attempts, dead = fields.get("attempts"), fields.get("dead")
+    return RpcMessage(
+        _text(queue, "queue name"), _message_id(msg_id), message_type, _retry(retry), content,
+        attempts if isinstance(attempts, int) and not isinstance(attempts, bool) else None,
+        _dead(dead) if dead is not None else None,
+    )  # fmt: skip
+
+
+def _dead(value: Any) -> DeadLetterInfo:
+    """The ``dead`` map of a delivered dead letter (pylmq's)."""
+    if not isinstance(value, Mapping):
+        raise ProtocolError(f"expected a dead-letter map, got {value!r:.200}")
+    d = {_text(k, "key"): v for k, v in value.items()}
+    try:
+        last = d.get("last_delivery")
+        return DeadLetterInfo(
+            _text(d["origin"], "origin"), int(d["failures"]), None if last is None else float(last),
+            _text(d["reason"], "reason"),
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError) as e:
+        raise ProtocolError(f"bad dead-letter map {value!r:.200}") from e
 
 
 def _timeout(timeout: float | None) -> list[Any]:
@@ -102,6 +130,77 @@ def _timeout(timeout: float | None) -> list[Any]:
 
 def push(queue: str, content: Any) -> RpcCall[str]:
     return RpcCall("push", [queue, content], lambda r: _text(r, "push result"))
+
+
+def push_with(queue: str, content: Any, options: PushOptions | None = None) -> RpcCall[dict[str, str]]:
+    """``push`` with its third argument, the options map (pylmq's): ``{queue: id}``, one entry
+    per queue pushed (a virtual queue pushes to each of its queues)."""
+
+    def decode(result: Any) -> dict[str, str]:
+        if isinstance(result, Mapping):
+            fields = {_text(k, "key"): v for k, v in result.items()}
+            if "id" in fields:
+                return {queue: _message_id(fields["id"])}
+            queues = fields.get("queues")
+            if isinstance(queues, Mapping):
+                return {_text(q, "queue name"): _message_id(i) for q, i in queues.items()}
+        raise ProtocolError(f"expected {{'id': ...}} or {{'queues': {{...}}}}, got {result!r:.200}")
+
+    return RpcCall("push", [queue, content, (options or PushOptions()).params()], decode)
+
+
+def peek(
+    queue: str, after: str | None = None, n: int | None = None, body: bool = False
+) -> RpcCall[list[dict[str, Any]]]:
+    """``peek(name, after, n, body)`` (pylmq's): records in order after the id ``after``, as
+    maps (bodies as bytes when asked), without delivering them."""
+
+    def decode(result: Any) -> list[dict[str, Any]]:
+        if not isinstance(result, list | tuple) or not all(isinstance(e, Mapping) for e in result):
+            raise ProtocolError(f"expected an array of peek maps, got {result!r:.200}")
+        return [{_text(k, "key"): v for k, v in e.items()} for e in result]
+
+    return RpcCall("peek", [queue, after, n, body], decode)
+
+
+def _count(result: Any) -> int:
+    if isinstance(result, bool) or not isinstance(result, int):
+        raise ProtocolError(f"expected a count, got {result!r:.200}")
+    return result
+
+
+def requeue(dlq: str, n: int | None = None, to: str | None = None) -> RpcCall[int]:
+    """``requeue(dlq, n, to)`` (pylmq's): dead letters moved back to their origin (or ``to``)."""
+    return RpcCall("requeue", [dlq, n, to], _count)
+
+
+def _names(value: Any) -> list[str]:
+    if not isinstance(value, list | tuple):
+        raise ProtocolError(f"expected an array of queue names, got {value!r:.200}")
+    return [_text(q, "queue name") for q in value]
+
+
+def virtual_queues() -> RpcCall[dict[str, list[str]]]:
+    """``virtual_get()`` (pylmq's): every virtual queue and its queues."""
+
+    def decode(result: Any) -> dict[str, list[str]]:
+        if not isinstance(result, Mapping):
+            raise ProtocolError(f"expected a map of virtual queues, got {result!r:.200}")
+        return {_text(k, "name"): _names(v) for k, v in result.items()}
+
+    return RpcCall("virtual_get", [], decode)
+
+
+def get_virtual(name: str) -> RpcCall[list[str]]:
+    return RpcCall("virtual_get", [name], _names)
+
+
+def set_virtual(name: str, queues: Sequence[str]) -> RpcCall[None]:
+    return RpcCall("virtual_set", [name, list(queues)], _ok)
+
+
+def delete_virtual(name: str) -> RpcCall[None]:
+    return RpcCall("virtual_delete", [name], _ok)
 
 
 def push_all(regex: str, content: Any) -> RpcCall[str]:

@@ -86,6 +86,7 @@ from pylmq.cluster.mnesia_store import (
     MnesiaStore,
     erlang_defaults_problem,
     erlang_props_problem,
+    virtual_row,
 )
 from pylmq.cluster.records import default_list_to_term, message_to_term, name_from_atom, name_to_atom, props_to_term
 from pylmq.core.manager import QueueManager
@@ -515,6 +516,7 @@ class Cluster:
         for name in sorted(names):
             self.manager.on_remote_queue_created(name)
         self.manager.refresh_props()
+        self._refresh_virtual()
 
     # ------------------------------------------------------------------ seeding the cluster
 
@@ -541,7 +543,7 @@ class Cluster:
             term = default_list_to_term(local.default_props())
             await self.dist.rpc(node, "lmq_lib", "set_lmq_info", [A("default_props"), term], CALL_TIMEOUT)
             await self.defaults_changed()
-        written = clamped = 0
+        written = clamped = stripped = 0
         for name in local.queue_names():
             atom = name_to_atom(name)
             if name not in mirror.queue_props:
@@ -553,6 +555,8 @@ class Cluster:
             for msg in local.messages(name):
                 if msg.id[1] in have:
                     continue
+                if msg.ext is not None:
+                    stripped += 1
                 if msg.retry is None:
                     # Pushed with retry infinity, which an Erlang node cannot deliver; as many
                     # retries as it can hold never run out either.
@@ -568,6 +572,25 @@ class Cluster:
                 self.pushed(name)  # records written behind the queue processes' backs: wake pullers
         if clamped:
             log.warning("%d messages with retry infinity put into the cluster with retry %d", clamped, ERLANG_INT_MAX)
+        if stripped:
+            # A row holds LMQ's fields only; their key time (a delay) and retry go in, the rest
+            # (expiry, interval, priority, delivery counts, dead-letter provenance) cannot.
+            log.warning(
+                "%d messages put into the cluster without their expiry, interval, priority or"
+                " dead-letter data, which the Erlang nodes cannot hold",
+                stripped,
+            )
+        for vname, queues in local.virtual_queues().items():
+            if vname in mirror.virtual:
+                continue  # the cluster's binding wins, as its props do
+            if vname in mirror.queue_props:
+                log.warning("virtual queue %r not put into the cluster: the cluster has a queue of that name", vname)
+                continue
+            result = await self.dist.rpc(
+                node, "mnesia", "dirty_write", [LMQ_INFO, virtual_row(vname, queues)], CALL_TIMEOUT
+            )
+            if result is not OK:
+                raise ClusterError(f"could not put virtual queue {vname!r} into the cluster: {result!r}")
         return written
 
     # ------------------------------------------------------------------ membership
@@ -866,6 +889,15 @@ class Cluster:
     def on_defaults(self) -> None:
         if self._serving():
             self.manager.refresh_props()
+
+    def on_virtual(self) -> None:
+        if self._serving():
+            self._refresh_virtual()
+
+    def _refresh_virtual(self) -> None:
+        """The manager keeps the virtual queues it was started with; in the cluster they are the
+        store's (lmq_info rows, changed by any pylmq node): have it read them again."""
+        self.manager.refresh_virtual()
 
     def on_table_created(self, table: Atom) -> None:
         if self.sub_node is not None:

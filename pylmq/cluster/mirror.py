@@ -6,7 +6,9 @@ Sans-IO: :class:`Mirror` takes the terms that ``mnesia_subscr`` sends to a subsc
 - one :class:`MirrorTable` per queue table, an ordered set keyed by message id exactly like the
   Mnesia ``ordered_set`` (a heap of ids with lazy deletion: first record, size, bytes in
   O(log n));
-- every queue's own props (``'__lmq_queue_info__'``) and the default list (``'__lmq_info__'``).
+- every queue's own props (``'__lmq_queue_info__'``), the default list and pylmq's virtual
+  queues (``'__lmq_info__'``: key ``default_props``, and one row per virtual queue keyed
+  ``{pylmq_virtual_queues, Name}``, which Erlang nodes never read).
 
 Whoever owns the subscription (:mod:`pylmq.cluster.cluster`) subscribes, then scans. Events are
 applied as they come; while a table is *loading* they are also recorded. :meth:`Mirror.load`
@@ -33,12 +35,22 @@ from pylmq.cluster.records import (
     name_from_atom,
     props_from_term,
 )
-from pylmq.core.message import MessageId, StoredMessage
+from pylmq.core.message import MessageId, State, StoredMessage, msg_key
 from pylmq.core.props import DefaultList, RawProps
-from pylmq.core.table import RECORD_OVERHEAD
+from pylmq.core.table import RECORD_OVERHEAD, page
 from pylmq.erlang.terms import Atom, Term
 
-__all__ = ["ADMIN_TABLES", "LMQ_INFO", "QUEUE_INFO", "SCHEMA", "Mirror", "MirrorListener", "MirrorTable"]
+__all__ = [
+    "ADMIN_TABLES",
+    "LMQ_INFO",
+    "QUEUE_INFO",
+    "SCHEMA",
+    "VIRTUAL_QUEUES",
+    "Mirror",
+    "MirrorListener",
+    "MirrorTable",
+    "virtual_from_row",
+]
 
 log = logging.getLogger("pylmq.cluster.mirror")
 
@@ -52,6 +64,7 @@ WRITE = A("write")
 DELETE = A("delete")
 DELETE_OBJECT = A("delete_object")
 DEFAULT_PROPS = A("default_props")
+VIRTUAL_QUEUES = A("pylmq_virtual_queues")
 
 
 class MirrorListener(Protocol):
@@ -67,20 +80,40 @@ class MirrorListener(Protocol):
 
     def on_defaults(self) -> None: ...
 
+    def on_virtual(self) -> None:
+        """pylmq's virtual queues (:attr:`Mirror.virtual`) changed."""
+        ...
+
     def on_table_created(self, table: Atom) -> None:
         """A queue table appeared in the schema: subscribe to it and scan it."""
         ...
 
 
 class MirrorTable:
-    """One queue table: rows keyed by id, in id order through a heap with lazy deletion."""
+    """One queue table: rows keyed by id, in id order through a heap with lazy deletion, and
+    its processing rows indexed by :func:`~pylmq.core.message.msg_key` of their uuid (the
+    integer ids of queue_server's protocol, resolved here without a scan)."""
 
-    __slots__ = ("_heap", "bytes", "rows")
+    __slots__ = ("_heap", "_keys", "bytes", "rows")
 
     def __init__(self) -> None:
         self.rows: dict[MessageId, StoredMessage] = {}
         self._heap: list[MessageId] = []
+        self._keys: dict[int, list[MessageId]] = {}
         self.bytes = 0
+
+    def _index(self, msg: StoredMessage) -> None:
+        if msg.state is State.PROCESSING:
+            self._keys.setdefault(msg_key(msg.id[1]), []).append(msg.id)
+
+    def _unindex(self, msg: StoredMessage) -> None:
+        if msg.state is State.PROCESSING:
+            key = msg_key(msg.id[1])
+            ids = self._keys.get(key)
+            if ids is not None:
+                ids.remove(msg.id)
+                if not ids:
+                    del self._keys[key]
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -89,9 +122,11 @@ class MirrorTable:
         old = self.rows.get(msg.id)
         if old is not None:
             self.bytes -= old.nbytes() + RECORD_OVERHEAD
+            self._unindex(old)
         else:
             heapq.heappush(self._heap, msg.id)
         self.rows[msg.id] = msg
+        self._index(msg)
         self.bytes += msg.nbytes() + RECORD_OVERHEAD
         if len(self._heap) > 2 * len(self.rows) + 1024:
             self._heap = list(self.rows)
@@ -101,6 +136,7 @@ class MirrorTable:
         old = self.rows.pop(key, None)
         if old is not None:
             self.bytes -= old.nbytes() + RECORD_OVERHEAD
+            self._unindex(old)
 
     def first(self) -> StoredMessage | None:
         heap, rows = self._heap, self.rows
@@ -122,13 +158,26 @@ class MirrorTable:
                 return msg
         return None
 
+    def find_delivery(self, key: int) -> bytes | None:
+        """The uuid of the one processing row whose uuid has this key; None if none or several
+        (an ambiguous key never settles a delivery it may not mean)."""
+        ids = self._keys.get(key)
+        return ids[0][1] if ids is not None and len(ids) == 1 else None
+
     def messages(self) -> list[StoredMessage]:
         return sorted(self.rows.values(), key=lambda m: m.id)
+
+    def page(self, after: MessageId | bytes | None, limit: int) -> list[StoredMessage]:
+        """Up to ``limit`` rows in id order after the cursor (:func:`pylmq.core.table.page`)."""
+        return page(self.rows.values(), after, limit)
 
     def replace(self, msgs: list[StoredMessage]) -> None:
         self.rows = {m.id: m for m in msgs}
         self._heap = list(self.rows)
         heapq.heapify(self._heap)
+        self._keys = {}
+        for m in msgs:
+            self._index(m)
         self.bytes = sum(m.nbytes() + RECORD_OVERHEAD for m in msgs)
 
 
@@ -138,6 +187,7 @@ class Mirror:
         self.tables: dict[str, MirrorTable] = {}
         self.queue_props: dict[str, RawProps] = {}
         self.defaults: DefaultList = []
+        self.virtual: dict[str, list[str]] = {}  # pylmq's virtual queues, shared through lmq_info
         self.seq: dict[str, int] = {}  # per queue, bumped on every change of its records
         self._recording: dict[Atom, list[Term]] = {}
         self.events = 0
@@ -214,9 +264,16 @@ class Mirror:
 
     def _load_lmq_info(self, rows: list[Term]) -> None:
         defaults: DefaultList = []
+        virtual: dict[str, list[str]] = {}
         for row in rows:
             if isinstance(row, tuple) and len(row) == 3 and row[1] is DEFAULT_PROPS:
                 defaults = default_list_from_term(row[2])
+            elif (entry := virtual_from_row(row)) is not None and entry[1]:
+                virtual[entry[0]] = entry[1]
+        if virtual != self.virtual:
+            self.virtual = virtual
+            if self.listener is not None:
+                self.listener.on_virtual()
         self._set_defaults(defaults)
 
     def _set_defaults(self, defaults: DefaultList) -> None:
@@ -253,6 +310,15 @@ class Mirror:
         elif table is LMQ_INFO:
             if len(record) == 3 and record[1] is DEFAULT_PROPS:
                 self._set_defaults([] if op is not WRITE else default_list_from_term(record[2]))
+            elif (entry := virtual_from_row(record if op is WRITE else (*record[:2], []))) is not None:
+                name, queues = entry
+                if self.virtual.get(name, []) != queues:
+                    if queues:
+                        self.virtual[name] = queues
+                    else:
+                        del self.virtual[name]
+                    if self.listener is not None:
+                        self.listener.on_virtual()
         else:
             self._queue_row(table, op, record)
 
@@ -312,3 +378,18 @@ class Mirror:
         self.seq[name] = self.seq.get(name, 0) + 1
         if self.listener is not None:
             self.listener.on_messages(name)
+
+
+def virtual_from_row(row: Term) -> tuple[str, list[str]] | None:
+    """``{lmq_info, {pylmq_virtual_queues, Name}, [Queue]}`` as (name, queues); None if the row
+    is not one (an empty list: the name was unbound). One row per name, so pylmq nodes that
+    bind different names at once never overwrite each other's."""
+    if not (isinstance(row, tuple) and len(row) == 3):
+        return None
+    key, value = row[1], row[2]
+    if not (isinstance(key, tuple) and len(key) == 2 and key[0] is VIRTUAL_QUEUES and isinstance(key[1], bytes)):
+        return None
+    if not isinstance(value, list):
+        return None
+    queues = [q.decode("utf-8", "replace") for q in value if isinstance(q, bytes)]
+    return key[1].decode("utf-8", "replace"), queues

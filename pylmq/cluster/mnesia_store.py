@@ -63,6 +63,18 @@ the whole batch fails and the calls before it may have committed: their callers 
 In the cluster the store refuses props the Erlang nodes cannot serve (:func:`erlang_props_problem`),
 before anything reaches Mnesia: they would store them, then fail on every request that shows them.
 
+Per-message options (docs/mixed-clusters.md, "Per-message options, dead letters, peek and virtual
+queues"): a row holds LMQ's five fields and nothing else (Erlang matches the record's arity), so
+only what those fields express is served. A delay is the row's key time (LMQ's "due at"): such a
+push writes the row itself, ``mnesia:transaction(fun mnesia:write/3, [Queue, Row, write])`` on a
+peer, with the key stamped by this node's clock, then fires ``new_message`` as an Erlang node's
+push does: every Erlang queue process with waiters then recomputes ``lmq_lib:waittime`` (the first
+row's key) and sleeps until the row is due, and this node's waiters do the same from the mirror. A
+per-message retry is the row's retry field. Expiry, intervals, priorities, dead letters and
+requeues are refused before anything is written (:func:`mixed_options_problem`). pylmq's virtual
+queues live in ``'__lmq_info__'``, one row per name keyed ``{pylmq_virtual_queues, Name}``, shared
+by the pylmq nodes of the cluster and ignored by the Erlang ones.
+
 A dequeue that finds nothing although the mirror shows a deliverable first record (the mirror
 lags the cluster by an event, or this host's clock runs ahead of the peer's) holds the queue:
 :meth:`MnesiaStore.waittime` reports a short wait (doubling up to a second) until the mirror
@@ -79,18 +91,30 @@ from contextlib import asynccontextmanager
 from typing import Protocol
 
 from pylmq.cluster.gate import QueueGate
-from pylmq.cluster.mirror import Mirror
+from pylmq.cluster.mirror import LMQ_INFO, VIRTUAL_QUEUES, Mirror
 from pylmq.cluster.records import (
     default_list_to_term,
     item_to_term,
     message_from_term,
+    message_to_term,
     name_to_atom,
     props_to_term,
     retry_to_term,
 )
 from pylmq.core.clock import Clock, SystemClock
-from pylmq.core.message import Item, Retry, StoredMessage
+from pylmq.core.message import (
+    Inherit,
+    Item,
+    MessageId,
+    PushOptions,
+    Retry,
+    State,
+    StoredMessage,
+    StoredMessageType,
+    new_uuid,
+)
 from pylmq.core.props import DefaultList, RawProps
+from pylmq.core.store import TransferListener
 from pylmq.core.table import AccumResult
 from pylmq.erlang.terms import Atom, Export, Term
 from pylmq.errors import ClusterError, InvalidProps, NodeDown, NotSupported, PeerStalled, RemoteError
@@ -106,6 +130,9 @@ __all__ = [
     "PeerLink",
     "erlang_defaults_problem",
     "erlang_props_problem",
+    "mixed_options_problem",
+    "not_in_mixed_cluster",
+    "virtual_row",
 ]
 
 log = logging.getLogger("pylmq.cluster.mnesia_store")
@@ -120,10 +147,41 @@ RPC_TIMEOUT = 5.0  # seconds a call to an Erlang peer may take; Settings.rpc_tim
 SUSPECT_FOR = 10.0  # seconds a peer that let a call time out is tried after the others
 BATCH_MAX = 32  # table transactions of one queue sent in one rpc
 APPLY3 = Export(A("erlang"), A("apply"), 3)
+MNESIA_WRITE = Export(A("mnesia"), A("write"), 3)
+MNESIA_DELETE = Export(A("mnesia"), A("delete"), 3)
+WRITE, ATOMIC, ABORTED, NO_EXISTS = A("write"), A("atomic"), A("aborted"), A("no_exists")
 HOLD_FIRST, HOLD_MAX = 0.05, 1.0
 # jsonx, LMQ's JSON encoder, fails on larger integers (no_match): an Erlang node holding one in a
 # queue's props answers GET /stats and GET /properties with 500. Its msgpack wraps past 2**64.
 ERLANG_INT_MAX = 2**63 - 1
+
+
+# Why the Erlang nodes cannot honour pylmq's per-message features: their dequeue knows LMQ's
+# five record fields only.
+ERLANG_NODES_WOULD = "its Erlang nodes would redeliver or discard these messages"
+
+
+def not_in_mixed_cluster(feature: str, why: str = ERLANG_NODES_WOULD) -> str:
+    """The refusal text of a pylmq feature the Erlang nodes of a mixed cluster cannot honour."""
+    return f"{feature} not available while the node serves an Erlang LMQ cluster: {why}"
+
+
+def mixed_options_problem(options: PushOptions, retry: Retry) -> str | None:
+    """Why a push with these options (``retry``: the queue's) cannot be served by the Erlang
+    nodes of a cluster, or None: a delay is the row's key time and a retry its retry field,
+    nothing else fits LMQ's record. ``once`` is LMQ's retry 0 (one delivery, never another), so
+    an expiry beside it changes nothing and is accepted: by queue_server's rule a message never
+    delivered is delivered once even after it expired, and a ``once`` one is never delivered
+    again."""
+    if options.interval is not None:
+        return not_in_mixed_cluster("a retry interval (per-message timeout) is")
+    if options.priority != 0:
+        return not_in_mixed_cluster("a message priority is")
+    if options.expires is not None and not options.once:
+        return not_in_mixed_cluster("a ttl (expiry time) is")
+    if not options.once and (retry if options.retry is Inherit.QUEUE else options.retry) is None:
+        return not_in_mixed_cluster('retry "infinity" is', "their HTTP pull fails on it; set a number of retries")
+    return None
 
 
 def erlang_props_problem(props: RawProps) -> str | None:
@@ -132,7 +190,10 @@ def erlang_props_problem(props: RawProps) -> str | None:
     ``retry`` infinity: LMQ's own APIs accept only integers, and its HTTP pull fails on a message
     whose retry is the atom (``integer_to_binary(infinity)``: 500, the message stays in processing
     and comes back after every timeout). Integers as Mnesia holds them (accum in ms) must fit jsonx.
+    ``dead_letter``: an Erlang node discards a message out of retries.
     """
+    if props.get("dead_letter") is not None:
+        return not_in_mixed_cluster("dead_letter is")
     retry = props.get("retry", 0)
     if retry is None:
         return (
@@ -157,6 +218,11 @@ def erlang_defaults_problem(defaults: DefaultList) -> str | None:
         if (problem := erlang_props_problem(props)) is not None:
             return f"default props of {regex!r:.60}: {problem}"
     return None
+
+
+def virtual_row(name: str, queues: Sequence[str]) -> Term:
+    """pylmq's virtual queue ``name`` as its ``'__lmq_info__'`` row (one row per name)."""
+    return (A("lmq_info"), (VIRTUAL_QUEUES, name.encode()), [q.encode() for q in queues])
 
 
 class PeerLink(Protocol):
@@ -284,6 +350,8 @@ class MnesiaStore:
                     local.journal.put(name, msg)
                 count += 1
             table.recovered()
+        # pylmq's virtual queues go on serving alone as the cluster last had them.
+        await self._replace_local_virtual(mirror.virtual)
         self.mode, self.kind = STANDALONE, local.kind
         self._holds.clear()
         await local.barrier()
@@ -301,13 +369,22 @@ class MnesiaStore:
         self._holds.clear()
         for name in list(self.local.queue_names()):
             await self.local.delete(name)
+        await self._replace_local_virtual({})
         await self.local.barrier()
 
     async def clear_local(self) -> None:
-        """After the Python side's data went into the cluster at join."""
+        """After the Python side's data (virtual queues too) went into the cluster at join."""
         for name in list(self.local.queue_names()):
             await self.local.delete(name)
+        await self._replace_local_virtual({})
         await self.local.barrier()
+
+    async def _replace_local_virtual(self, virtual: dict[str, list[str]]) -> None:
+        for name in list(self.local.virtual_queues()):
+            if name not in virtual:
+                await self.local.set_virtual(name, [])
+        for name, queues in virtual.items():
+            await self.local.set_virtual(name, queues)
 
     # -- calls ---------------------------------------------------------------------------------------------
 
@@ -443,6 +520,13 @@ class MnesiaStore:
 
     # -- queues and properties -------------------------------------------------------------------
 
+    def check_push(self, options: PushOptions, retry: Retry) -> None:
+        """:class:`NotSupported` if the Erlang nodes of the cluster cannot honour a push with
+        these options to a queue whose retry is ``retry`` (:func:`mixed_options_problem`); for
+        callers that check every queue of a push before creating any."""
+        if self.mode == CLUSTER and (problem := mixed_options_problem(options, retry)) is not None:
+            raise NotSupported(problem)
+
     def check_props(self, props: RawProps) -> None:
         if self.mode == CLUSTER and (problem := erlang_props_problem(props)) is not None:
             raise InvalidProps(problem)
@@ -539,9 +623,62 @@ class MnesiaStore:
         self._link().pushed(name)
         return reply
 
-    async def dequeue(self, name: str, timeout: float) -> tuple[StoredMessage, float] | None:
+    async def push(self, name: str, item: Item, retry: Retry, options: PushOptions, *, track: bool = False) -> bytes:
+        """One message with per-message options; its uuid. ``retry`` is the queue's retry, used
+        unless ``options`` set one. In the cluster, the row is written as LMQ's enqueue would,
+        keyed by its due time (see the module docstring); options the Erlang nodes cannot honour
+        are refused with :class:`NotSupported` before anything is written. ``track`` (the queue
+        has a dead-letter queue) cannot hold there: that prop is refused in the cluster."""
         if self.mode != CLUSTER:
-            return await self.local.dequeue(name, timeout)
+            return await self.local.push(name, item, retry, options, track=track)
+        self.check_push(options, retry)
+        effective = 0 if options.once else retry if options.retry is Inherit.QUEUE else options.retry
+        now = self.clock.now()
+        # LMQ's key time is when the row becomes due; an earlier not-before is now, as enqueue stamps.
+        ts = float(now if options.not_before is None else max(now, options.not_before))
+        uuid = new_uuid()
+        stored = None if effective is None else effective + 1  # LMQ counts deliveries left, first included
+        row = message_to_term(StoredMessage((ts, uuid), State.AVAILABLE, StoredMessageType.NORMAL, stored, item))
+        atom = name_to_atom(name)
+        async with self._gated(name, exclusive=False):
+            result = await self._write(name, atom, row)
+            if self._no_table(result):
+                # Nothing was written: created on use, as LMQ does, then written.
+                await self.create(name)
+                result = await self._write(name, atom, row)
+        if result != (ATOMIC, OK):
+            raise ClusterError(f"mnesia:write of a message to {name} answered {result!r:.300}")
+        # As an Erlang node's push: every queue process recomputes its wait from the first row.
+        self._link().pushed(name)
+        return uuid
+
+    async def _write(self, name: str, atom: Atom, row: Term) -> Term:
+        # Not retried when its outcome is unknown, as enqueue: a row due now may have been
+        # delivered and acked before a second write would bring it back.
+        result, _ = await self._call(
+            "transaction", [MNESIA_WRITE, [atom, row, WRITE]], retry_unknown=False, module="mnesia",
+            what=f"mnesia:write of a message to {name}",
+        )  # fmt: skip
+        return result
+
+    @staticmethod
+    def _no_table(result: Term) -> bool:
+        return (
+            isinstance(result, tuple)
+            and len(result) == 2
+            and result[0] is ABORTED
+            and isinstance(result[1], tuple)
+            and len(result[1]) >= 1
+            and result[1][0] is NO_EXISTS
+        )
+
+    async def dequeue(
+        self, name: str, timeout: float, dead_letter: str | None = None
+    ) -> tuple[StoredMessage, float] | None:
+        if self.mode != CLUSTER:
+            return await self.local.dequeue(name, timeout, dead_letter)
+        # ``dead_letter`` cannot be set in the cluster (erlang_props_problem): the Erlang nodes'
+        # discard is the only fate of a message out of retries here, as for every node.
         t = self.mirror.table(name)
         first = t.first() if t is not None else None
         seq = self.mirror.seq.get(name, 0)
@@ -603,7 +740,60 @@ class MnesiaStore:
             self._link().pushed(name)
         return ok
 
+    def listen_transfers(self, listener: TransferListener | None) -> None:
+        # Only the local store transfers records (dead letters); the cluster has none.
+        self.local.listen_transfers(listener)
+
+    async def requeue(self, dlq: str, count: int, to: str | None) -> int:
+        if self.mode != CLUSTER:
+            return await self.local.requeue(dlq, count, to)
+        raise NotSupported(not_in_mixed_cluster("requeue of dead letters is", "it has no dead-letter queues"))
+
+    # -- virtual queues (pylmq's own: lmq_info rows the Erlang nodes never read) ----------------
+
+    def virtual_queues(self) -> dict[str, list[str]]:
+        if self.mode != CLUSTER:
+            return self.local.virtual_queues()
+        return {name: list(queues) for name, queues in self.mirror.virtual.items()}
+
+    async def set_virtual(self, name: str, queues: Sequence[str]) -> None:
+        """Bind ``name`` to ``queues`` (an empty sequence unbinds it). In the cluster, one
+        ``'__lmq_info__'`` row per name, written or deleted in one transaction, so that two pylmq
+        nodes binding different names at once keep both."""
+        if self.mode != CLUSTER:
+            return await self.local.set_virtual(name, queues)
+        if queues:
+            call = [MNESIA_WRITE, [LMQ_INFO, virtual_row(name, queues), WRITE]]
+        else:
+            call = [MNESIA_DELETE, [LMQ_INFO, (VIRTUAL_QUEUES, name.encode()), WRITE]]
+        result, _ = await self._call(
+            "transaction", call, retry_unknown=True, module="mnesia", what=f"virtual queue {name} in lmq_info"
+        )
+        if result != (ATOMIC, OK):
+            raise ClusterError(f"virtual queue {name} in lmq_info: mnesia answered {result!r:.300}")
+        # The mirror hears of it by its table event too; set now so this node's next call sees it.
+        if queues:
+            self.mirror.virtual[name] = list(queues)
+        else:
+            self.mirror.virtual.pop(name, None)
+
     # -- reads -----------------------------------------------------------------------------------------
+
+    async def peek(self, name: str, after: MessageId | bytes | None, limit: int) -> list[StoredMessage]:
+        """Records in id order after ``after`` (see :meth:`pylmq.core.store.Store.peek`), from
+        the mirror: LMQ's fields only (no ext)."""
+        if self.mode != CLUSTER:
+            return await self.local.peek(name, after, limit)
+        t = self.mirror.table(name)
+        return [] if t is None else t.page(after, limit)
+
+    def find_delivery(self, name: str, key: int) -> bytes | None:
+        """The uuid of the processing record of ``name`` whose uuid has this integer key
+        (:func:`~pylmq.core.message.msg_key`), from the mirror's index; None if none or several."""
+        if self.mode != CLUSTER:
+            return self.local.find_delivery(name, key)
+        t = self.mirror.table(name)
+        return None if t is None else t.find_delivery(key)
 
     def _hold(self, name: str, seq: int) -> None:
         if self.mirror.seq.get(name, 0) != seq:

@@ -20,6 +20,8 @@ from typing import Any, get_args
 from pylmq.config.consult import Atom, Term, parse_terms, proplist
 from pylmq.config.lager import LagerConfig, lager_from_terms
 from pylmq.config.vmargs import NameMode, VmArgs, parse_vm_args
+from pylmq.core.manager import MAX_VIRTUAL_MEMBERS
+from pylmq.core.names import validate_name
 from pylmq.core.store import (
     DEFAULT_DATA_DIR,
     DEFAULT_DISK_RESERVE_BYTES,
@@ -32,8 +34,9 @@ from pylmq.core.store import (
     FsyncPolicy,
     StoreKind,
 )
-from pylmq.errors import ConfigError
-from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
+from pylmq.errors import ConfigError, LMQError
+from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_QS_PORT, DEFAULT_RPC_PORT
+from pylmq.wire.qs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_REQUEST, DEFAULT_UDP_MAX, UDP_MAX_LIMIT
 
 __all__ = ["FsyncPolicy", "Settings", "StoreKind", "load_settings", "read_cookie_file"]
 
@@ -44,6 +47,14 @@ class Settings:
     http_port: int = DEFAULT_HTTP_PORT
     rpc_host: str = "0.0.0.0"
     rpc_port: int = DEFAULT_RPC_PORT
+    # queue_server's JSON protocol (TCP and UDP on one port): on by default, on the HTTP host
+    # unless qs_host names another (None: http_host).
+    qs_enabled: bool = True
+    qs_host: str | None = None
+    qs_port: int = DEFAULT_QS_PORT
+    qs_max_request: int = DEFAULT_MAX_REQUEST  # bytes of one TCP request
+    qs_udp_max: int = DEFAULT_UDP_MAX  # bytes of a request or answer datagram
+    qs_idle_timeout: int = round(DEFAULT_IDLE_TIMEOUT * 1000)  # ms before an idle TCP connection closes
     # None: not a distributed node (no -name/-sname), as erl without those flags.
     node_name: str | None = None
     name_mode: NameMode = "long"
@@ -77,6 +88,9 @@ class Settings:
     rpc_timeout: int = 5000
     stall_timeout: int = 3000
     vm_env: Mapping[str, str] = field(default_factory=dict)  # -env VAR VALUE from vm.args
+    # Virtual queues of app.config ({virtual_queues, [{<<"v">>, [<<"a">>, <<"b">>]}]}): name ->
+    # its real queues. The node binds each at start unless its journal already holds that name.
+    virtual_queues: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # Things read but without effect in pylmq (Erlang VM flags, InfluxDB, ...): for the log.
     notices: tuple[str, ...] = ()
 
@@ -89,21 +103,25 @@ _SCALAR_TYPES: dict[str, type] = {
     "journal_max_bytes": int, "disk_reserve_bytes": int,
     "max_connections": int, "header_timeout": int, "body_timeout": int, "rpc_timeout": int,
     "stall_timeout": int, "max_buffered_bytes": int, "min_receive_rate": int,
+    "qs_enabled": bool, "qs_host": str, "qs_port": int, "qs_max_request": int, "qs_udp_max": int,
+    "qs_idle_timeout": int,
 }  # fmt: skip
 _CHOICES: dict[str, tuple[str, ...]] = {
     "name_mode": get_args(NameMode),
     "store": STORE_KINDS,
     "fsync": FSYNC_POLICIES,
 }
-_PORTS = ("http_port", "rpc_port", "statsd_port")
+_PORTS = ("http_port", "rpc_port", "statsd_port", "qs_port")
 _AT_LEAST: dict[str, int] = {
     "max_connections": 0, "header_timeout": 1, "body_timeout": 1, "journal_max_bytes": 0, "disk_reserve_bytes": 0,
     "rpc_timeout": 1, "stall_timeout": 0, "max_buffered_bytes": 0, "min_receive_rate": 0,
+    "qs_max_request": 64, "qs_udp_max": 64, "qs_idle_timeout": 1,
 }  # fmt: skip
 # The pylmq section's keys (app.config or -pylmq Key Value in vm.args).
 _PYLMQ_KEYS = ("store", "data_dir", "fsync", "fsync_interval", "rpc_host", "log_dir", "max_connections",
                "header_timeout", "body_timeout", "journal_max_bytes", "disk_reserve_bytes", "rpc_timeout",
-               "stall_timeout", "max_buffered_bytes", "min_receive_rate")  # fmt: skip
+               "stall_timeout", "max_buffered_bytes", "min_receive_rate", "qs", "qs_max_request", "qs_udp_max",
+               "qs_idle_timeout")  # fmt: skip
 # Override keys that are not Settings fields.
 _EXTRA_OVERRIDES = ("cookie_file",)
 
@@ -161,6 +179,42 @@ def _coerce(key: str, value: Any, where: str, from_text: bool = False) -> Any:
     return Path(value) if typ is Path else value
 
 
+def _virtual_name(value: Term, where: str) -> str:
+    if not isinstance(value, bytes | str) or isinstance(value, Atom):
+        raise ConfigError(f'{where}: a queue name must be a binary (<<"name">>) or a string, got {value!r:.80}')
+    try:
+        return validate_name(value)
+    except LMQError as e:
+        raise ConfigError(f"{where}: {e.detail}") from None
+
+
+def _virtual_queues(value: Term, where: str) -> dict[str, tuple[str, ...]]:
+    """``[{<<"v">>, [<<"a">>, <<"b">>]}]``: each virtual name once, 1 to MAX_VIRTUAL_MEMBERS
+    distinct real queues, none of them virtual itself."""
+    shape = '[{<<"virtual">>, [<<"queue">>, ...]}, ...]'
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: expected {shape}, got {value!r:.80}")
+    out: dict[str, tuple[str, ...]] = {}
+    for entry in value:
+        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], list)):
+            raise ConfigError(f'{where}: expected {{<<"virtual">>, [<<"queue">>, ...]}}, got {entry!r:.80}')
+        name = _virtual_name(entry[0], where)
+        at = f"{where} {name!r}"
+        if name in out:
+            raise ConfigError(f"{at}: the virtual queue is named twice")
+        members = tuple(_virtual_name(m, at) for m in entry[1])
+        if not 1 <= len(members) <= MAX_VIRTUAL_MEMBERS:
+            raise ConfigError(f"{at}: a virtual queue binds 1 to {MAX_VIRTUAL_MEMBERS} queues, got {len(members)}")
+        if len(set(members)) != len(members):
+            raise ConfigError(f"{at}: a queue is bound twice")
+        out[name] = members
+    for name, members in out.items():
+        inner = [m for m in members if m in out]
+        if inner:
+            raise ConfigError(f"{where} {name!r}: binds the virtual queue {inner[0]!r}; bind real queues only")
+    return out
+
+
 def _ip_text(value: Term, where: str) -> str:
     if isinstance(value, str):
         return value
@@ -170,6 +224,18 @@ def _ip_text(value: Term, where: str) -> str:
     if isinstance(value, tuple) and len(parts) == len(value) == 8 and all(0 <= p <= 0xFFFF for p in parts):
         return ":".join(f"{p:x}" for p in parts)
     raise ConfigError(f"{where}: expected an IP address string or tuple, got {value!r}")
+
+
+def _apply_qs(value: Term, acc: dict[str, Any], where: str) -> None:
+    """``{qs, off}``, ``{qs, Port}`` or ``{qs, {Ip, Port}}``: queue_server's protocol."""
+    if isinstance(value, Atom) and value.name in ("off", "false"):
+        acc["qs_enabled"] = False
+        return
+    if isinstance(value, tuple) and len(value) == 2:
+        acc["qs_host"] = _ip_text(value[0], where)
+        value = value[1]
+    acc["qs_port"] = _coerce("qs_port", value, where)
+    acc["qs_enabled"] = True
 
 
 def _apply_app(app: str, props: dict[str, Term], acc: dict[str, Any], notices: list[str], where: str) -> None:
@@ -191,6 +257,8 @@ def _apply_app(app: str, props: dict[str, Term], acc: dict[str, Any], notices: l
                 acc["stats_interval"] = max(value, 0)
             elif key == "join":
                 acc["join"] = _coerce("join", value, kw)
+            elif key == "virtual_queues":  # pylmq's; Erlang LMQ ignores keys it does not know
+                acc["virtual_queues"] = _virtual_queues(value, kw)
             else:
                 notices.append(f"{kw}: not used by pylmq; ignored")
         elif app == "statsderl":
@@ -201,10 +269,14 @@ def _apply_app(app: str, props: dict[str, Term], acc: dict[str, Any], notices: l
             else:
                 notices.append(f"{kw}: not used by pylmq; ignored")
         elif app == "pylmq":
-            if key in _PYLMQ_KEYS:
+            if key == "virtual_queues":
+                acc["virtual_queues"] = _virtual_queues(value, kw)
+            elif key == "qs":
+                _apply_qs(value, acc, kw)
+            elif key in _PYLMQ_KEYS:
                 acc[key] = _coerce(key, value, kw)
             else:
-                raise ConfigError(f"{kw}: unknown pylmq setting (known: {', '.join(_PYLMQ_KEYS)})")
+                raise ConfigError(f"{kw}: unknown pylmq setting (known: {', '.join(_PYLMQ_KEYS)}, virtual_queues)")
 
 
 def _read_app_config(path: Path, acc: dict[str, Any], notices: list[str], depth: int = 0) -> None:
@@ -301,6 +373,10 @@ def load_settings(
         if key in _FIELDS and key != "notices":
             acc[key] = value if key == "lager" else _coerce(key, value, "command line", from_text=True)
 
+    if acc.get("qs_udp_max", 0) > UDP_MAX_LIMIT:
+        raise ConfigError(
+            f"qs_udp_max must be at most {UDP_MAX_LIMIT} (the largest UDP payload), got {acc['qs_udp_max']}"
+        )
     if acc.get("node_name") is not None:
         acc["node_name"] = _full_node_name(acc["node_name"], acc.get("name_mode", "long"))
         if acc.get("cookie") is None:

@@ -168,13 +168,8 @@ class QueueManager:
 
     async def start(self) -> None:
         """Attach to an opened store: a Queue for every queue it holds."""
-        # getattr: the Mnesia store gains these with its share of per-message options; until
-        # then it keeps no virtual queues and transfers nothing.
-        kept = getattr(self.store, "virtual_queues", None)
-        self._virtual = {**self._config_virtual, **(kept() if kept is not None else {})}
-        listen = getattr(self.store, "listen_transfers", None)
-        if listen is not None:
-            listen(self._on_transfer)
+        self.refresh_virtual()
+        self.store.listen_transfers(self._on_transfer)
         for name in self.store.queue_names():
             self._attach(name)
         for q in self._queues.values():
@@ -404,6 +399,11 @@ class QueueManager:
     def virtual_queues(self) -> dict[str, list[str]]:
         return {n: list(qs) for n, qs in self._virtual.items()}
 
+    def refresh_virtual(self) -> None:
+        """Read the store's virtual queues again (in a cluster, other pylmq nodes bind them):
+        those of the configuration, then the store's, which win for the names they hold."""
+        self._virtual = {**self._config_virtual, **self.store.virtual_queues()}
+
     def _refuse_virtual(self, name: str) -> None:
         """Only pushes go to a virtual queue; anything else names its queues in the refusal."""
         members = self._virtual.get(name)
@@ -430,6 +430,11 @@ class QueueManager:
         for other, qs in self._virtual.items():
             if other != name and name in qs:
                 raise BadRequest(f"{name!r} is a queue of virtual queue {other!r}: it cannot be virtual")
+        # A dead-letter queue is a real queue, created when a message first dies.
+        used = [props for _, props in self.store.default_props()]
+        used += [p for p in map(self.store.queue_props, self.store.queue_names()) if p]
+        if any(p.get("dead_letter") == name for p in used):
+            raise BadRequest(f"{name!r} is a dead-letter queue: it cannot be virtual")
         await self.store.set_virtual(name, members)
         self._virtual[name] = members
         await self.store.barrier()
@@ -438,9 +443,11 @@ class QueueManager:
         """Unbind the virtual queue ``name``; False when there was none. Its queues stay."""
         if name not in self._virtual:
             return False
-        await self.store.set_virtual(name, [])
-        del self._virtual[name]
+        # The store may tell this manager of the change while it is made (a cluster's mirror
+        # sees its own write): pop, not del, and the configuration's binding goes first.
         self._config_virtual.pop(name, None)
+        await self.store.set_virtual(name, [])
+        self._virtual.pop(name, None)
         await self.store.barrier()
         return True
 
@@ -484,6 +491,8 @@ class QueueManager:
                     f"queue {n!r} accumulates messages (accum {props.accum} s): "
                     "a push with options or a returned id needs a queue with accum 0"
                 )
+            # Before any queue is created: a refused push leaves no trace in the store.
+            self.store.check_push(opts, props.retry)
         queues = [await self.ensure(n) for n in names]
         out = [(q.name, await q.push_with(item, opts)) for q in queues]
         await self.store.barrier()
@@ -837,6 +846,10 @@ class QueueManager:
         return self.store.default_props()
 
     async def set_default_props(self, defaults: DefaultList) -> None:
+        for regex, props in defaults:
+            dl = props.get("dead_letter")
+            if dl is not None and dl in self._virtual:
+                raise InvalidProps(f"default props of {regex!r:.60}: 'dead_letter' names virtual queue {dl!r}")
         await self.store.set_default_props(defaults)
         self.refresh_props()
         await self.store.barrier()

@@ -77,7 +77,7 @@ class DeadLetter:
 
 @dataclass(frozen=True, slots=True)
 class MessageExt:
-    """What a pylmq record holds beyond LMQ's five fields (docs/queue-server.md): absolute
+    """What a pylmq record holds beyond LMQ's five fields (docs/message-options.md): absolute
     ``expires`` (queue_server's ttl), a per-message redelivery ``interval`` that replaces the
     queue's timeout, a ``priority`` among due messages (higher first), ``once`` (at-most-once:
     one delivery, never redelivered nor dead-lettered), the delivery count and times, the push

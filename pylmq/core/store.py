@@ -110,6 +110,12 @@ class Store(Protocol):
         (the Erlang nodes of a cluster cannot serve every value pylmq can)."""
         ...
 
+    def check_push(self, options: PushOptions, retry: Retry) -> None:
+        """Raise :class:`~pylmq.errors.NotSupported` for a push with ``options`` (to a queue
+        whose own retry property is ``retry``) that this store cannot honour; called for every queue of a
+        push before any is created or written."""
+        ...
+
     def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
         """(all nodes, active nodes) of the cluster whose tables this store serves, as LMQ's
         ``/stats`` lists them; None while the store is this node's own."""

@@ -1022,8 +1022,10 @@ class QueueTable:
             if attempt > 0:
                 first = now if ext.first_at is None else ext.first_at
                 ext = replace(ext, attempts=ext.attempts + 1, first_at=first, last_at=now)
-            else:
-                ext = replace(ext, attempts=max(0, ext.attempts - 1))
+            elif ext.attempts <= 1:  # the one delivery did not happen: none did
+                ext = replace(ext, attempts=0, first_at=None, last_at=None)
+            else:  # the previous delivery's time is not kept: last_at stays the lost one's
+                ext = replace(ext, attempts=ext.attempts - 1)
         msg = StoredMessage((ts, uuid), state, old.type, retry, old.content, ext)
         self._insert(msg)
         if self._journal is not None:

@@ -15,22 +15,45 @@ Terms (shaped after LMQ's ``lmq:status/0`` and ``lmq:stats/0``, queue names as b
                 Stats = [{n, N}, {min, S}, {max, S}, {arithmetic_mean, S}, {median, S}] (seconds)
     join(Node), leave(), standalone() -> ok | {error, {Reason, Detail}}  (docs/mixed-clusters.md)
     stop() -> ok, then the node stops gracefully (also as init:stop(), what nodetool sends)
+
+pylmq's own (docs/http-api-extensions.md; LMQ has no such functions)::
+
+    peek(Name, After | undefined, N, Body) -> [Entry] | {error, {Reason, Detail}}
+                Entry = [{id, Bin}, {state, Atom}, {retry, N | infinity}, {attempts, N}, {ts, S},
+                         {expires, S | undefined}, {priority, P}, {size, Bytes}, {type, Bin},
+                         {content_type, Bin | undefined}, {dead, [{origin, Bin}, {failures, N},
+                         {last_delivery, S | undefined}, {reason, Bin}]}, {body, Bin}]
+                (dead only for a dead letter, body only when asked: as api/peek.py shows them)
+    requeue(Dlq, N, To | undefined) -> {ok, Count} | {error, {Reason, Detail}}
+    virtual_queues() -> [{Name, [Queue]}]
+    virtual_set(Name, [Queue]), virtual_delete(Name) -> ok | {error, {Reason, Detail}}
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import datetime
+from collections.abc import Awaitable, Iterable, Mapping
+from typing import Any
 
-from pylmq.core.manager import QueueManager
+from pylmq.api.peek import MAX_PEEK, peek_entry
+from pylmq.core.manager import MAX_BATCH, QueueManager
+from pylmq.erlang import Node
 from pylmq.erlang.terms import Atom, Term
+from pylmq.errors import BadRequest, LMQError, NotFound
 from pylmq.metrics import HistogramStats, MeterRates, QueueMetrics, QueueStats
 
 __all__ = [
     "MODULE",
+    "error_term",
+    "format_peek",
     "format_stats",
     "format_status",
+    "format_virtual",
+    "from_term",
+    "register_extensions",
     "stats_term",
     "status_term",
+    "to_term",
 ]
 
 MODULE = "lmq_console"
@@ -176,3 +199,172 @@ def format_stats(term: Term) -> str:
             f"mean {t.get('arithmetic_mean', 0.0):.3f}, median {t.get('median', 0.0):.3f}"
         )
     return "".join(line + "\n" for line in lines)
+
+
+# -- pylmq's extensions: peek, dead letters, requeue, virtual queues ----------------------------
+
+
+def to_term(value: Any) -> Term:
+    """A JSON-like value (what :func:`pylmq.api.peek.peek_entry` gives) as an Erlang term:
+    maps become proplists with atom keys, text binaries, None ``undefined``."""
+    if value is None:
+        return A("undefined")
+    if isinstance(value, bool):
+        return A("true" if value else "false")
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, dict):
+        return [(A(k), to_term(v)) for k, v in value.items()]
+    if isinstance(value, list | tuple):
+        return [to_term(v) for v in value]
+    if isinstance(value, int | float | bytes):
+        return value
+    raise TypeError(f"no term for {type(value).__name__}")
+
+
+def from_term(term: Term) -> Any:
+    """The inverse of :func:`to_term` for what it makes (binaries come back as text)."""
+    if isinstance(term, Atom):
+        return None if term.name == "undefined" else {"true": True, "false": False}.get(term.name, term.name)
+    if isinstance(term, bytes):
+        return term.decode("utf-8", "replace")
+    if isinstance(term, list):
+        if term and all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], Atom) for x in term):
+            return {k.name: from_term(v) for k, v in term}
+        return [from_term(x) for x in term]
+    return term
+
+
+def error_term(e: LMQError) -> Term:
+    """``{error, {Reason, Detail}}``, what lmq-admin prints and exits 1 on."""
+    return (A("error"), (A(e.reason), e.detail.encode()))
+
+
+def _utc(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+SHOWN_BODY = 1000
+"""Characters of a body ``lmq-admin peek --body`` prints (then ``...``): a page stays readable."""
+
+
+def _body_lines(entry: Mapping[str, Any]) -> list[str]:
+    parts = entry.get("parts")
+    holders: list[Mapping[str, Any]] = parts if isinstance(parts, list) else [entry]
+    lines = []
+    for i, h in enumerate(holders):
+        label = f"part {i + 1}" if parts is not None else "body"
+        if "body" in h:
+            text, kind = str(h["body"]), ""
+        elif "body_base64" in h:
+            text, kind = str(h["body_base64"]), " (base64)"
+        else:
+            continue
+        shown = text if len(text) <= SHOWN_BODY else text[:SHOWN_BODY] + "..."
+        lines.append(f"  {label}{kind}: {shown!r}"[: SHOWN_BODY + 40])
+    return lines
+
+
+def format_peek(term: Term, queue: str, count: int, *, dead: bool = False) -> str:
+    """``lmq-admin peek Q`` (``dead=False``) or ``lmq-admin dead Q``: one line per record, the
+    body under it when asked, and how to see the next page when this one is full."""
+    entries = [e for e in from_term(term) if isinstance(e, dict)] if isinstance(term, list) else []
+    lines: list[str] = []
+    if dead:
+        lines.append(f"{'ID':<36}  {'ORIGIN':<24} {'FAILURES':>8}  {'REASON':<8} {'LAST DELIVERY (UTC)':<23}  SIZE")
+    else:
+        lines.append(
+            f"{'ID':<36}  {'STATE':<10} {'RETRY':>8} {'ATTEMPTS':>8} {'PRIO':>4}  "
+            f"{'DUE / DEADLINE (UTC)':<23}  {'EXPIRES (UTC)':<23}  SIZE"
+        )
+    shown = 0
+    for e in entries:
+        d = e.get("dead")
+        if dead:
+            if not isinstance(d, dict):
+                continue  # pushed to this queue directly: not a dead letter
+            lines.append(
+                f"{e['id']:<36}  {d.get('origin', ''):<24} {d.get('failures', 0):>8}  {d.get('reason', ''):<8} "
+                f"{_utc(d.get('last_delivery')):<23}  {e.get('size', 0)}"
+            )
+        else:
+            lines.append(
+                f"{e['id']:<36}  {e.get('state', ''):<10} {e.get('retry', ''):>8} {e.get('attempts', 0):>8} "
+                f"{e.get('priority', 0):>4}  {_utc(e.get('ts')):<23}  {_utc(e.get('expires')):<23}  {e.get('size', 0)}"
+            )
+            if isinstance(d, dict):
+                lines.append(f"  dead letter from {d.get('origin')}: {d.get('failures')} failures, {d.get('reason')}")
+        lines.extend(_body_lines(e))
+        shown += 1
+    if not entries:
+        lines.append(f"({queue} holds no messages here)")
+    if len(entries) >= count:
+        command = "dead" if dead else "peek"
+        lines.append(f"(more may follow: lmq-admin {command} {queue} --after {entries[-1]['id']})")
+    return "".join(line + "\n" for line in lines)
+
+
+def format_virtual(term: Term) -> str:
+    """``lmq-admin virtual``: one line per virtual queue, ``name -> a, b``."""
+    lines = []
+    for name, queues in term if isinstance(term, list) else []:
+        lines.append(f"{_text(name)} -> {', '.join(_text(q) for q in queues)}")
+    return "".join(line + "\n" for line in lines) or "(no virtual queues)\n"
+
+
+async def _refused(op: Awaitable[Term]) -> Term:
+    try:
+        return await op
+    except LMQError as e:
+        return error_term(e)
+
+
+def _optional_text(term: Term) -> str | None:
+    return None if term == A("undefined") or term is None else _text(term)
+
+
+def register_extensions(node: Node, manager: QueueManager) -> None:
+    """peek, requeue and the virtual queue functions, for ``lmq-admin`` (terms in the module
+    docstring); a refusal answers ``{error, {Reason, Detail}}``."""
+
+    async def peek(name: Term, after: Term, count: Term, body: Term = False) -> Term:
+        async def run() -> Term:
+            n = count if isinstance(count, int) and not isinstance(count, bool) else 0
+            if not 1 <= n <= MAX_PEEK:
+                raise BadRequest(f"n must be a whole number of messages from 1 to {MAX_PEEK}, got {count!r}")
+            records = await manager.peek(_text(name), _optional_text(after), n)
+            return to_term([peek_entry(r, body=body is True or body == A("true")) for r in records])
+
+        return await _refused(run())
+
+    async def requeue(name: Term, count: Term, to: Term) -> Term:
+        async def run() -> Term:
+            n = count if isinstance(count, int) and not isinstance(count, bool) else 0
+            if not 1 <= n <= MAX_BATCH:
+                raise BadRequest(f"n must be a whole number of messages from 1 to {MAX_BATCH}, got {count!r}")
+            return (A("ok"), await manager.requeue(_text(name), n, _optional_text(to)))
+
+        return await _refused(run())
+
+    def virtual_queues() -> Term:
+        return [(k.encode(), [q.encode() for q in v]) for k, v in sorted(manager.virtual_queues().items())]
+
+    async def virtual_set(name: Term, queues: Term) -> Term:
+        async def run() -> Term:
+            await manager.set_virtual(_text(name), [_text(q) for q in queues] if isinstance(queues, list) else [])
+            return A("ok")
+
+        return await _refused(run())
+
+    async def virtual_delete(name: Term) -> Term:
+        async def run() -> Term:
+            if not await manager.delete_virtual(_text(name)):
+                raise NotFound(f"no virtual queue named {_text(name)!r}")
+            return A("ok")
+
+        return await _refused(run())
+
+    for fn in (peek, requeue, virtual_queues, virtual_set, virtual_delete):
+        node.register_function(MODULE, fn.__name__, fn)

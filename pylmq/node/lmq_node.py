@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,9 +38,11 @@ from pylmq.core.store import (
 from pylmq.errors import ConfigError
 from pylmq.metrics import QueueMetrics
 from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
+from pylmq.wire.qs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_REQUEST, DEFAULT_UDP_MAX
 
 if TYPE_CHECKING:
     from pylmq.api.http_server import HttpServer
+    from pylmq.api.qs_server import QsServer
 
 __all__ = ["LMQNode", "NodeOptions", "make_store", "parse_hostport"]
 
@@ -85,6 +88,15 @@ class NodeOptions:
     max_buffered_bytes: int | None = None
     min_receive_rate: int = DEFAULT_MIN_RECEIVE_RATE
     node_name: str = "nonode@nohost"  # what /stats lists as this node (its Erlang name, if any)
+    # Virtual queues of app.config: bound at start, except names the store already holds (a
+    # change made over the API persists and wins).
+    virtual_queues: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # queue_server's JSON protocol, TCP and UDP on one port (pylmq.api.qs_server); None: off.
+    # Off unless asked here; an operator's node (Settings) serves it by default.
+    qs: tuple[str, int] | None = None
+    qs_max_request: int = DEFAULT_MAX_REQUEST
+    qs_udp_max: int = DEFAULT_UDP_MAX
+    qs_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
 
 
 def make_store(opts: NodeOptions, clock: Clock) -> Store:
@@ -124,12 +136,14 @@ class LMQNode:
         self.metrics: QueueMetrics | None = QueueMetrics(clock=self.clock) if observer is None else None
         if isinstance(observer, QueueMetrics):
             self.metrics = observer
-        self.manager = QueueManager(self.store, self.clock, observer or self.metrics)
+        self.manager = QueueManager(self.store, self.clock, observer or self.metrics, virtual=self.opts.virtual_queues)
         self._http: HttpServer | None = None
         self._rpc: object | None = None
         self._budget: BufferBudget | None = None
         self.http_address: tuple[str, int] | None = None
         self.rpc_address: tuple[str, int] | None = None
+        self._qs: QsServer | None = None
+        self.qs_address: tuple[str, int] | None = None
 
     async def start(self) -> None:
         await self.store.open()
@@ -137,19 +151,31 @@ class LMQNode:
         if self.metrics is not None:
             self.metrics.start()
         try:
+            self._check_virtual_queues()
             if self.opts.http is not None:
                 await self._start_http(*self.opts.http)
             if self.opts.rpc is not None:
                 await self._start_rpc(*self.opts.rpc)
+            if self.opts.qs is not None:
+                await self._start_qs(*self.opts.qs)
         except BaseException:
             await self.stop()
             raise
         log.info(
-            "pylmq node started: store=%s http=%s rpc=%s",
+            "pylmq node started: store=%s http=%s rpc=%s qs=%s",
             self.store.kind,
             self.http_address,
             self.rpc_address,
+            self.qs_address,
         )
+
+    def _check_virtual_queues(self) -> None:
+        """A virtual queue of app.config (the manager binds them) whose name is a queue the
+        store holds would shadow it: the start stops, naming it."""
+        queues = set(self.manager.queue_names())
+        for name in self.opts.virtual_queues:
+            if name in queues:
+                raise ConfigError(f"virtual_queues {name!r}: a queue has that name; a virtual queue needs its own")
 
     def budget(self) -> BufferBudget:
         """The one budget for requests partly received, shared by the HTTP and RPC servers."""
@@ -208,6 +234,26 @@ class LMQNode:
             raise ConfigError(f"cannot listen for MessagePack-RPC on {host}:{port}: {e.strerror or e}") from e
         self._rpc = rpc
 
+    async def _start_qs(self, host: str, port: int) -> None:
+        from pylmq.api.qs import QsApi
+        from pylmq.api.qs_server import QsServer
+
+        opts = self.opts
+        server = QsServer(
+            QsApi(self.manager, self.clock, (host, port)),
+            max_request=opts.qs_max_request,
+            udp_max=opts.qs_udp_max,
+            idle_timeout=opts.qs_idle_timeout,
+            max_connections=opts.max_connections,
+            budget=self.budget(),
+            eager=self._in_process,
+        )
+        try:
+            self.qs_address = await server.start(host, port)
+        except OSError as e:
+            raise ConfigError(f"cannot listen for queue_server's protocol on {host}:{port}: {e.strerror or e}") from e
+        self._qs = server
+
     async def stop(self) -> None:
         """Graceful: stop accepting, let in-flight requests finish, end waits, flush the store.
 
@@ -224,6 +270,9 @@ class LMQNode:
             if isinstance(self._rpc, RpcServer):
                 await self._rpc.close()
         self._rpc = None
+        if self._qs is not None:
+            await self._qs.close()
+            self._qs = None
         await self.manager.close()
         if self._http is not None and not await self._http.drain(self.opts.shutdown_timeout):
             log.warning("HTTP requests still running after %ss: cancelling them", self.opts.shutdown_timeout)

@@ -51,6 +51,11 @@ def node_options(s: Settings) -> NodeOptions:
         max_buffered_bytes=s.max_buffered_bytes or None,
         min_receive_rate=s.min_receive_rate,
         node_name=s.node_name or "nonode@nohost",
+        virtual_queues=s.virtual_queues,
+        qs=(s.http_host if s.qs_host is None else s.qs_host, s.qs_port) if s.qs_enabled else None,
+        qs_max_request=s.qs_max_request,
+        qs_udp_max=s.qs_udp_max,
+        qs_idle_timeout=s.qs_idle_timeout / 1000.0,
     )
 
 
@@ -122,7 +127,10 @@ class Service:
             raise
         if self.pid_file is not None:
             self.pid_file.write_text(f"{os.getpid()}\n")
-        log.info("pylmq started %s", pairs(node=self.node_name, http=self.node.http_address, rpc=self.node.rpc_address))
+        log.info(
+            "pylmq started %s",
+            pairs(node=self.node_name, http=self.node.http_address, rpc=self.node.rpc_address, qs=self.node.qs_address),
+        )
 
     async def _start_dist(self, name: str) -> None:
         cookie = self.settings.cookie
@@ -141,6 +149,7 @@ class Service:
         d = self.dist
         d.register_function(console.MODULE, "status", self._status)
         d.register_function(console.MODULE, "stats", lambda: console.stats_term(self.node.manager, self.metrics))
+        console.register_extensions(d, self.node.manager)
         if self.store is not None:
             self.cluster = Cluster(d, self.store, self.node.manager, membership_file=self.membership_file)
             d.register_function(console.MODULE, "join", self._join)

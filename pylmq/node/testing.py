@@ -35,8 +35,10 @@ T = TypeVar("T")
 
 
 def local_options(**overrides: Any) -> NodeOptions:
-    """Options for a test node: HTTP and RPC on free 127.0.0.1 ports, memory store."""
-    opts = NodeOptions(http=("127.0.0.1", 0), rpc=("127.0.0.1", 0), store="memory", shutdown_timeout=1.0)
+    """Options for a test node: HTTP and RPC on free 127.0.0.1 ports, memory store, no
+    queue_server protocol (``qs=("127.0.0.1", 0)`` serves it on a free port: never on its
+    default port, which tests side by side would fight over)."""
+    opts = NodeOptions(http=("127.0.0.1", 0), rpc=("127.0.0.1", 0), qs=None, store="memory", shutdown_timeout=1.0)
     return replace(opts, **overrides)
 
 

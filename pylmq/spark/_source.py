@@ -131,6 +131,26 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(LmqDataSource)
 
 
+def local_session(app_name: str, conf: dict[str, str] | None = None, cores: int = 2) -> SparkSession:
+    """A Spark session on this machine only (driver bound to 127.0.0.1, no web UI, ``cores``
+    threads, as many shuffle partitions), quiet (log level ERROR), with the ``lmq`` source
+    registered: for trying a pipeline, tests and benchmarks. ``conf`` adds or overrides settings."""
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.sql.shuffle.partitions": str(cores),
+    }
+    settings.update(conf or {})
+    builder = SparkSession.builder.master(f"local[{cores}]").appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
 # -- ack / nack of a batch read ------------------------------------------------------------------
 
 

@@ -67,6 +67,9 @@ class LocalStore:
     def check_props(self, props: RawProps) -> None:
         return None  # every value parse_props lets through is served here
 
+    def check_push(self, options: PushOptions, retry: Retry) -> None:
+        return None  # every option check_options lets through is served here
+
     def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
         return None
 

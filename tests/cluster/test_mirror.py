@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pylmq.cluster.mirror import LMQ_INFO, QUEUE_INFO, SCHEMA, Mirror
+from pylmq.cluster.mirror import LMQ_INFO, QUEUE_INFO, SCHEMA, VIRTUAL_QUEUES, Mirror, virtual_from_row
 from pylmq.cluster.records import message_from_term, message_to_term, props_from_term, props_to_term
-from pylmq.core.message import State, StoredMessage, StoredMessageType
+from pylmq.core.message import State, StoredMessage, StoredMessageType, msg_key
 from pylmq.erlang.terms import Atom
 
 A = Atom
@@ -30,6 +30,9 @@ class Heard:
 
     def on_defaults(self) -> None:
         self.log.append(("defaults", None))
+
+    def on_virtual(self) -> None:
+        self.log.append(("virtual", None))
 
     def on_table_created(self, table: Atom) -> None:
         self.log.append(("table", table.name))
@@ -130,3 +133,51 @@ def test_non_ascii_queue_names_map_to_lmqs_latin1_atoms() -> None:
 
     atom = name_to_atom("キュー")
     assert (atom.name, name_from_atom(atom)) == ("キュー".encode().decode("latin-1"), "キュー")
+
+
+def vrow(name: bytes, queues: list[bytes]) -> tuple[object, ...]:
+    return (LMQ_INFO, (VIRTUAL_QUEUES, name), queues)
+
+
+def test_virtual_queues_come_from_their_lmq_info_rows_one_per_name() -> None:
+    heard = Heard()
+    m = Mirror(heard)
+    m.begin(LMQ_INFO)
+    m.apply(write(vrow(b"v2", [b"c"])))  # during the scan: replayed over it
+    m.load(LMQ_INFO, [vrow(b"v1", [b"a", b"b"]), (LMQ_INFO, A("default_props"), []), (LMQ_INFO, A("other"), 1)])
+    assert m.virtual == {"v1": ["a", "b"], "v2": ["c"]}
+    heard.log.clear()
+    m.apply(write(vrow(b"v1", [b"d"])))
+    m.apply(write(vrow(b"v1", [b"d"])))  # the same binding again: no news
+    m.apply(delete(LMQ_INFO, (VIRTUAL_QUEUES, b"v2")))
+    assert m.virtual == {"v1": ["d"]}
+    assert heard.log == [("virtual", None), ("virtual", None)]
+    # Rows of other shapes under other keys are not virtual queues.
+    assert virtual_from_row((LMQ_INFO, (A("other"), b"v"), [b"a"])) is None
+    assert virtual_from_row((LMQ_INFO, (VIRTUAL_QUEUES, b"v"), b"a")) is None
+
+
+def test_find_delivery_resolves_the_key_of_one_processing_row_only() -> None:
+    u1, u2, u3 = b"\x01" * 16, b"\x02" * 16, b"\x03" * 8 + b"\x02" * 8  # u3's key is u2's
+    m = loaded([row(1.0, u1, "processing"), row(2.0, u2, "available")])
+    t = m.tables["q1"]
+    assert t.find_delivery(msg_key(u1)) == u1
+    assert t.find_delivery(msg_key(u2)) is None  # available: no delivery
+    m.apply(delete(Q, (2.0, u2)))
+    m.apply(write(row(9.0, u2, "processing")))  # dequeued: processing under a deadline
+    assert t.find_delivery(msg_key(u2)) == u2
+    m.apply(write(row(8.0, u3, "processing")))
+    assert t.find_delivery(msg_key(u2)) is None, "an ambiguous key settles nothing"
+    m.apply(delete(Q, (8.0, u3)))
+    assert t.find_delivery(msg_key(u2)) == u2
+    m.apply(delete(Q, (1.0, u1)))
+    assert t.find_delivery(msg_key(u1)) is None
+
+
+def test_a_page_is_the_rows_after_the_cursor_in_id_order() -> None:
+    m = loaded([row(float(i % 5), bytes([i]) * 16) for i in range(10)])
+    t = m.tables["q1"]
+    ids = [msg.id for msg in t.messages()]
+    assert [msg.id for msg in t.page(None, 3)] == ids[:3]
+    assert [msg.id for msg in t.page(ids[2], 4)] == ids[3:7]
+    assert t.page(ids[-1], 4) == []

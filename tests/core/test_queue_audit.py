@@ -35,11 +35,13 @@ class GatedStore(MemoryStore):
             self.barrier_entered.set()
             await self.barrier_gate.wait()
 
-    async def dequeue(self, name: str, timeout: float) -> tuple[StoredMessage, float] | None:
+    async def dequeue(
+        self, name: str, timeout: float, dead_letter: str | None = None
+    ) -> tuple[StoredMessage, float] | None:
         if self.dequeue_gate is not None:
             self.dequeue_entered.set()
             await self.dequeue_gate.wait()
-        return await super().dequeue(name, timeout)
+        return await super().dequeue(name, timeout, dead_letter)
 
     async def put_back(self, name: str, uuid: bytes) -> bool:
         self.put_back_entered.set()
@@ -243,11 +245,13 @@ class FlakyStore(MemoryStore):
         super().__init__(clock)
         self.failures = 0
 
-    async def dequeue(self, name: str, timeout: float) -> tuple[StoredMessage, float] | None:
+    async def dequeue(
+        self, name: str, timeout: float, dead_letter: str | None = None
+    ) -> tuple[StoredMessage, float] | None:
         if self.failures == 0 and self.waittime(name) == 0:
             self.failures += 1
             raise StoreError("peer gone")
-        return await super().dequeue(name, timeout)
+        return await super().dequeue(name, timeout, dead_letter)
 
 
 async def test_waiters_are_served_again_after_the_store_failed_once() -> None:

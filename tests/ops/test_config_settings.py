@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from pylmq.errors import ConfigError, ConfigSyntaxError
 from pylmq.node import NodeOptions, make_store
 from pylmq.node.service import node_options
 from pylmq.store.durable import DurableStore
-from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
+from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_QS_PORT, DEFAULT_RPC_PORT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -190,8 +191,11 @@ def test_one_set_of_defaults_for_settings_node_options_command_line_and_clients(
     assert (tuple(stores), tuple(fsyncs)) == (STORE_KINDS, FSYNC_POLICIES)
     # Every option a default configuration gives the node is NodeOptions' own default (units
     # converted: app.config counts milliseconds), and the durable store's keyword defaults
-    # are the same values, so a default changed in one place only shows up here.
-    assert node_options(s) == opts
+    # are the same values, so a default changed in one place only shows up here. The one
+    # exception: queue_server's protocol, on for an operator's node but off for a node built
+    # in code, so that test nodes side by side never fight over its fixed port.
+    assert node_options(s).qs == ("0.0.0.0", DEFAULT_QS_PORT) and opts.qs is None
+    assert replace(node_options(s), qs=None) == opts
     store_defaults = {
         name: p.default
         for name, p in inspect.signature(DurableStore).parameters.items()

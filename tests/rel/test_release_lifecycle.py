@@ -49,7 +49,10 @@ def assert_lager_files(log_dir: Path) -> None:
 def test_start_ping_push_pull_status_stop_as_an_operator(release: Release) -> None:
     started = release.lmq("start")
     assert started.returncode == 0, f"start: expected exit 0, got {started.returncode}: {started.stderr}"
-    expected = f"lmq started: node {release.name}, HTTP 127.0.0.1:{release.http_port}, RPC 0.0.0.0:{release.rpc_port}\n"
+    expected = (
+        f"lmq started: node {release.name}, HTTP 127.0.0.1:{release.http_port}, RPC 0.0.0.0:{release.rpc_port},"
+        f" queue_server 127.0.0.1:{release.qs_port}\n"
+    )
     assert started.stdout == expected, f"start: expected the success line {expected!r}, got {started.stdout!r}"
 
     ping = release.lmq("ping")

@@ -37,26 +37,18 @@ if TYPE_CHECKING:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     # Imported here: without the spark extra this conftest still loads, and the test modules
     # skip themselves (spark_helpers.require_pyspark) instead of failing at collection.
-    from pyspark.sql import SparkSession
-
-    from pylmq.spark import register
+    from pylmq.spark import local_session
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("pylmq-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.warehouse.dir", str(warehouse))
-        .config("spark.sql.streaming.stateStore.maintenanceInterval", "600s")
-        .config("spark.driver.extraJavaOptions", "-Dderby.system.home=" + str(warehouse))
-        .getOrCreate()
+    session = local_session(
+        "pylmq-tests",
+        {
+            "spark.default.parallelism": "2",
+            "spark.sql.warehouse.dir": str(warehouse),
+            "spark.sql.streaming.stateStore.maintenanceInterval": "600s",
+            "spark.driver.extraJavaOptions": "-Dderby.system.home=" + str(warehouse),
+        },
     )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
     yield session
     for q in session.streams.active:
         q.stop()

@@ -73,23 +73,12 @@ def start_query(spark: SparkSession, config: dict[str, Any]) -> StreamingQuery:
 
 
 def main(config: dict[str, Any]) -> None:
-    from pyspark.sql import SparkSession
+    from pylmq.spark import local_session
 
-    from pylmq.spark import register
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("pylmq-stream-job")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.memory", "512m")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.streaming.stateStore.maintenanceInterval", "600s")
-        .getOrCreate()
+    spark = local_session(
+        "pylmq-stream-job",
+        {"spark.driver.memory": "512m", "spark.sql.streaming.stateStore.maintenanceInterval": "600s"},
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
     out = Path(config["out"])
     query = start_query(spark, config)
     query.processAllAvailable()

@@ -229,8 +229,10 @@ class Model:
         if r is not None:
             r.state, r.ts = "available", now
             r.retry = _inc(r.retry)
-            if r.ext is not None:
-                r.ext = replace(r.ext, attempts=max(0, r.ext.attempts - 1))
+            if r.ext is not None and r.ext.attempts <= 1:  # the one delivery did not happen
+                r.ext = replace(r.ext, attempts=0, first_at=None, last_at=None)
+            elif r.ext is not None:  # last_at stays: the delivery before is not remembered
+                r.ext = replace(r.ext, attempts=r.ext.attempts - 1)
         return r is not None
 
     def delete(self) -> bool:

@@ -29,6 +29,10 @@ Recovery (:mod:`pylmq.store.recovery`) replays that segment and cuts a torn tail
 ``journal-NNNNNNNN.log.torn-<time>-at<offset>``); any other damage makes
 it refuse to start (:mod:`pylmq.store.check` says which is which, and repairs).
 
+The journal's format 2 (docs/decisions/journal-v2.md) also holds per-message options, a record
+moved to another queue (a dead letter, a requeue) as one frame, and the virtual queues; a journal
+of format 1 is rewritten as a format-2 segment at open, before the store serves (``_upgrade``).
+
 Failures and limits (docs/decisions/store-failures.md): a write or sync that fails stops all
 writing and refuses changes (503) until the tables could be written whole as a new segment,
 tried again with back-off; a compaction that fails is tried again with back-off. Near a limit

@@ -37,6 +37,7 @@ from pylmq.store.journal import (
     SnapshotBegin,
     SnapshotEnd,
     scan,
+    segment_version,
 )
 
 __all__ = [
@@ -205,7 +206,7 @@ def orphaned_current(paths: list[Path]) -> JournalCorrupt | None:
     current = paths[-1]
     with open(current, "rb") as f:
         head = f.read(len(MAGIC) + len(SNAPSHOT_BEGIN_FRAME))
-    if head[: len(MAGIC)] != MAGIC or head[len(MAGIC) :] == SNAPSHOT_BEGIN_FRAME:
+    if not segment_version(head) or head[len(MAGIC) :] == SNAPSHOT_BEGIN_FRAME:
         return None  # another format version, or a compaction's segment: judged elsewhere
     older = ", ".join(p.name for p in paths[:-1])
     return JournalCorrupt(
@@ -266,9 +267,11 @@ def _rewrite(report: SegmentReport) -> Repaired:
         for d in report.damages:
             if d.end > d.offset:
                 done.saved.append(save_aside(path, "damaged", d.offset, buf[d.offset : d.end]))
+        # The segment keeps its format version: a format-1 segment holds no format-2 kind.
+        magic = bytes(buf[: len(MAGIC)]) if segment_version(buf) else MAGIC
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            write_all(fd, MAGIC)
+            write_all(fd, magic)
             for a, b in keep:
                 for at in range(a, b, _CHUNK):
                     write_all(fd, buf[at : min(b, at + _CHUNK)])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from pylmq.core.message import StoredMessage
@@ -67,15 +67,23 @@ def freeze(
     return frozen, [(r, dict(p)) for r, p in defaults]
 
 
-def write_snapshot(data_dir: Path, io: JournalIO, seq: int, frozen: Frozen, defaults: DefaultList) -> tuple[int, int]:
-    """Write the frozen state as segment ``seq``'s ``.tmp`` file, synced; (its fd, its size)."""
+def write_snapshot(
+    data_dir: Path,
+    io: JournalIO,
+    seq: int,
+    frozen: Frozen,
+    defaults: DefaultList,
+    virtual: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[int, int]:
+    """Write the frozen state (and the virtual queues, a copy) as segment ``seq``'s ``.tmp``
+    file, synced; (its fd, its size)."""
     tmp = data_dir / (segment_name(seq) + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
     try:
         size = 0
         chunk = bytearray(MAGIC)
         write = io.write
-        for frame in Encoder().state(frozen, defaults):
+        for frame in Encoder().state(frozen, defaults, virtual):
             chunk += frame
             if len(chunk) >= CHUNK:
                 write(fd, chunk)

@@ -29,6 +29,10 @@ Recovery (:mod:`pylmq.store.recovery`) replays that segment and cuts a torn tail
 ``journal-NNNNNNNN.log.torn-<time>-at<offset>``); any other damage makes
 it refuse to start (:mod:`pylmq.store.check` says which is which, and repairs).
 
+The journal's format 2 (docs/decisions/journal-v2.md) also holds per-message options, a record
+moved to another queue (a dead letter, a requeue) as one frame, and the virtual queues; a journal
+of format 1 is rewritten as a format-2 segment at open, before the store serves (``_upgrade``).
+
 Failures and limits (docs/decisions/store-failures.md): a write or sync that fails stops all
 writing and refuses changes (503) until the tables could be written whole as a new segment,
 tried again with back-off; a compaction that fails is tried again with back-off. Near a limit
@@ -59,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pylmq.core.clock import Clock
-from pylmq.core.message import Item, Retry, StoredMessage
+from pylmq.core.message import Item, PushOptions, Retry, StoredMessage
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.store import (
     DEFAULT_DISK_RESERVE_BYTES,
@@ -72,7 +76,7 @@ from pylmq.core.table import AccumResult
 from pylmq.errors import ConfigError, ShuttingDown, StoreError, StoreFull
 from pylmq.store import compaction as compact
 from pylmq.store.compaction import Frozen, drop_snapshot, install, write_snapshot
-from pylmq.store.journal import JournalFormatError
+from pylmq.store.journal import VERSION, JournalFormatError
 from pylmq.store.journal_io import JournalIO, Syncer, Worker, fdatasync
 from pylmq.store.local import LocalStore
 from pylmq.store.recovery import recover
@@ -310,6 +314,21 @@ class DurableStore(LocalStore):
             self._check_change(True)
         return self._table(name).enqueue(item, retry, accum, self.clock.now())
 
+    async def push(self, name: str, item: Item, retry: Retry, options: PushOptions, *, track: bool = False) -> bytes:
+        if self._refusing:
+            self._check_change(True)
+        return await super().push(name, item, retry, options, track=track)
+
+    async def requeue(self, dlq: str, count: int, to: str | None) -> int:
+        if self._refusing:
+            self._check_change(False)
+        return await super().requeue(dlq, count, to)
+
+    async def set_virtual(self, name: str, queues: Sequence[str]) -> None:
+        if self._refusing:
+            self._check_change(False)
+        await super().set_virtual(name, queues)
+
     async def create(self, name: str, props: RawProps | None = None) -> bool:
         if self._refusing:
             self._check_change(name not in self.tables)
@@ -362,6 +381,9 @@ class DurableStore(LocalStore):
     def _on_defaults(self, defaults: DefaultList) -> None:
         self._log.add(self._log.enc.defaults(defaults))
 
+    def _on_virtual(self, name: str, queues: list[str]) -> None:
+        self._log.add(self._log.enc.virtual(name, queues))
+
     # -- recovery (runs in the journal thread before anything else touches the store) ------------
 
     def _recover(self) -> None:
@@ -369,6 +391,30 @@ class DurableStore(LocalStore):
         self._seq, self._fd = r.seq, r.fd
         st = self.stats
         st.segment, st.segment_bytes, st.recovered_records, st.torn_bytes = r.seq, r.size, r.records, r.torn_bytes
+        if r.version < VERSION:
+            self._upgrade(r.version)
+
+    def _upgrade(self, version: int) -> None:
+        """The journal is an older format: write the recovered state as a new segment of the
+        current format (a compaction, before the store serves anything), so that no newer
+        record ever goes into an older segment. A crash meanwhile leaves the old segment as the
+        state (the new one is a ``.tmp`` until whole), and the next start upgrades again."""
+        frozen, defaults, virtual = self._freeze()
+        seq = self._seq + 1
+        fd, size = write_snapshot(self.data_dir, self.io, seq, frozen, defaults, virtual)
+        try:
+            install(self.data_dir, self.io, seq, fd, b"", self._fd)
+        except BaseException:
+            drop_snapshot(self.data_dir, seq, fd)
+            raise
+        self._seq, self._fd = seq, fd
+        st = self.stats
+        st.segment, st.segment_bytes = seq, size
+        self._next_check = compact.next_check(self.compact_min_bytes, self.compact_ratio, size)
+        log.warning(
+            "journal of %s upgraded from format %d to %d: segment %d (%d bytes); older pylmq versions cannot read it",
+            self.data_dir, version, VERSION, seq, size,
+        )  # fmt: skip
 
     # -- group commit ------------------------------------------------------------------------------
 
@@ -554,14 +600,14 @@ class DurableStore(LocalStore):
                 self._repair_delay,
             )
             return
-        frozen, defaults = self._freeze()
+        frozen, defaults, virtual = self._freeze()
         seq = self._seq + 1
         loop = asyncio.get_running_loop()
         io = self._io
         assert io is not None
         try:
             fd, size = await loop.run_in_executor(
-                self._snap_io, write_snapshot, self.data_dir, self.io, seq, frozen, defaults
+                self._snap_io, write_snapshot, self.data_dir, self.io, seq, frozen, defaults, virtual
             )
             try:
                 await io.call(install, self.data_dir, self.io, seq, fd, b"", self._fd)
@@ -695,18 +741,19 @@ class DurableStore(LocalStore):
         """Freeze the live state now and write it as the next segment in a thread."""
         if self._compaction is not None or self._snap_io is None or self._error is not None:
             return
-        frozen, defaults = self._freeze()
+        frozen, defaults, virtual = self._freeze()
         self._log.carry, self._log.carry_bytes = [], 0
         self._compaction_started = time.monotonic()
         seq = self._seq + 1
         fut = asyncio.get_running_loop().run_in_executor(
-            self._snap_io, write_snapshot, self.data_dir, self.io, seq, frozen, defaults
+            self._snap_io, write_snapshot, self.data_dir, self.io, seq, frozen, defaults, virtual
         )
         fut.add_done_callback(lambda _: self._wake.set())
         self._compaction = fut
 
-    def _freeze(self) -> tuple[Frozen, DefaultList]:
-        return compact.freeze(self.tables, self.props, self.defaults)
+    def _freeze(self) -> tuple[Frozen, DefaultList, dict[str, list[str]]]:
+        frozen, defaults = compact.freeze(self.tables, self.props, self.defaults)
+        return frozen, defaults, {name: list(queues) for name, queues in self.virtual.items()}
 
     def _retry_compaction(self) -> None:
         self._compact_timer = None

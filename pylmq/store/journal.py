@@ -10,8 +10,8 @@ stops there and reports where the last whole frame ended, so the store can cut t
 and keep everything before it. A frame whose checksum holds but whose content cannot be read is
 not a torn write; the reader raises :class:`JournalFormatError` rather than drop data.
 
-Records mirror :class:`~pylmq.core.table.Journal` (``put``, ``move``, ``append``, ``delete``)
-plus the queue metadata (``queue`` create/props, ``drop``, ``defaults``). A segment written by
+Records mirror :class:`~pylmq.core.table.Journal` (``put``, ``move``, ``append``, ``delete``,
+``transfer``) plus the metadata (``queue`` create/props, ``drop``, ``defaults``, ``virtual``). A segment written by
 compaction starts with the live state as ``queue``, ``defaults`` and ``put`` records between a
 ``snapshot-begin`` and a ``snapshot-end`` marker, so one segment alone always holds the whole
 state, and a reader can tell a snapshot cut short (never a crash: compaction renames a segment
@@ -22,6 +22,15 @@ as a :class:`Damage`, then resynchronises on the next valid frame (a header whos
 whose kind is known, whose CRC-32 holds and whose payload decodes). It first tries the end the
 damaged frame's own header claims (a flipped payload byte leaves the length intact), and only
 then searches byte by byte, so a damaged frame's payload is not mistaken for frames of its own.
+
+Versions (docs/decisions/journal-v2.md). Format 1 has the kinds 1-9; format 2 adds records that
+carry a :class:`~pylmq.core.message.MessageExt` (``put-ext``, ``move-ext``), ``transfer`` (a
+record moved to another queue in one frame: a dead letter, a requeue) and ``virtual`` (a virtual
+queue bound or removed). Format 1's frames are byte for byte the same in format 2, and a record
+without an ext is still written as one. The signature's last byte is the version: this reader
+takes both, writes only format 2, and refuses a format-2 kind in a format-1 segment; a pylmq that
+knows only format 1 refuses a format-2 segment whole (its signature) instead of judging the new
+frames damage and cutting them.
 """
 
 from __future__ import annotations
@@ -30,18 +39,20 @@ import mmap
 import re
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import msgpack
 
-from pylmq.core.message import Item, Metadata, State, StoredMessage, StoredMessageType
+from pylmq.core.message import DeadLetter, Item, MessageExt, Metadata, State, StoredMessage, StoredMessageType
 from pylmq.core.props import DefaultList, RawProps
 
 __all__ = [
     "MAGIC",
+    "MAGIC_V1",
     "SEGMENT_NAME",
     "SNAPSHOT_BEGIN_FRAME",
+    "VERSION",
     "AppendRecord",
     "Buffer",
     "Damage",
@@ -58,12 +69,19 @@ __all__ = [
     "Record",
     "SnapshotBegin",
     "SnapshotEnd",
+    "TransferRecord",
+    "VirtualRecord",
     "damage_at",
     "scan",
+    "segment_version",
 ]
 
-MAGIC = b"PYLMQJ\x00\x01"
-"""File signature and format version 1."""
+VERSION = 2
+MAGIC = b"PYLMQJ\x00\x02"
+"""File signature and format version (the last byte): what this version writes."""
+MAGIC_V1 = b"PYLMQJ\x00\x01"
+"""The signature of format 1, still read (a journal of an earlier pylmq); never written."""
+_MAGICS = {MAGIC_V1: 1, MAGIC: 2}
 
 HEADER = struct.Struct("<IIB")
 MAX_FRAME = 1 << 31
@@ -72,14 +90,19 @@ SEGMENT_NAME = re.compile(r"^journal-(\d{8})\.log$")
 
 K_QUEUE, K_DROP, K_DEFAULTS, K_PUT, K_MOVE, K_APPEND, K_DELETE = 1, 2, 3, 4, 5, 6, 7
 K_SNAPSHOT_BEGIN, K_SNAPSHOT_END = 8, 9
+K_PUT_EXT, K_MOVE_EXT, K_TRANSFER, K_VIRTUAL = 10, 11, 12, 13  # format 2
+_LAST_KIND = {1: K_SNAPSHOT_END, 2: K_VIRTUAL}
+"""The highest record kind of each format version."""
 
 _STATE_CODE = {State.AVAILABLE: 0, State.PROCESSING: 1, State.ACCUM: 2}
 _CODE_STATE = {v: k for k, v in _STATE_CODE.items()}
 _TYPE_CODE = {StoredMessageType.NORMAL: 0, StoredMessageType.COMPOUND: 1}
 _CODE_TYPE = {v: k for k, v in _TYPE_CODE.items()}
 # crc32 of the kind byte, so a frame's checksum chains over the payload without concatenating.
-_KIND_CRC = {k: zlib.crc32(bytes([k])) for k in range(1, K_SNAPSHOT_END + 1)}
+_KIND_CRC = {k: zlib.crc32(bytes([k])) for k in range(1, K_VIRTUAL + 1)}
 _PUT_CRC, _MOVE_CRC, _DELETE_CRC = _KIND_CRC[K_PUT], _KIND_CRC[K_MOVE], _KIND_CRC[K_DELETE]
+_DEAD_REASON = {"retries": 0, "expired": 1}
+_REASON_OF = ("retries", "expired")
 _header = HEADER.pack
 _crc32 = zlib.crc32
 _AVAILABLE, _PROCESSING, _NORMAL = State.AVAILABLE, State.PROCESSING, StoredMessageType.NORMAL
@@ -110,7 +133,8 @@ class PutRecord(NamedTuple):
 
 
 class MoveRecord(NamedTuple):
-    """``old_uuid``'s record takes a new id, state and retry; type and content stay."""
+    """``old_uuid``'s record takes a new id, state, retry and ext; type and content stay. A
+    move writes the new record's whole ext (None: it has none, format 1's move)."""
 
     queue: str
     old_uuid: bytes
@@ -118,6 +142,29 @@ class MoveRecord(NamedTuple):
     uuid: bytes
     state: State
     retry: int | None
+    ext: MessageExt | None = None
+
+
+class TransferRecord(NamedTuple):
+    """``uuid``'s record leaves ``from_queue`` and joins ``to_queue`` as a new record (id, state,
+    retry, ext given); type and content go with it, as in a move. One frame, so replay sees the
+    move whole or not at all."""
+
+    from_queue: str
+    uuid: bytes
+    to_queue: str
+    ts: float
+    new_uuid: bytes
+    state: State
+    retry: int | None
+    ext: MessageExt | None
+
+
+class VirtualRecord(NamedTuple):
+    """The virtual queue ``name`` is bound to ``queues``; an empty list removes it."""
+
+    name: str
+    queues: list[str]
 
 
 class AppendRecord(NamedTuple):
@@ -149,7 +196,68 @@ Record = (
     | DeleteRecord
     | SnapshotBegin
     | SnapshotEnd
+    | TransferRecord
+    | VirtualRecord
 )
+
+
+def _ext_fields(ext: MessageExt | None) -> tuple[Any, ...] | None:
+    """A MessageExt as a fixed array: a field left at its default costs one byte (nil, 0 or
+    false), a time nine."""
+    if ext is None:
+        return None
+    d = ext.dead
+    dead = None if d is None else (d.origin, d.failures, d.last_at, _DEAD_REASON[d.reason])
+    return (
+        ext.expires,
+        ext.interval,
+        ext.priority,
+        ext.once,
+        ext.attempts,
+        ext.first_at,
+        ext.last_at,
+        ext.sent_at,
+        dead,
+    )
+
+
+def _time(x: Any) -> float | None:
+    if x is None:
+        return None
+    if type(x) is bool or not isinstance(x, (int, float)):
+        raise ValueError(f"a time, not {x!r}")
+    return float(x)
+
+
+def _int(x: Any) -> int:
+    if type(x) is not int:
+        raise ValueError(f"an integer, not {x!r}")
+    return x
+
+
+def _ext(f: Any) -> MessageExt | None:
+    if f is None:
+        return None
+    expires, interval, priority, once, attempts, first_at, last_at, sent_at, dead = f
+    if type(once) is not bool:
+        raise ValueError(f"once is a boolean, not {once!r}")
+    letter = None
+    if dead is not None:
+        origin, failures, dead_last, reason = dead
+        if type(origin) is not str:
+            raise ValueError(f"a dead letter's origin is a queue name, not {origin!r}")
+        letter = DeadLetter(origin, _int(failures), _time(dead_last), _REASON_OF[_int(reason)])  # type: ignore[arg-type]
+    return MessageExt(
+        _time(expires),
+        _time(interval),
+        _int(priority),
+        once,
+        _int(attempts),
+        _time(first_at),
+        _time(last_at),
+        _time(sent_at),
+        letter,
+    )
 
 
 class Encoder:
@@ -178,6 +286,20 @@ class Encoder:
 
     def put(self, queue: str, msg: StoredMessage) -> bytes:
         ts, uuid = msg.id
+        if msg.ext is not None:
+            return self._frame(
+                K_PUT_EXT,
+                (
+                    queue,
+                    ts,
+                    uuid,
+                    _STATE_CODE[msg.state],
+                    _TYPE_CODE[msg.type],
+                    msg.retry,
+                    msg.content,
+                    _ext_fields(msg.ext),
+                ),
+            )
         st = msg.state
         state = 0 if st is _AVAILABLE else 1 if st is _PROCESSING else 2
         payload: bytes = self._pack((queue, ts, uuid, state, 0 if msg.type is _NORMAL else 1, msg.retry, msg.content))
@@ -185,6 +307,9 @@ class Encoder:
 
     def move(self, queue: str, old_uuid: bytes, msg: StoredMessage) -> bytes:
         ts, uuid = msg.id
+        if msg.ext is not None:
+            fields = (queue, old_uuid, ts, uuid, _STATE_CODE[msg.state], msg.retry, _ext_fields(msg.ext))
+            return self._frame(K_MOVE_EXT, fields)
         st = msg.state
         state = 0 if st is _AVAILABLE else 1 if st is _PROCESSING else 2
         payload: bytes = self._pack((queue, old_uuid, ts, uuid, state, msg.retry))
@@ -193,17 +318,32 @@ class Encoder:
     def append(self, queue: str, uuid: bytes, item: Item) -> bytes:
         return self._frame(K_APPEND, (queue, uuid, item))
 
+    def transfer(self, from_queue: str, uuid: bytes, to_queue: str, msg: StoredMessage) -> bytes:
+        """``uuid`` leaves ``from_queue`` and becomes ``msg`` in ``to_queue``; ``msg``'s type
+        and content are not written: they are the old record's (replay takes them from it)."""
+        ts, new_uuid = msg.id
+        fields = (from_queue, uuid, to_queue, ts, new_uuid, _STATE_CODE[msg.state], msg.retry, _ext_fields(msg.ext))
+        return self._frame(K_TRANSFER, fields)
+
+    def virtual(self, name: str, queues: Iterable[str]) -> bytes:
+        return self._frame(K_VIRTUAL, (name, list(queues)))
+
     def delete(self, queue: str, uuid: bytes) -> bytes:
         payload: bytes = self._pack((queue, uuid))
         return _header(len(payload) + 1, _crc32(payload, _DELETE_CRC), K_DELETE) + payload
 
     def state(
-        self, queues: Iterable[tuple[str, RawProps, Iterable[StoredMessage]]], defaults: DefaultList
+        self,
+        queues: Iterable[tuple[str, RawProps, Iterable[StoredMessage]]],
+        defaults: DefaultList,
+        virtual: Mapping[str, Sequence[str]] | None = None,
     ) -> Iterable[bytes]:
         """The frames of a whole state (a compaction snapshot), queue by queue, between the
         snapshot markers."""
         yield self._frame(K_SNAPSHOT_BEGIN, ())
         yield self.defaults(defaults)
+        for name, members in (virtual or {}).items():
+            yield self.virtual(name, members)
         for name, props, messages in queues:
             yield self.queue(name, props)
             for msg in messages:
@@ -254,6 +394,22 @@ def _decode(kind: int, f: Any) -> Record:
         return DropRecord(f[0])
     if kind == K_DEFAULTS:
         return DefaultsRecord([(regex, dict(props)) for regex, props in f[0]])
+    if kind == K_PUT_EXT:
+        queue, ts, uuid, state, type_code, retry, content, ext = f
+        mtype = _CODE_TYPE[type_code]
+        content = [_item(i) for i in content] if mtype is StoredMessageType.COMPOUND else _item(content)
+        return PutRecord(queue, StoredMessage((float(ts), uuid), _CODE_STATE[state], mtype, retry, content, _ext(ext)))
+    if kind == K_MOVE_EXT:
+        queue, old_uuid, ts, uuid, state, retry, ext = f
+        return MoveRecord(queue, old_uuid, float(ts), uuid, _CODE_STATE[state], retry, _ext(ext))
+    if kind == K_TRANSFER:
+        from_queue, uuid, to_queue, ts, new_uuid, state, retry, ext = f
+        return TransferRecord(from_queue, uuid, to_queue, float(ts), new_uuid, _CODE_STATE[state], retry, _ext(ext))
+    if kind == K_VIRTUAL:
+        name, queues = f
+        if not all(type(q) is str for q in queues):
+            raise ValueError(f"virtual queue members are names, not {queues!r}")
+        return VirtualRecord(name, list(queues))
     if kind == K_SNAPSHOT_BEGIN and f == ():
         return SnapshotBegin()
     if kind == K_SNAPSHOT_END and f == ():
@@ -277,22 +433,24 @@ class JournalReader:
         self.offset = 0  # into the file
         self.torn = False
         self.snapshot_at: int | None = None
-        self._magic_seen = False
+        self.version = 0  # the segment's format version, once its signature is read
+        self._last_kind = 0
 
     def feed(self, data: bytes) -> list[Record]:
         if self.torn:
             return []
         self._buf += data
         out: list[Record] = []
-        if not self._magic_seen:
+        if not self.version:
             if len(self._buf) < len(MAGIC):
                 return out
-            if self._buf[: len(MAGIC)] != MAGIC:
+            version = _MAGICS.get(bytes(self._buf[: len(MAGIC)]), 0)
+            if not version:
                 raise JournalFormatError("not a pylmq journal segment (bad signature or version)")
-            self._magic_seen = True
+            self.version, self._last_kind = version, _LAST_KIND[version]
             self._pos = self.offset = len(MAGIC)
         buf, pos, end = self._buf, self._pos, len(self._buf)
-        hsize = HEADER.size
+        hsize, last = HEADER.size, self._last_kind
         while end - pos >= hsize:
             length, crc, kind = HEADER.unpack_from(buf, pos)
             if length == 0 or length > MAX_FRAME:
@@ -304,6 +462,8 @@ class JournalReader:
             if zlib.crc32(payload, zlib.crc32(bytes([kind]))) != crc:
                 self.torn = True
                 break
+            if last < kind <= K_VIRTUAL:
+                raise JournalFormatError(f"record kind {kind} at offset {self.offset} is not in format {self.version}")
             try:
                 fields = msgpack.unpackb(payload, raw=False, use_list=False, strict_map_key=False)
                 out.append(_decode(kind, fields))
@@ -311,7 +471,7 @@ class JournalReader:
                 raise
             except Exception as e:
                 raise JournalFormatError(f"unreadable record of kind {kind} at offset {self.offset}: {e!r}") from e
-            if kind >= K_SNAPSHOT_BEGIN:
+            if K_SNAPSHOT_BEGIN <= kind <= K_SNAPSHOT_END:
                 self.snapshot_at = self.offset if kind == K_SNAPSHOT_BEGIN else None
             pos += 8 + length
             self.offset += 8 + length
@@ -348,7 +508,7 @@ class Damage(NamedTuple):
 
 # How many fields each kind's payload array has (all fit msgpack's one-byte fixarray header).
 _FIELDS = {K_QUEUE: 2, K_DROP: 1, K_DEFAULTS: 1, K_PUT: 7, K_MOVE: 6, K_APPEND: 3, K_DELETE: 2}
-_FIELDS |= {K_SNAPSHOT_BEGIN: 0, K_SNAPSHOT_END: 0}
+_FIELDS |= {K_SNAPSHOT_BEGIN: 0, K_SNAPSHOT_END: 0, K_PUT_EXT: 8, K_MOVE_EXT: 7, K_TRANSFER: 8, K_VIRTUAL: 2}
 # A frame can only start where the byte after its length and CRC is a known kind and the next
 # one the array header of that kind's payload: the regex engine finds those positions in C
 # (about 1 in 7,000 positions of random bytes), so only they cost a checksum.
@@ -357,9 +517,15 @@ _CANDIDATE = re.compile(
 )
 
 
+def segment_version(buf: Buffer) -> int:
+    """The format version a segment's signature names (0: no signature of ours)."""
+    return _MAGICS.get(bytes(buf[: len(MAGIC)]), 0)
+
+
 def frame_at(buf: Buffer, pos: int) -> Frame | tuple[str, int | None]:
     """The valid frame starting at ``pos``, or why there is none and where the frame's header
-    says it would end (None when the header itself is unusable)."""
+    says it would end (None when the header itself is unusable). A kind that the segment's
+    format version does not have is no frame (with a damaged signature, any kind of ours)."""
     size = len(buf)
     if size - pos < HEADER.size:
         return f"short frame header ({size - pos} of {HEADER.size} bytes)", None
@@ -372,6 +538,9 @@ def frame_at(buf: Buffer, pos: int) -> Frame | tuple[str, int | None]:
     payload = bytes(buf[pos + HEADER.size : end])
     if zlib.crc32(payload, zlib.crc32(bytes([kind]))) != crc:
         return "checksum mismatch", end
+    version = segment_version(buf)
+    if kind > _LAST_KIND[version or VERSION]:
+        return f"record kind {kind} is not in format {version}", end
     try:
         record = _decode(kind, msgpack.unpackb(payload, raw=False, use_list=False, strict_map_key=False))
     except Exception as e:  # any failure to decode makes it no frame of ours
@@ -409,13 +578,15 @@ def damage_at(buf: Buffer, pos: int) -> Damage | None:
 def scan(buf: Buffer) -> Iterator[Frame | Damage]:
     """Every valid frame and every damaged region of a segment, in file order.
 
-    A signature of another format version raises :class:`JournalFormatError` (its frames are
-    not ours to judge); a damaged signature is reported as damage at offset 0.
+    A signature of a format version this reader does not know raises
+    :class:`JournalFormatError` (its frames are not ours to judge); a damaged signature is
+    reported as damage at offset 0.
     """
     pos = len(MAGIC)
-    if bytes(buf[:pos]) != MAGIC:
+    if not segment_version(buf):
         if len(buf) >= pos and bytes(buf[: pos - 1]) == MAGIC[:-1]:
-            raise JournalFormatError(f"journal format version {buf[pos - 1]} is not {MAGIC[-1]} (another pylmq?)")
+            known = " or ".join(str(v) for v in _MAGICS.values())
+            raise JournalFormatError(f"journal format version {buf[pos - 1]} is not {known} (a newer pylmq?)")
         nxt = _next_frame(buf, 0, None)
         pos = len(buf) if nxt is None else nxt
         yield Damage(0, pos, "bad signature")

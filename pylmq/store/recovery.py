@@ -35,6 +35,7 @@ from pylmq.store.check import (
 from pylmq.store.journal import (
     MAGIC,
     SEGMENT_NAME,
+    VERSION,
     AppendRecord,
     DefaultsRecord,
     DeleteRecord,
@@ -45,6 +46,8 @@ from pylmq.store.journal import (
     PutRecord,
     QueueRecord,
     Record,
+    TransferRecord,
+    VirtualRecord,
     damage_at,
 )
 
@@ -72,11 +75,13 @@ def create_segment(data_dir: Path, seq: int) -> int:
 
 
 class ReplayTarget(Protocol):
-    """The state a replay fills: a store's tables, queue properties and default properties."""
+    """The state a replay fills: a store's tables, queue properties, default properties and
+    virtual queues."""
 
     tables: dict[str, QueueTable]
     props: dict[str, RawProps]
     defaults: DefaultList
+    virtual: dict[str, list[str]]
 
 
 @dataclass(slots=True)
@@ -88,6 +93,7 @@ class Recovered:
     size: int  # bytes of whole records in the segment: where writing goes on
     records: int = 0
     torn_bytes: int = 0
+    version: int = VERSION  # the segment's format version: a format-1 one is to be rewritten
 
 
 def recover(data_dir: Path, into: ReplayTarget, journal: Journal) -> Recovered:
@@ -145,7 +151,7 @@ def recover(data_dir: Path, into: ReplayTarget, journal: Journal) -> Recovered:
         old.unlink()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND)
     log.info("recovered %d records from %s (%d queues)", count, path, len(into.tables))
-    return Recovered(seq, fd, reader.offset, count, torn)
+    return Recovered(seq, fd, reader.offset, count, torn, reader.version)
 
 
 def _judge_damage(path: Path, reader: JournalReader, size: int) -> int:
@@ -193,11 +199,25 @@ class _Replay:
         match rec:
             case PutRecord(queue, msg):
                 self._table(queue).restore(msg)
-            case MoveRecord(queue, old_uuid, ts, uuid, state, retry):
+            case MoveRecord(queue, old_uuid, ts, uuid, state, retry, move_ext):
                 table = tables.get(queue)
                 old = None if table is None else table.get(old_uuid)
                 if table is not None and old is not None:
-                    table.restore_move(old_uuid, StoredMessage((ts, uuid), state, old.type, retry, old.content))
+                    moved = StoredMessage((ts, uuid), state, old.type, retry, old.content, move_ext)
+                    table.restore_move(old_uuid, moved)
+            case TransferRecord(from_queue, uuid, to_queue, ts, new_uuid, state, retry, ext):
+                # Delete and insert from one frame: a crash leaves the record in one queue.
+                source = tables.get(from_queue)
+                old = None if source is None else source.get(uuid)
+                if source is not None and old is not None:
+                    source.restore_delete(uuid)
+                    arrived = StoredMessage((ts, new_uuid), state, old.type, retry, old.content, ext)
+                    self._table(to_queue).restore(arrived)
+            case VirtualRecord(name, queues):
+                if queues:
+                    self.into.virtual[name] = queues
+                else:
+                    self.into.virtual.pop(name, None)
             case DeleteRecord(queue, uuid):
                 table = tables.get(queue)
                 if table is not None:

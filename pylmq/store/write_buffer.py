@@ -52,9 +52,8 @@ class WriteBuffer:
         self.add(self.enc.delete(queue, uuid))
 
     def transfer(self, from_queue: str, uuid: bytes, to_queue: str, msg: StoredMessage) -> None:
-        # Both frames in one add: they go out in the same group write. A single transfer frame,
-        # atomic on its own, belongs to the journal format.
-        self.add(self.enc.put(to_queue, msg) + self.enc.delete(from_queue, uuid))
+        # One frame: replay sees the record in one queue or the other, never both or neither.
+        self.add(self.enc.transfer(from_queue, uuid, to_queue, msg))
 
 
 def wake_all(waiters: list[asyncio.Future[None]]) -> None:

@@ -1,5 +1,9 @@
 """Crash safety of a real node: SIGKILL under concurrent push/pull/ack load, then restart.
 
+The last test does the same to a process that drives a DurableStore directly
+(``tests/store/crash_driver.py``) with format-2 records: pushes with options, dead-letter
+transfers, requeues and virtual queue changes.
+
 The node runs as a separate process (``python -m pylmq --store durable --fsync POLICY``, both
 the default ``interval`` and ``always``: a SIGKILL leaves the page cache, so both must pass). Client
 threads push bodies carrying unique sequence numbers, pull, and ack (some nack) over HTTP while
@@ -10,6 +14,7 @@ acked message may come back, and none may come back twice.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
@@ -25,6 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from pylmq.core.message import StoredMessage
+from pylmq.store.durable import DurableStore
+from tests.store.crash_driver import DEAD as CRASH_DEAD
+from tests.store.crash_driver import Q as CRASH_Q
 
 pytestmark = pytest.mark.slow
 
@@ -237,3 +247,93 @@ def test_answered_pushes_survive_sigkill_and_acked_messages_never_return(tmp_pat
     assert not lost, f"{len(lost)} answered pushes were lost, e.g. {sorted(lost)[:5]}"
     phantoms = set(remaining) - ledger.answered - ledger.push_unanswered
     assert not phantoms, f"messages never pushed came back: {sorted(phantoms)[:5]}"
+
+
+# -- format-2 records: options (ext), dead-letter transfers, requeues, virtual queues --------------
+
+
+@dataclass
+class ExtLedger:
+    pushed: set[int] = field(default_factory=set)
+    push_asked: set[int] = field(default_factory=set)
+    acked: set[int] = field(default_factory=set)
+    ack_asked: set[int] = field(default_factory=set)
+    # Per virtual queue: the last answered binding, and bindings asked for since.
+    virtual: dict[str, str] = field(default_factory=dict)
+    virtual_asked: dict[str, list[str]] = field(default_factory=dict)
+
+    def read(self, line: str) -> None:
+        words = line.split()
+        if words[0] == "ask":
+            kind, arg = words[1], words[2]
+            if kind == "push":
+                self.push_asked.add(int(arg))
+            elif kind == "ack":
+                self.ack_asked.add(int(arg))
+            else:
+                self.virtual_asked.setdefault(arg, []).append(words[3] if len(words) > 3 else "")
+        elif words[0] == "push":
+            self.pushed.add(int(words[1]))
+        elif words[0] == "ack":
+            self.acked.add(int(words[1]))
+        elif words[0] == "virtual":
+            self.virtual[words[1]] = words[2] if len(words) > 2 else ""
+            self.virtual_asked[words[1]] = []
+
+
+def run_driver_then_kill(data: Path, seed: int, first: int, rng: random.Random, ledger: ExtLedger) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-m", "tests.store.crash_driver", str(data), str(seed), str(first)]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=repo, env=env)
+    assert proc.stdout is not None
+    try:
+        ready = proc.stdout.readline()
+        assert ready == "ready\n", f"driver did not start: {ready!r} {proc.stderr.read() if proc.stderr else ''}"
+        timer = threading.Timer(rng.uniform(0.3, 1.0), lambda: os.kill(proc.pid, signal.SIGKILL))
+        timer.start()
+        for line in proc.stdout:  # every line written before the kill, then EOF
+            ledger.read(line)
+        timer.join()
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL, f"driver ended by itself: {proc.stderr.read() if proc.stderr else ''}"
+
+
+async def recovered(data: Path) -> tuple[list[StoredMessage], list[StoredMessage], dict[str, list[str]]]:
+    s = DurableStore(data)
+    await s.open()
+    try:
+        return s.messages(CRASH_Q), s.messages(CRASH_DEAD), s.virtual_queues()
+    finally:
+        await s.close()
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_ext_records_dead_letter_transfers_and_virtual_queues_survive_sigkill(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    data = tmp_path / "data"
+    ledger = ExtLedger()
+    for round_ in range(ROUNDS):
+        run_driver_then_kill(data, rng.randrange(1 << 30), round_ * 10_000_000, rng, ledger)
+    queued, dead, virtual = asyncio.run(recovered(data))
+    assert ledger.pushed and dead, "the load pushed nothing, or made no dead letter, before the kills"
+    seqs = [int(m.items()[0][1].split(b"-")[1]) for m in queued + dead]
+    assert len(seqs) == len(set(seqs)), "a message is in both queues, or twice in one: a transfer half done"
+    back = set(seqs) & ledger.acked
+    assert not back, f"acked messages came back: {sorted(back)[:5]}"
+    lost = ledger.pushed - set(seqs) - ledger.acked - ledger.ack_asked
+    assert not lost, f"{len(lost)} answered pushes were lost, e.g. {sorted(lost)[:5]}"
+    assert set(seqs) <= ledger.pushed | ledger.push_asked, "messages never pushed came back"
+    for m in queued + dead:
+        seq = int(m.items()[0][1].split(b"-")[1])
+        assert m.ext is not None and m.ext.priority == seq % 4 and m.ext.sent_at is not None, m
+    for m in dead:
+        assert m.ext is not None and m.ext.dead is not None, m
+        assert (m.ext.dead.origin, m.ext.dead.reason) == (CRASH_Q, "retries") and m.ext.dead.failures >= 1
+    for name in ("v0", "v1"):
+        possible = [ledger.virtual.get(name, ""), *ledger.virtual_asked.get(name, [])]
+        got = ",".join(virtual.get(name, []))
+        assert got in possible, f"virtual queue {name} is {got!r}, answered {possible[0]!r}, asked {possible[1:]}"

@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pylmq.core.message import State, StoredMessage, StoredMessageType
+from pylmq.core.message import DeadLetter, MessageExt, State, StoredMessage, StoredMessageType
 from pylmq.store.check import check_buffer
 from pylmq.store.journal import (
     MAGIC,
@@ -39,14 +39,35 @@ retries = st.one_of(st.none(), st.integers(0, 5))
 stamps = st.floats(0, 2e9, allow_nan=False)
 
 
+times = st.one_of(st.none(), stamps)
+dead_letters = st.builds(DeadLetter, names, st.integers(0, 1000), times, st.sampled_from(["retries", "expired"]))
+exts = st.one_of(
+    st.none(),
+    st.builds(
+        MessageExt,
+        times,
+        times,
+        st.integers(0, 255),
+        st.booleans(),
+        st.integers(0, 1000),
+        times,
+        times,
+        times,
+        st.one_of(st.none(), dead_letters),
+    ),
+)
+
+
 @st.composite
 def messages(draw: st.DrawFn) -> StoredMessage:
+    """Records of format 1 and, with an ext, of format 2."""
     if draw(st.booleans()):
         return StoredMessage(
-            (draw(stamps), draw(uuids)), draw(states), StoredMessageType.NORMAL, draw(retries), draw(items)
+            (draw(stamps), draw(uuids)), draw(states), StoredMessageType.NORMAL, draw(retries), draw(items), draw(exts)
         )
     content = draw(st.lists(items, min_size=1, max_size=3))
-    return StoredMessage((draw(stamps), draw(uuids)), draw(states), StoredMessageType.COMPOUND, draw(retries), content)
+    mid = (draw(stamps), draw(uuids))
+    return StoredMessage(mid, draw(states), StoredMessageType.COMPOUND, draw(retries), content, draw(exts))
 
 
 enc = Encoder()
@@ -57,6 +78,8 @@ frames = st.one_of(
     st.builds(enc.move, names, uuids, messages()),
     st.builds(enc.queue, names, st.dictionaries(st.sampled_from(["retry", "pack", "timeout"]), st.integers(0, 9))),
     st.builds(enc.drop, names),
+    st.builds(enc.transfer, names, uuids, names, messages()),
+    st.builds(enc.virtual, names, st.lists(names, max_size=4)),
 )
 segments = st.lists(frames, min_size=1, max_size=12)
 

@@ -57,7 +57,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,10 +319,10 @@ class DurableStore(LocalStore):
             self._check_change(True)
         return await super().push(name, item, retry, options, track=track)
 
-    async def requeue(self, dlq: str, count: int, to: str | None) -> int:
+    async def requeue(self, dlq: str, count: int, to: str | None, keep: Container[str] = ()) -> int:
         if self._refusing:
             self._check_change(False)
-        return await super().requeue(dlq, count, to)
+        return await super().requeue(dlq, count, to, keep)
 
     async def set_virtual(self, name: str, queues: Sequence[str]) -> None:
         if self._refusing:

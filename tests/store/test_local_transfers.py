@@ -7,6 +7,7 @@ from pylmq.core.clock import ManualClock
 from pylmq.core.message import PushOptions, State, StoredMessage, make_item
 from pylmq.store.local import LocalStore
 from tests.core.test_table_options import RecordingJournal
+from tests.store.store_helpers import OpenStore
 
 
 class Journal(RecordingJournal):
@@ -68,3 +69,18 @@ async def test_requeue_is_one_transfer_record_per_message_back_to_the_origin() -
     assert (src, dst, msg.ext and msg.ext.dead) == ("dlq", "q", None)
     assert told == ["q"]
     assert await store.requeue("absent", 5, None) == 0
+
+
+async def test_the_durable_store_leaves_dead_letters_whose_origin_is_kept_where_they_are(
+    open_store: OpenStore, clock: ManualClock
+) -> None:
+    # The durable store overrides requeue (it refuses changes while failing): the names the
+    # caller keeps (virtual queues) must still reach the tables' rule.
+    store = await open_store()
+    await store.push("q", make_item(b"x"), 0, PushOptions(), track=True)
+    assert await store.dequeue("q", 1, "dlq") is not None
+    clock.advance(2)
+    await store.dequeue("q", 1, "dlq")
+    assert await store.requeue("dlq", 5, None, keep={"q"}) == 0
+    assert store.size("dlq") == 1 and store.size("q") == 0
+    assert await store.requeue("dlq", 5, None) == 1

@@ -240,6 +240,15 @@ class SqsApi:
             response = _error(protocol, e, request_id)
         except LMQError as e:
             response = _error(protocol, _from_lmq(e), request_id)
+        except Exception:
+            # A bug here must not take the connection's other requests with it: answered as AWS
+            # answers its own failures, and logged.
+            log.exception("SQS %s failed", action)
+            response = _error(
+                protocol,
+                SqsError("InternalFailure", "The request failed; see the node's log.", status=500, sender=False),
+                request_id,
+            )
         access_log.info("sqs %s %d", action, response.status)
         return response
 

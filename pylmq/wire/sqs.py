@@ -245,66 +245,55 @@ def _message_attributes(items: dict[int, dict[str, str]]) -> dict[str, Any]:
     return out
 
 
-def _group(fields: Mapping[str, str], prefix: str) -> dict[int, dict[str, str]]:
-    """``Prefix.N.Rest=value`` fields as ``{N: {Rest: value}}``."""
-    out: dict[int, dict[str, str]] = {}
-    for k, v in fields.items():
-        head, sep, rest = k.partition(".")
-        if head != prefix or not sep:
-            continue
-        n, sep, sub = rest.partition(".")
-        if sep:
-            out.setdefault(_index(n), {})[sub] = v
-    return out
-
-
 def _unflatten(action: str, fields: dict[str, str]) -> dict[str, Any]:
+    """A form's fields in the JSON input's shape, in one pass over them: ``Prefix.N.Rest``
+    fields grouped by prefix and index, lists in index order."""
     params: dict[str, Any] = {}
+    lists: dict[str, dict[int, str]] = {}
     groups: dict[str, dict[int, dict[str, str]]] = {}
     for k, v in fields.items():
         head, sep, rest = k.partition(".")
         if not sep:
             if k not in ("Version", "Expires", "Timestamp", "SignatureVersion", "SignatureMethod", "AWSAccessKeyId"):
                 params[k] = _scalar(k, v)
-            continue
-        if head in _LISTS:
-            params.setdefault(_LISTS[head], {})[_index(rest)] = v
+        elif head in _LISTS:
+            lists.setdefault(_LISTS[head], {})[_index(rest)] = v
         else:
-            groups.setdefault(head, {})
-    for name, items in list(params.items()):
-        if name in _LISTS.values() and isinstance(items, dict):
-            params[name] = [v for _, v in sorted(items.items())]
-    for head in groups:
-        items = _group(fields, head)
+            n, sep, sub = rest.partition(".")
+            if sep:
+                groups.setdefault(head, {}).setdefault(_index(n), {})[sub] = v
+    for name, items in lists.items():
+        params[name] = [v for _, v in sorted(items.items())]
+    for head, grouped in groups.items():
         if head == "Attribute":
-            params["Attributes"] = _attribute_map(items)
+            params["Attributes"] = _attribute_map(grouped)
         elif head == "MessageAttribute":
-            params["MessageAttributes"] = _message_attributes(items)
+            params["MessageAttributes"] = _message_attributes(grouped)
         elif head == "MessageSystemAttribute":
-            params["MessageSystemAttributes"] = _message_attributes(items)
+            params["MessageSystemAttributes"] = _message_attributes(grouped)
         elif head == "Tag":
-            params["tags"] = {i["Key"]: i.get("Value", "") for _, i in sorted(items.items()) if "Key" in i}
+            params["tags"] = {i["Key"]: i.get("Value", "") for _, i in sorted(grouped.items()) if "Key" in i}
         elif head in _ENTRY_LISTS:
-            params[_ENTRY_LISTS[head]] = [_entry(e) for _, e in sorted(items.items())]
+            params[_ENTRY_LISTS[head]] = [_entry(e) for _, e in sorted(grouped.items())]
     return params
 
 
 def _entry(fields: dict[str, str]) -> dict[str, Any]:
     """One batch entry's flattened fields (``Id``, ``MessageBody``, ``MessageAttribute.N....``)."""
     out: dict[str, Any] = {}
-    nested: dict[str, dict[str, str]] = {}
+    nested: dict[str, dict[int, dict[str, str]]] = {}
     for k, v in fields.items():
         head, sep, rest = k.partition(".")
-        if sep:
-            nested.setdefault(head, {})[rest] = v
-        else:
+        if not sep:
             out[k] = _scalar(k, v)
-    for head, sub in nested.items():
-        items = _group({f"{head}.{k}": v for k, v in sub.items()}, head)
-        if head == "MessageAttribute":
-            out["MessageAttributes"] = _message_attributes(items)
-        elif head == "MessageSystemAttribute":
-            out["MessageSystemAttributes"] = _message_attributes(items)
+            continue
+        n, sep, sub = rest.partition(".")
+        if sep:
+            nested.setdefault(head, {}).setdefault(_index(n), {})[sub] = v
+    if "MessageAttribute" in nested:
+        out["MessageAttributes"] = _message_attributes(nested["MessageAttribute"])
+    if "MessageSystemAttribute" in nested:
+        out["MessageSystemAttributes"] = _message_attributes(nested["MessageSystemAttribute"])
     return out
 
 

@@ -422,3 +422,22 @@ def test_fifo_queues_are_refused_clearly(sqs: Any) -> None:
     with pytest.raises(ClientError) as e:
         sqs.create_queue(QueueName="jobs.fifo", Attributes={"FifoQueue": "true"})
     assert error_code(e) == "AWS.SimpleQueueService.UnsupportedOperation"
+
+
+def test_a_failing_action_is_internal_failure_and_the_node_goes_on(node: NodeThread, sqs: Any) -> None:
+    api = node.node.sqs_api
+    assert api is not None
+    real = api._actions["ListQueues"]
+
+    async def broken(params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:
+        raise RuntimeError("a bug")
+
+    api._actions["ListQueues"] = broken
+    try:
+        with pytest.raises(ClientError) as e:
+            sqs.list_queues()
+        assert error_code(e) == "InternalFailure"
+        assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+    finally:
+        api._actions["ListQueues"] = real
+    assert sqs.list_queues()["ResponseMetadata"]["HTTPStatusCode"] == 200

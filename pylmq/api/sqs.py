@@ -79,8 +79,10 @@ MAX_WAIT: Final = 20
 MAX_RECEIVE: Final = 10
 MAX_ATTRIBUTES: Final = 10
 MAX_LISTED: Final = 1000
-COUNT_PAGES: Final = 100
-"""Peek pages (of 1,000) an ApproximateNumberOf* count walks; past that the rest counts as visible."""
+COUNT_PAGES: Final = 10
+"""Peek pages (of 1,000) an ApproximateNumberOf* count walks; past that the rest counts as
+visible. Each page of a large queue costs a pass over its table (in a worker thread), so the
+walk stays short; an exact count needs per-state counts from the store."""
 
 _QUEUE_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _ATTR_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,256}")
@@ -175,6 +177,14 @@ def _list_param(params: Mapping[str, Any], name: str) -> list[Any]:
         return []
     if not isinstance(value, list):
         raise invalid_parameter(f"Value for parameter {name} is invalid. Reason: must be a list.")
+    return value
+
+
+def _names_param(params: Mapping[str, Any], name: str) -> list[str]:
+    """A list of names (attribute names): strings only."""
+    value = _list_param(params, name)
+    if not all(isinstance(v, str) for v in value):
+        raise invalid_parameter(f"Value for parameter {name} is invalid. Reason: must be a list of strings.")
     return value
 
 
@@ -425,7 +435,7 @@ class SqsApi:
         token = params.get("NextToken")
         if token:
             try:
-                after = base64.urlsafe_b64decode(str(token).encode("ascii")).decode("utf-8")
+                after = base64.b64decode(str(token).encode("ascii"), altchars=b"-_", validate=True).decode("utf-8")
             except (ValueError, binascii.Error, UnicodeError):
                 raise invalid_parameter("Invalid NextToken value.") from None
             names = [n for n in names if n > after]
@@ -457,7 +467,7 @@ class SqsApi:
 
     async def get_queue_attributes(self, params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:
         name = self._queue(params)
-        wanted = _list_param(params, "AttributeNames")
+        wanted = _names_param(params, "AttributeNames")
         for key in wanted:
             if key != "All" and key not in _ALL_QUEUE_ATTRIBUTES:
                 raise modeled("InvalidAttributeName", f"Unknown Attribute {key}.")
@@ -556,7 +566,7 @@ class SqsApi:
                 "The request includes MessageDeduplicationId parameter that is not valid for this queue type"
             )
         group = entry.get("MessageGroupId")
-        if group is not None and (not isinstance(group, str) or not 1 <= len(group) <= 128):
+        if group is not None and (not isinstance(group, str) or not 1 <= len(group) <= 128 or _BAD_CHARS.search(group)):
             raise invalid_parameter("Value for parameter MessageGroupId is invalid.")
         encoded = body.encode("utf-8")
         size = len(encoded) + sum(_attribute_size(k, v) for k, v in attributes.items())
@@ -602,13 +612,12 @@ class SqsApi:
         name = self._send_target(params)
         entries = _list_param(params, "Entries")
         batch_ids(entries)
-        total = sum(len(str(e.get("MessageBody", "")).encode("utf-8")) for e in entries)
-        total += sum(
-            _attribute_size(k, v)
-            for e in entries
-            for k, v in (e.get("MessageAttributes") or {}).items()
-            if isinstance(v, dict)
-        )
+        total = 0
+        for e in entries:
+            body, attributes = e.get("MessageBody"), e.get("MessageAttributes")
+            total += len(body.encode("utf-8", "surrogatepass")) if isinstance(body, str) else 0
+            if isinstance(attributes, dict):
+                total += sum(_attribute_size(k, v) for k, v in attributes.items())
         if total > MAX_MESSAGE_BYTES:
             raise modeled(
                 "BatchRequestTooLong",
@@ -638,11 +647,11 @@ class SqsApi:
         if wait is None:
             wait = int(self._attribute(name, "ReceiveMessageWaitTimeSeconds") or 0)
         visibility = _int_param(params, "VisibilityTimeout", 0, MAX_VISIBILITY)
-        system = {*_list_param(params, "AttributeNames"), *_list_param(params, "MessageSystemAttributeNames")}
+        system = {*_names_param(params, "AttributeNames"), *_names_param(params, "MessageSystemAttributeNames")}
         for key in system:
             if key != "All" and key not in _SYSTEM_ATTRIBUTES and key not in _ALL_QUEUE_ATTRIBUTES:
                 raise modeled("InvalidAttributeName", f"Unknown Attribute {key}.")
-        wanted = _list_param(params, "MessageAttributeNames")
+        wanted = _names_param(params, "MessageAttributeNames")
         assert count is not None
         taken = await self.manager.pull_many(name, count, float(wait))
         deliveries: list[Delivery] = []

@@ -447,7 +447,7 @@ def decode_receipt(handle: Any) -> tuple[str, bytes]:
     if not isinstance(handle, str) or not 24 <= len(handle) <= 2048:
         raise bad
     try:
-        raw = base64.urlsafe_b64decode(handle.encode("ascii"))
+        raw = base64.b64decode(handle.encode("ascii"), altchars=b"-_", validate=True)
         queue = raw[17:].decode("utf-8")
     except (ValueError, binascii.Error, UnicodeError):
         raise bad from None

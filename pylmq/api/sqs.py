@@ -233,7 +233,11 @@ class SqsApi:
     async def respond(self, request: Request) -> Response:
         request_id = str(_uuidlib.uuid4())
         path, _, query = request.target.partition("?")
-        protocol: Any = "json" if request.headers.get(b"x-amz-target") else "query"
+        # Until the request is parsed, its errors take the form its headers ask for.
+        json_form = request.headers.get(b"x-amz-target") or request.headers.get(b"content-type", b"").startswith(
+            b"application/x-amz-json"
+        )
+        protocol: Any = "json" if json_form else "query"
         action = "-"
         try:
             self._authenticate(request, path, query)

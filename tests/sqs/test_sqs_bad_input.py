@@ -80,3 +80,14 @@ def test_malformed_requests_get_aws_errors(node: NodeThread, action: str, body: 
     assert answer["__type"] == f"com.amazonaws.sqs#{shape}", answer
     assert node.node.store.size("raw") == 0
     assert node.node.manager.get("raw2") is None
+
+
+def test_a_json_request_without_a_target_is_answered_in_json(node: NodeThread) -> None:
+    req = urllib.request.Request(
+        endpoint(node) + "/", data=b"{}", headers={"Content-Type": "application/x-amz-json-1.0"}, method="POST"
+    )
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    assert e.value.code == 400
+    assert json.loads(e.value.read())["__type"] == "com.amazonaws.sqs#InvalidAction"
+    assert e.value.headers["x-amzn-query-error"] == "InvalidAction;Sender"

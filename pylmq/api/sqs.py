@@ -34,7 +34,7 @@ from pylmq.core.clock import Clock
 from pylmq.core.manager import QueueManager
 from pylmq.core.message import Metadata, PushOptions, State, StoredMessage, StoredMessageType, uuid_text
 from pylmq.core.props import MAX_RETRY
-from pylmq.core.queue import Delivery
+from pylmq.core.queue import Delivery, Queue
 from pylmq.errors import InvalidProps, LMQError, NotFound, NotSupported, QueueNotFound
 from pylmq.wire.sqs import (
     DEFAULT_ACCOUNT,
@@ -137,8 +137,11 @@ _SYSTEM_ATTRIBUTES: Final = frozenset(
 
 @dataclass(slots=True)
 class _QueueInfo:
-    """What this node keeps of a queue beyond its LMQ props."""
+    """What this node keeps of a queue beyond its LMQ props. ``queue`` is the manager's queue
+    it belongs to: a queue deleted and made again (over any API) is another queue, whose
+    attributes start from SQS's defaults."""
 
+    queue: Queue | None
     created: int
     modified: int
     attributes: dict[str, str] = field(default_factory=dict)
@@ -306,11 +309,20 @@ class SqsApi:
         return name
 
     def _info_of(self, name: str) -> _QueueInfo:
+        q = self.manager.get(name)
         info = self._info.get(name)
-        if info is None:
-            # A queue made over LMQ's APIs: known to SQS from the first time it is asked about.
+        if info is None or info.queue is not q:
+            # A queue made over LMQ's APIs (or made again): known to SQS from the first time it
+            # is asked about.
             now = int(self.clock.now())
-            info = self._info[name] = _QueueInfo(now, now)
+            info = self._new_info(name, _QueueInfo(q, now, now))
+        return info
+
+    def _new_info(self, name: str, info: _QueueInfo) -> _QueueInfo:
+        if len(self._info) > 2 * len(self.manager.queue_names()) + 1024:
+            # Queues deleted over other APIs leave their entries here: dropped now and then.
+            self._info = {n: i for n, i in self._info.items() if i.queue is self.manager.get(n)}
+        self._info[name] = info
         return info
 
     def _attribute(self, name: str, key: str) -> str:
@@ -342,7 +354,7 @@ class SqsApi:
         props.setdefault("retry", None)  # SQS: no receive limit without a redrive policy
         await self.manager.update_props(name, props)
         now = int(self.clock.now())
-        self._info[name] = _QueueInfo(now, now, extra)
+        self._new_info(name, _QueueInfo(self.manager.get(name), now, now, extra))
         return {"QueueUrl": self._url(base, name)}, None
 
     def _check_attributes(self, name: str, attributes: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -461,12 +473,14 @@ class SqsApi:
         """Every message goes, in flight or not; the queue and its props stay (the queue is
         deleted and made again with its own props: waiting receives end empty)."""
         name = self._queue(params)
+        info = self._info_of(name)
         own = self.manager.raw_props(name)
         await self.manager.delete(name)
         if own:
             await self.manager.update_props(name, own, merge=False)
         else:
             await self.manager.ensure(name)
+        info.queue = self.manager.get(name)  # the same SQS queue, with its attributes
         return {}, None
 
     async def get_queue_attributes(self, params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:

@@ -90,3 +90,19 @@ def test_a_send_to_a_virtual_queue_fans_out(node: NodeThread) -> None:
     for url in urls:
         m = sqs.receive_message(QueueUrl=url)["Messages"][0]
         assert (m["Body"], m["MessageId"]) == ("to both", sent["MessageId"])
+
+
+def test_a_queue_deleted_over_http_and_made_again_has_sqs_defaults(node: NodeThread) -> None:
+    sqs = client(node)
+    url = sqs.create_queue(QueueName="x-again", Attributes={"DelaySeconds": "5"})["QueueUrl"]
+    sqs.purge_queue(QueueUrl=url)  # a purge keeps the queue, and its attributes
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DelaySeconds"])["Attributes"] == {
+        "DelaySeconds": "5"
+    }
+    with http(node) as c:
+        c.delete_queue("x-again")
+        c.push("x-again", b"new queue")
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DelaySeconds"])["Attributes"] == {
+        "DelaySeconds": "0"
+    }
+    assert sqs.receive_message(QueueUrl=url)["Messages"][0]["Body"] == "new queue"

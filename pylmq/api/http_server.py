@@ -54,7 +54,7 @@ from collections import deque
 from collections.abc import Callable
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import cast
+from typing import Protocol, cast
 
 import httptools
 
@@ -72,9 +72,10 @@ from pylmq.api._limits import (
     default_max_connections,
 )
 from pylmq.api._putback import Deliveries, PutBacks
-from pylmq.api.http import DEFAULT_MAX_BODY, HttpApi, Request, Response, error_response
+from pylmq.api.http import DEFAULT_MAX_BODY, Request, Response, error_response
+from pylmq.core.manager import QueueManager
 
-__all__ = ["MAX_HEAD", "MAX_PIPELINE", "MAX_TARGET", "HttpServer"]
+__all__ = ["MAX_HEAD", "MAX_PIPELINE", "MAX_TARGET", "HttpServer", "Responder"]
 
 log = logging.getLogger("pylmq.http")
 access_log = logging.getLogger("pylmq.access")
@@ -106,6 +107,15 @@ def _status_line(status: int) -> bytes:
             phrase = "Unknown"
         line = _status_lines[status] = f"HTTP/1.1 {status} {phrase}\r\n".encode()
     return line
+
+
+class Responder(Protocol):
+    """What the server answers requests with: LMQ's HTTP API (:class:`~pylmq.api.http.HttpApi`),
+    or another API over HTTP (:class:`~pylmq.api.sqs.SqsApi`)."""
+
+    manager: QueueManager
+
+    async def respond(self, request: Request) -> Response: ...
 
 
 class _Rejected(Exception):
@@ -188,7 +198,7 @@ class _Connection(asyncio.Protocol):
         if holds == self.buffered:
             return
         budget = self.server.budget
-        if budget.charge(self.buffered, holds, "HTTP"):
+        if budget.charge(self.buffered, holds, self.server.limit.api):
             self.buffered = holds
             return
         self._drop_body()
@@ -509,7 +519,7 @@ class HttpServer:
 
     def __init__(
         self,
-        api: HttpApi,
+        api: Responder,
         *,
         max_body: int = DEFAULT_MAX_BODY,
         keepalive_timeout: float = 75.0,
@@ -520,8 +530,10 @@ class HttpServer:
         min_receive_rate: int = DEFAULT_MIN_RECEIVE_RATE,
         budget: BufferBudget | None = None,
         eager: Callable[[], bool] = lambda: True,
+        name: str = "HTTP",
     ) -> None:
-        """``budget``: shared with the node's RPC server; by default one of its own."""
+        """``budget``: shared with the node's RPC server; by default one of its own. ``name``:
+        the API in log lines about its limits."""
         self.api = api
         # Whether a request may now run its first step outside any task (pylmq.api._eager):
         # not while the store calls other nodes, whose waits use asyncio.timeout (needs a task).
@@ -536,14 +548,14 @@ class HttpServer:
         self.budget = budget or BufferBudget(default_max_buffered(), log, self.loop.time)
         if max_connections is None:
             max_connections = default_max_connections()
-        self.limit = ConnectionLimit(max_connections, "HTTP", log, self.loop.time)
+        self.limit = ConnectionLimit(max_connections, name, log, self.loop.time)
         self.connections: set[_Connection] = set()
         self._evictions: Evictions[_Connection] = Evictions(evict_after)
         self.stopping = False
         self._listener: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._drained: asyncio.Event | None = None
-        self._put_backs = PutBacks(api.manager, "http")
+        self._put_backs = PutBacks(api.manager, name.lower())
         self._date_at = -1
         self._date = b""
 

@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--qs",
         help="queue_server protocol address HOST:PORT, TCP and UDP (default: the HTTP host, port 1111); off: none",
     )
+    p.add_argument("--sqs", help="Amazon SQS API address HOST:PORT (default: the HTTP host, port 9324); off: none")
     p.add_argument("--store", choices=STORE_KINDS, help="queue store (default durable)")
     p.add_argument("--data-dir", help="durable store directory (default data)")
     p.add_argument("--fsync", choices=FSYNC_POLICIES, help=f"durability policy (default {DEFAULT_FSYNC})")
@@ -98,6 +99,11 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     elif args.qs is not None:
         o["qs_host"], o["qs_port"] = parse_hostport(args.qs)
         o["qs_enabled"] = True
+    if args.sqs == "off":
+        o["sqs_enabled"] = False
+    elif args.sqs is not None:
+        o["sqs_host"], o["sqs_port"] = parse_hostport(args.sqs)
+        o["sqs_enabled"] = True
     if args.statsd is not None and args.statsd != "off":
         o["statsd_host"], o["statsd_port"] = parse_hostport(args.statsd, "localhost")
     if args.name is not None:
@@ -156,7 +162,7 @@ async def run(settings: Settings, pid_file: Path | None = None, console: bool = 
     node = service.node
     print(
         f"pylmq ready node={service.node_name} http={node.http_address} rpc={node.rpc_address}"
-        f" qs={node.qs_address} store={node.store.kind}",
+        f" qs={node.qs_address} sqs={node.sqs_address} store={node.store.kind}",
         flush=True,
     )
     if console:

@@ -35,7 +35,7 @@ from pylmq.core.store import (
     StoreKind,
 )
 from pylmq.errors import ConfigError, LMQError
-from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_QS_PORT, DEFAULT_RPC_PORT
+from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_QS_PORT, DEFAULT_RPC_PORT, DEFAULT_SQS_PORT
 from pylmq.wire.qs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_REQUEST, DEFAULT_UDP_MAX, UDP_MAX_LIMIT
 
 __all__ = ["FsyncPolicy", "Settings", "StoreKind", "load_settings", "read_cookie_file"]
@@ -55,6 +55,13 @@ class Settings:
     qs_max_request: int = DEFAULT_MAX_REQUEST  # bytes of one TCP request
     qs_udp_max: int = DEFAULT_UDP_MAX  # bytes of a request or answer datagram
     qs_idle_timeout: int = round(DEFAULT_IDLE_TIMEOUT * 1000)  # ms before an idle TCP connection closes
+    # Amazon SQS's API: on by default, on the HTTP host unless sqs_host names another.
+    sqs_enabled: bool = True
+    sqs_host: str | None = None
+    sqs_port: int = DEFAULT_SQS_PORT
+    # Access key id -> secret ({sqs_access_keys, [{"AKID", "secret"}]}): when set, only requests
+    # SigV4-signed with one of them are served; empty: any request (signed or not) is.
+    sqs_access_keys: Mapping[str, str] = field(default_factory=dict)
     # None: not a distributed node (no -name/-sname), as erl without those flags.
     node_name: str | None = None
     name_mode: NameMode = "long"
@@ -104,14 +111,14 @@ _SCALAR_TYPES: dict[str, type] = {
     "max_connections": int, "header_timeout": int, "body_timeout": int, "rpc_timeout": int,
     "stall_timeout": int, "max_buffered_bytes": int, "min_receive_rate": int,
     "qs_enabled": bool, "qs_host": str, "qs_port": int, "qs_max_request": int, "qs_udp_max": int,
-    "qs_idle_timeout": int,
+    "qs_idle_timeout": int, "sqs_enabled": bool, "sqs_host": str, "sqs_port": int,
 }  # fmt: skip
 _CHOICES: dict[str, tuple[str, ...]] = {
     "name_mode": get_args(NameMode),
     "store": STORE_KINDS,
     "fsync": FSYNC_POLICIES,
 }
-_PORTS = ("http_port", "rpc_port", "statsd_port", "qs_port")
+_PORTS = ("http_port", "rpc_port", "statsd_port", "qs_port", "sqs_port")
 _AT_LEAST: dict[str, int] = {
     "max_connections": 0, "header_timeout": 1, "body_timeout": 1, "journal_max_bytes": 0, "disk_reserve_bytes": 0,
     "rpc_timeout": 1, "stall_timeout": 0, "max_buffered_bytes": 0, "min_receive_rate": 0,
@@ -121,7 +128,7 @@ _AT_LEAST: dict[str, int] = {
 _PYLMQ_KEYS = ("store", "data_dir", "fsync", "fsync_interval", "rpc_host", "log_dir", "max_connections",
                "header_timeout", "body_timeout", "journal_max_bytes", "disk_reserve_bytes", "rpc_timeout",
                "stall_timeout", "max_buffered_bytes", "min_receive_rate", "qs", "qs_max_request", "qs_udp_max",
-               "qs_idle_timeout")  # fmt: skip
+               "qs_idle_timeout", "sqs", "sqs_access_keys")  # fmt: skip
 # Override keys that are not Settings fields.
 _EXTRA_OVERRIDES = ("cookie_file",)
 
@@ -226,16 +233,40 @@ def _ip_text(value: Term, where: str) -> str:
     raise ConfigError(f"{where}: expected an IP address string or tuple, got {value!r}")
 
 
-def _apply_qs(value: Term, acc: dict[str, Any], where: str) -> None:
-    """``{qs, off}``, ``{qs, Port}`` or ``{qs, {Ip, Port}}``: queue_server's protocol."""
+def _apply_qs(value: Term, acc: dict[str, Any], where: str, api: str = "qs") -> None:
+    """``{qs, off}``, ``{qs, Port}`` or ``{qs, {Ip, Port}}``: queue_server's protocol (and the
+    same forms for ``sqs``, the SQS API)."""
     if isinstance(value, Atom) and value.name in ("off", "false"):
-        acc["qs_enabled"] = False
+        acc[f"{api}_enabled"] = False
         return
     if isinstance(value, tuple) and len(value) == 2:
-        acc["qs_host"] = _ip_text(value[0], where)
+        acc[f"{api}_host"] = _ip_text(value[0], where)
         value = value[1]
-    acc["qs_port"] = _coerce("qs_port", value, where)
-    acc["qs_enabled"] = True
+    acc[f"{api}_port"] = _coerce(f"{api}_port", value, where)
+    acc[f"{api}_enabled"] = True
+
+
+def _text(value: Term, where: str) -> str:
+    if isinstance(value, bytes) and not isinstance(value, Atom):
+        return value.decode("utf-8")
+    if isinstance(value, str) and not isinstance(value, Atom):
+        return value
+    raise ConfigError(f'{where}: expected a string ("text") or a binary (<<"text">>), got {value!r:.80}')
+
+
+def _access_keys(value: Term, where: str) -> dict[str, str]:
+    """``[{"AKID", "secret"}, ...]``: SQS access key ids and their secrets."""
+    if not isinstance(value, list):
+        raise ConfigError(f'{where}: expected [{{"access key id", "secret"}}, ...], got {value!r:.80}')
+    out: dict[str, str] = {}
+    for entry in value:
+        if not (isinstance(entry, tuple) and len(entry) == 2):
+            raise ConfigError(f'{where}: expected {{"access key id", "secret"}}, got {entry!r:.80}')
+        key, secret = _text(entry[0], where), _text(entry[1], where)
+        if not key or not secret:
+            raise ConfigError(f"{where}: an access key id and its secret cannot be empty")
+        out[key] = secret
+    return out
 
 
 def _apply_app(app: str, props: dict[str, Term], acc: dict[str, Any], notices: list[str], where: str) -> None:
@@ -273,6 +304,10 @@ def _apply_app(app: str, props: dict[str, Term], acc: dict[str, Any], notices: l
                 acc["virtual_queues"] = _virtual_queues(value, kw)
             elif key == "qs":
                 _apply_qs(value, acc, kw)
+            elif key == "sqs":
+                _apply_qs(value, acc, kw, "sqs")
+            elif key == "sqs_access_keys":
+                acc["sqs_access_keys"] = _access_keys(value, kw)
             elif key in _PYLMQ_KEYS:
                 acc[key] = _coerce(key, value, kw)
             else:

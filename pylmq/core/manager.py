@@ -729,8 +729,10 @@ class QueueManager:
         if book is not None:
             book.forget(uuids)
 
-    async def ext(self, name: str, id_: str | bytes) -> None:
-        await self._require(name).ext(_uuid(id_))
+    async def ext(self, name: str, id_: str | bytes, timeout: float | None = None) -> None:
+        """Extend a delivery's deadline to ``timeout`` seconds from now (None: the queue's
+        timeout, LMQ's ext; a message with its own interval keeps using that)."""
+        await self._require(name).ext(_uuid(id_), timeout)
 
     async def reply_many(self, name: str, reply: str, ids: Sequence[str | bytes]) -> ReplyOutcome:
         """``ack``, ``nack`` or ``ext`` for every id (a pylmq extension): one request and one

@@ -113,6 +113,9 @@ class PushOptions:
     retry: Retry | Inherit = Inherit.QUEUE
     priority: int = 0
     once: bool = False
+    track: bool = False
+    """Keep the delivery count and times (a :class:`MessageExt`) even on a queue without a
+    dead-letter queue: for a front end that reports them (SQS's ApproximateReceiveCount)."""
 
     def needs_ext(self) -> bool:
         """Whether a record pushed with these options needs a :class:`MessageExt` (a delay

@@ -79,7 +79,7 @@ def check_options(options: PushOptions, now: float) -> PushOptions:
         raise InvalidOptions(f"'once' must be a boolean, got {once!r}")
     if once and (interval is not None or (retry is not Inherit.QUEUE and retry != 0)):
         raise InvalidOptions("'once' (a single delivery) excludes 'retry' above 0 and 'interval'")
-    return PushOptions(nb, expires, interval, retry, priority, once)
+    return PushOptions(nb, expires, interval, retry, priority, once, options.track is True)
 
 
 def relative_options(

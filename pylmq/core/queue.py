@@ -174,7 +174,8 @@ class Queue:
         """Push with per-message options (checked by the caller), telling waiters; no commit
         awaited (the caller awaits one for all the queues it pushes to). The record's uuid."""
         props = self.props
-        uuid = await self.store.push(self.name, item, props.retry, options, track=self._dead_letter(props) is not None)
+        track = options.track or self._dead_letter(props) is not None
+        uuid = await self.store.push(self.name, item, props.retry, options, track=track)
         if self.observer is not None:
             self.observer.on_push(self.name)
         self.notify()
@@ -215,9 +216,10 @@ class Queue:
         self.notify()
         await self._settle(ok)
 
-    async def ext(self, uuid: bytes) -> None:
+    async def ext(self, uuid: bytes, timeout: float | None = None) -> None:
+        """A new deadline ``timeout`` seconds from now (None: the queue's timeout)."""
         # timeout is read at each ext: a property change applies to messages in flight.
-        ok = await self.store.retain(self.name, uuid, self.props.timeout)
+        ok = await self.store.retain(self.name, uuid, self.props.timeout if timeout is None else timeout)
         self.notify()
         await self._settle(ok)
 

@@ -43,6 +43,7 @@ from pylmq.wire.qs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_REQUEST, DEFAULT_UDP
 if TYPE_CHECKING:
     from pylmq.api.http_server import HttpServer
     from pylmq.api.qs_server import QsServer
+    from pylmq.api.sqs import SqsApi
 
 __all__ = ["LMQNode", "NodeOptions", "make_store", "parse_hostport"]
 
@@ -97,6 +98,10 @@ class NodeOptions:
     qs_max_request: int = DEFAULT_MAX_REQUEST
     qs_udp_max: int = DEFAULT_UDP_MAX
     qs_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    # Amazon SQS's API over HTTP (pylmq.api.sqs); None: off. Off unless asked here, as qs.
+    sqs: tuple[str, int] | None = None
+    # Access key id -> secret: when given, only requests SigV4-signed by one of them are served.
+    sqs_access_keys: Mapping[str, str] = field(default_factory=dict)
 
 
 def make_store(opts: NodeOptions, clock: Clock) -> Store:
@@ -144,6 +149,9 @@ class LMQNode:
         self.rpc_address: tuple[str, int] | None = None
         self._qs: QsServer | None = None
         self.qs_address: tuple[str, int] | None = None
+        self._sqs: HttpServer | None = None
+        self.sqs_api: SqsApi | None = None
+        self.sqs_address: tuple[str, int] | None = None
 
     async def start(self) -> None:
         await self.store.open()
@@ -158,15 +166,18 @@ class LMQNode:
                 await self._start_rpc(*self.opts.rpc)
             if self.opts.qs is not None:
                 await self._start_qs(*self.opts.qs)
+            if self.opts.sqs is not None:
+                await self._start_sqs(*self.opts.sqs)
         except BaseException:
             await self.stop()
             raise
         log.info(
-            "pylmq node started: store=%s http=%s rpc=%s qs=%s",
+            "pylmq node started: store=%s http=%s rpc=%s qs=%s sqs=%s",
             self.store.kind,
             self.http_address,
             self.rpc_address,
             self.qs_address,
+            self.sqs_address,
         )
 
     def _check_virtual_queues(self) -> None:
@@ -254,6 +265,33 @@ class LMQNode:
             raise ConfigError(f"cannot listen for queue_server's protocol on {host}:{port}: {e.strerror or e}") from e
         self._qs = server
 
+    async def _start_sqs(self, host: str, port: int) -> None:
+        from pylmq.api.http_server import HttpServer
+        from pylmq.api.sqs import SqsApi
+        from pylmq.wire.sqs import DEFAULT_MAX_BODY
+
+        opts = self.opts
+        api = SqsApi(self.manager, self.clock, (host, port), access_keys=opts.sqs_access_keys)
+        server = HttpServer(
+            api,
+            eager=self._in_process,
+            max_body=DEFAULT_MAX_BODY,
+            max_connections=opts.max_connections,
+            header_timeout=opts.header_timeout,
+            body_timeout=opts.body_timeout,
+            min_receive_rate=opts.min_receive_rate,
+            budget=self.budget(),
+            name="SQS",
+        )
+        try:
+            self.sqs_address = await server.start(host, port)
+        except OSError as e:
+            raise ConfigError(f"cannot listen for the SQS API on {host}:{port}: {e.strerror or e}") from e
+        if port == 0:
+            api.address = self.sqs_address
+        self._sqs = server
+        self.sqs_api = api
+
     async def stop(self) -> None:
         """Graceful: stop accepting, let in-flight requests finish, end waits, flush the store.
 
@@ -263,6 +301,8 @@ class LMQNode:
         empty); other requests still running get ``shutdown_timeout`` seconds, then they are
         cancelled (a message taken for one is put back). The store is flushed last."""
         self._close_http_listener()
+        if self._sqs is not None:
+            self._sqs.begin_stop()
         if self._rpc is not None:
             # Imported only when an RPC server was started: a node without one does not need it.
             from pylmq.api.rpc_server import RpcServer
@@ -279,6 +319,11 @@ class LMQNode:
         if self._http is not None:
             await self._http.close(_CANCEL_GRACE)
             self._http = None
+        if self._sqs is not None:
+            if not await self._sqs.drain(self.opts.shutdown_timeout):
+                log.warning("SQS requests still running after %ss: cancelling them", self.opts.shutdown_timeout)
+            await self._sqs.close(_CANCEL_GRACE)
+            self._sqs = None
         await self.store.close()
         if self.metrics is not None:
             await self.metrics.stop()

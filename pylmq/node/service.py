@@ -56,6 +56,8 @@ def node_options(s: Settings) -> NodeOptions:
         qs_max_request=s.qs_max_request,
         qs_udp_max=s.qs_udp_max,
         qs_idle_timeout=s.qs_idle_timeout / 1000.0,
+        sqs=(s.http_host if s.sqs_host is None else s.sqs_host, s.sqs_port) if s.sqs_enabled else None,
+        sqs_access_keys=s.sqs_access_keys,
     )
 
 
@@ -129,7 +131,13 @@ class Service:
             self.pid_file.write_text(f"{os.getpid()}\n")
         log.info(
             "pylmq started %s",
-            pairs(node=self.node_name, http=self.node.http_address, rpc=self.node.rpc_address, qs=self.node.qs_address),
+            pairs(
+                node=self.node_name,
+                http=self.node.http_address,
+                rpc=self.node.rpc_address,
+                qs=self.node.qs_address,
+                sqs=self.node.sqs_address,
+            ),
         )
 
     async def _start_dist(self, name: str) -> None:

@@ -92,7 +92,7 @@ async def test_repeated_aborted_large_uploads_do_not_grow_a_nodes_memory(tmp_pat
     # A real node process, its collector tuned as in production (python -m pylmq).
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "pylmq", "--store", "memory", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0",
-        "--qs", "off", "--statsd", "off", "--data-dir", str(tmp_path),
+        "--qs", "off", "--sqs", "off", "--statsd", "off", "--data-dir", str(tmp_path),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
     try:

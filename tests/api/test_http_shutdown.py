@@ -129,7 +129,7 @@ async def test_a_stalled_request_holds_the_stop_only_for_the_shutdown_timeout(tm
 def test_sigterm_stops_a_node_with_idle_and_waiting_connections(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "pylmq", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0", "--store", "memory",
-         "--qs", "off", "--statsd", "off", "--stats-interval", "0", "--log-level", "warning"],
+         "--qs", "off", "--sqs", "off", "--statsd", "off", "--stats-interval", "0", "--log-level", "warning"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

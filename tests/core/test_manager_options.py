@@ -84,6 +84,33 @@ async def test_interval_is_the_deadline_of_a_delivery(manager: QueueManager, clo
     assert manager.store.messages("q")[0].ts == clock.now() + 7
 
 
+async def test_track_keeps_the_delivery_count_without_a_dead_letter_queue(
+    manager: QueueManager, clock: ManualClock
+) -> None:
+    await manager.push_with("q", make_item(b"x"), PushOptions(track=True))
+    await manager.push_with("q", make_item(b"y"), PushOptions())
+    # Same push time: the table orders the two by uuid; told apart by body.
+    tracked, plain = sorted(manager.store.messages("q"), key=body)
+    assert tracked.ext is not None and tracked.ext.sent_at == clock.now()
+    assert plain.ext is None  # no option asks for one: LMQ's compact record
+    d = await manager.pull("q", 0)
+    while d is not None and body(d.message) != b"x":
+        d = await manager.pull("q", 0)
+    assert d is not None and d.message.ext is not None
+    assert (d.message.ext.attempts, d.message.ext.first_at) == (1, clock.now())
+
+
+async def test_ext_with_a_timeout_sets_that_deadline(manager: QueueManager, clock: ManualClock) -> None:
+    await manager.update_props("q", {"timeout": 30})
+    await manager.push("q", make_item(b"x"))
+    d = await manager.pull("q", 0)
+    assert d is not None
+    await manager.ext("q", uuid_text(d.message.uuid), 600.0)
+    assert manager.store.messages("q")[0].ts == clock.now() + 600
+    await manager.ext("q", uuid_text(d.message.uuid))  # LMQ's ext: the queue's timeout
+    assert manager.store.messages("q")[0].ts == clock.now() + 30
+
+
 # -- dead letters -----------------------------------------------------------------------------------
 
 

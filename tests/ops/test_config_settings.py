@@ -25,7 +25,7 @@ from pylmq.errors import ConfigError, ConfigSyntaxError
 from pylmq.node import NodeOptions, make_store
 from pylmq.node.service import node_options
 from pylmq.store.durable import DurableStore
-from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_QS_PORT, DEFAULT_RPC_PORT
+from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_QS_PORT, DEFAULT_RPC_PORT, DEFAULT_SQS_PORT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -195,7 +195,8 @@ def test_one_set_of_defaults_for_settings_node_options_command_line_and_clients(
     # exception: queue_server's protocol, on for an operator's node but off for a node built
     # in code, so that test nodes side by side never fight over its fixed port.
     assert node_options(s).qs == ("0.0.0.0", DEFAULT_QS_PORT) and opts.qs is None
-    assert replace(node_options(s), qs=None) == opts
+    assert node_options(s).sqs == ("0.0.0.0", DEFAULT_SQS_PORT) and opts.sqs is None
+    assert replace(node_options(s), qs=None, sqs=None) == opts
     store_defaults = {
         name: p.default
         for name, p in inspect.signature(DurableStore).parameters.items()

@@ -57,6 +57,7 @@ class Release:
     statsd: socket.socket
     elsewhere: Path  # a working directory that is not the release's
     qs_port: int = 0  # queue_server's protocol (TCP and UDP) on 127.0.0.1
+    sqs_port: int = 0  # the SQS API on 127.0.0.1
 
     def run(
         self, script: str, *args: str, input: str | None = None, timeout: float = 90.0
@@ -103,6 +104,7 @@ class Release:
         text = text.replace("{port, 18800}", f"{{port, {self.rpc_port}}}")
         text = text.replace('{http, {"0.0.0.0", 9980}}', f'{{http, {{"127.0.0.1", {self.http_port}}}}}')
         text = text.replace("{qs, 1111}", f'{{qs, {{"127.0.0.1", {self.qs_port}}}}}')
+        text = text.replace("{sqs, 9324}", f'{{sqs, {{"127.0.0.1", {self.sqs_port}}}}}')
         text = text.replace("{stats_interval, 20000}", "{stats_interval, 500}")
         text = text.replace('{hostname, "localhost"}', '{hostname, "127.0.0.1"}')
         text = text.replace("{port, 8125}", f"{{port, {self.statsd.getsockname()[1]}}}")
@@ -135,6 +137,7 @@ def make_release(base: Path) -> Release:
         http_port=free_port(),
         rpc_port=free_port(),
         qs_port=free_port(),
+        sqs_port=free_port(),
         statsd=statsd,
         elsewhere=elsewhere,
     )

@@ -51,7 +51,7 @@ def test_start_ping_push_pull_status_stop_as_an_operator(release: Release) -> No
     assert started.returncode == 0, f"start: expected exit 0, got {started.returncode}: {started.stderr}"
     expected = (
         f"lmq started: node {release.name}, HTTP 127.0.0.1:{release.http_port}, RPC 0.0.0.0:{release.rpc_port},"
-        f" queue_server 127.0.0.1:{release.qs_port}\n"
+        f" queue_server 127.0.0.1:{release.qs_port}, SQS 127.0.0.1:{release.sqs_port}\n"
     )
     assert started.stdout == expected, f"start: expected the success line {expected!r}, got {started.stdout!r}"
 

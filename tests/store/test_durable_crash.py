@@ -69,7 +69,7 @@ class Node:
     def __init__(self, data_dir: Path, fsync: str) -> None:
         cmd = [
             sys.executable, "-m", "pylmq",
-            "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0", "--qs", "off",
+            "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0", "--qs", "off", "--sqs", "off",
             "--store", "durable", "--data-dir", str(data_dir), "--fsync", fsync,
             "--log-level", "warning", "--statsd", "off",
         ]  # fmt: skip

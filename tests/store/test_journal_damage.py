@@ -380,7 +380,7 @@ async def test_node_process_on_a_damaged_journal_exits_non_zero_naming_file_and_
     flip(seg, hit.offset + 10)
     node = pylmq(
         "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0", "--store", "durable", "--data-dir", str(s.data_dir),
-        "--qs", "off", "--statsd", "off",
+        "--qs", "off", "--sqs", "off", "--statsd", "off",
     )  # fmt: skip
     assert node.returncode == 1, node
     assert f"pylmq: cannot recover {s.data_dir}: journal {seg} is damaged at byte offset {hit.offset}" in node.stderr

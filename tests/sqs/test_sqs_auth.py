@@ -1,0 +1,74 @@
+"""SigV4: any request is served by default (signed or not, as ElasticMQ does); with access keys
+configured only requests signed by one of them are, others get AWS's errors."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from pylmq.node.testing import NodeThread
+from tests.sqs.sqs_helpers import KEY, NS, SECRET, client, endpoint, signed_query, sqs_node, text
+
+
+def unsigned(node: NodeThread, target: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+    req = urllib.request.Request(
+        endpoint(node) + "/",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": f"AmazonSQS.{target}"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read() or b"{}"), dict(resp.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read()), dict(e.headers)
+
+
+def test_by_default_unsigned_and_any_signed_requests_are_served() -> None:
+    with sqs_node() as node:
+        status, answer, _ = unsigned(node, "CreateQueue", {"QueueName": "open"})
+        assert status == 200 and answer["QueueUrl"].endswith("/000000000000/open")
+        assert client(node, "anyone", "anything").list_queues()["QueueUrls"] == [answer["QueueUrl"]]
+
+
+@pytest.fixture(scope="module")
+def locked() -> Iterator[NodeThread]:
+    with sqs_node(sqs_access_keys={KEY: SECRET}) as n:
+        yield n
+
+
+def test_requests_signed_with_a_configured_key_are_served(locked: NodeThread) -> None:
+    sqs = client(locked)
+    url = sqs.create_queue(QueueName="locked")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="signed")
+    assert sqs.receive_message(QueueUrl=url)["Messages"][0]["Body"] == "signed"
+    status, root, _ = signed_query(locked, {"Action": "GetQueueUrl", "QueueName": "locked"})
+    assert status == 200 and text(root, "GetQueueUrlResult/QueueUrl") == url
+
+
+def test_a_wrong_secret_is_signature_does_not_match(locked: NodeThread) -> None:
+    with pytest.raises(ClientError) as e:
+        client(locked, KEY, "not the secret").list_queues()
+    assert e.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    status, root, _ = signed_query(locked, {"Action": "ListQueues"}, secret="not the secret")
+    assert (status, root.tag, text(root, "Error/Code")) == (403, f"{NS}ErrorResponse", "SignatureDoesNotMatch")
+
+
+def test_an_unknown_key_is_invalid_client_token_id(locked: NodeThread) -> None:
+    with pytest.raises(ClientError) as e:
+        client(locked, "AKIDUNKNOWN", SECRET).list_queues()
+    assert e.value.response["Error"]["Code"] == "InvalidClientTokenId"
+
+
+def test_an_unsigned_request_is_refused(locked: NodeThread) -> None:
+    status, answer, headers = unsigned(locked, "ListQueues", {})
+    assert status == 403
+    assert answer["__type"].endswith("#MissingAuthenticationToken")
+    assert headers["x-amzn-query-error"] == "MissingAuthenticationToken;Sender"

@@ -1,0 +1,93 @@
+"""Malformed input over the JSON protocol (raw requests, as no SDK would send them): each is a
+4xx with AWS's code, never a server error, and changes nothing."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pylmq.node.testing import NodeThread
+from tests.sqs.sqs_helpers import endpoint, sqs_node
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[NodeThread]:
+    with sqs_node() as n:
+        call(n, "CreateQueue", {"QueueName": "raw"})
+        yield n
+
+
+def call(node: NodeThread, action: str, body: Any) -> tuple[int, dict[str, Any]]:
+    req = urllib.request.Request(
+        endpoint(node) + "/",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": f"AmazonSQS.{action}"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+BAD = "InvalidParameterValue"
+
+
+@pytest.mark.parametrize(
+    ("action", "body", "shape"),
+    [
+        ("ReceiveMessage", {"QueueUrl": "raw", "MessageAttributeNames": [1, 2]}, BAD),
+        ("ReceiveMessage", {"QueueUrl": "raw", "AttributeNames": [["All"]]}, BAD),
+        ("ReceiveMessage", {"QueueUrl": "raw", "MaxNumberOfMessages": "ten"}, BAD),
+        ("ReceiveMessage", {"QueueUrl": "raw", "WaitTimeSeconds": True}, BAD),
+        ("SendMessage", {"QueueUrl": "raw", "MessageBody": 5}, BAD),
+        ("SendMessage", {"QueueUrl": "raw", "MessageBody": "x", "MessageGroupId": "\ud800"}, BAD),
+        ("SendMessage", {"QueueUrl": "raw", "MessageBody": "\ud800"}, "InvalidMessageContents"),
+        ("SendMessage", {"QueueUrl": "raw", "MessageBody": "x", "MessageAttributes": []}, BAD),
+        ("SendMessage", {"QueueUrl": "raw", "MessageBody": "x", "MessageAttributes": {"a": "s"}}, BAD),
+        ("SendMessage", {"QueueUrl": "raw", "MessageBody": "x",
+                         "MessageAttributes": {"a": {"DataType": "Binary", "BinaryValue": "not base64!"}}},
+         BAD),
+        ("SendMessage", {"QueueUrl": "raw", "MessageBody": "x", "MessageDeduplicationId": "d"}, BAD),
+        ("SendMessage", {"QueueUrl": "raw"}, "MissingParameter"),
+        ("SendMessage", {"QueueUrl": ["raw"], "MessageBody": "x"}, BAD),
+        ("SendMessageBatch", {"QueueUrl": "raw", "Entries": [{"Id": "a", "MessageBody": "x", "MessageAttributes": []}]},
+         None),
+        ("SendMessageBatch", {"QueueUrl": "raw", "Entries": "a"}, BAD),
+        ("SendMessageBatch", {"QueueUrl": "raw", "Entries": [5]}, "InvalidBatchEntryId"),
+        ("DeleteMessageBatch", {"QueueUrl": "raw", "Entries": [{"Id": "a"}]}, None),
+        ("ChangeMessageVisibility", {"QueueUrl": "raw", "ReceiptHandle": 7, "VisibilityTimeout": 1},
+         BAD),
+        ("CreateQueue", {"QueueName": "raw2", "Attributes": ["VisibilityTimeout"]}, BAD),
+        ("CreateQueue", {"QueueName": "raw2", "Attributes": {"RedrivePolicy": "{not json"}}, BAD),
+        ("ListQueues", {"NextToken": "%%%"}, BAD),
+        ("TagQueue", {"QueueUrl": "raw"}, "InvalidAction"),
+    ],
+)  # fmt: skip
+def test_malformed_requests_get_aws_errors(node: NodeThread, action: str, body: Any, shape: str | None) -> None:
+    status, answer = call(node, action, body)
+    if shape is None:  # a batch whose entries fail one by one
+        assert status == 200 and answer["Successful"] == [] and len(answer["Failed"]) == 1, answer
+        assert answer["Failed"][0]["SenderFault"] is True
+        return
+    assert status == 400, answer
+    assert answer["__type"] == f"com.amazonaws.sqs#{shape}", answer
+    assert node.node.store.size("raw") == 0
+    assert node.node.manager.get("raw2") is None
+
+
+def test_a_json_request_without_a_target_is_answered_in_json(node: NodeThread) -> None:
+    req = urllib.request.Request(
+        endpoint(node) + "/", data=b"{}", headers={"Content-Type": "application/x-amz-json-1.0"}, method="POST"
+    )
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    assert e.value.code == 400
+    assert json.loads(e.value.read())["__type"] == "com.amazonaws.sqs#InvalidAction"
+    assert e.value.headers["x-amzn-query-error"] == "InvalidAction;Sender"

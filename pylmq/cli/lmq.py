@@ -171,7 +171,7 @@ def _started_line(rel: Release) -> str:
     s = load_settings(rel.vm_args, rel.root / "etc" / "app.config")
     line = f"lmq started: node {rel.target.name}, HTTP {s.http_host}:{s.http_port}, RPC {s.rpc_host}:{s.rpc_port}"
     if s.qs_enabled:
-        line += f", queue_server {s.http_host if s.qs_host is None else s.qs_host}:{s.qs_port}"
+        line += f", queue_server {s.qs_host}:{s.qs_port}"
     if s.sqs_enabled:
         line += f", SQS {s.http_host if s.sqs_host is None else s.sqs_host}:{s.sqs_port}"
     return line

@@ -47,10 +47,11 @@ class Settings:
     http_port: int = DEFAULT_HTTP_PORT
     rpc_host: str = "0.0.0.0"
     rpc_port: int = DEFAULT_RPC_PORT
-    # queue_server's JSON protocol (TCP and UDP on one port): on by default, on the HTTP host
-    # unless qs_host names another (None: http_host).
+    # queue_server's JSON protocol (TCP and UDP on one port): on by default, on the loopback
+    # interface unless qs_host names another: a UDP answer can be a thousand times its request
+    # and goes wherever the datagram claims to come from, so serving other hosts is a choice.
     qs_enabled: bool = True
-    qs_host: str | None = None
+    qs_host: str = "127.0.0.1"
     qs_port: int = DEFAULT_QS_PORT
     qs_max_request: int = DEFAULT_MAX_REQUEST  # bytes of one TCP request
     qs_udp_max: int = DEFAULT_UDP_MAX  # bytes of a request or answer datagram

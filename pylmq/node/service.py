@@ -52,7 +52,7 @@ def node_options(s: Settings) -> NodeOptions:
         min_receive_rate=s.min_receive_rate,
         node_name=s.node_name or "nonode@nohost",
         virtual_queues=s.virtual_queues,
-        qs=(s.http_host if s.qs_host is None else s.qs_host, s.qs_port) if s.qs_enabled else None,
+        qs=(s.qs_host, s.qs_port) if s.qs_enabled else None,
         qs_max_request=s.qs_max_request,
         qs_udp_max=s.qs_udp_max,
         qs_idle_timeout=s.qs_idle_timeout / 1000.0,

@@ -194,7 +194,7 @@ def test_one_set_of_defaults_for_settings_node_options_command_line_and_clients(
     # are the same values, so a default changed in one place only shows up here. The one
     # exception: queue_server's protocol, on for an operator's node but off for a node built
     # in code, so that test nodes side by side never fight over its fixed port.
-    assert node_options(s).qs == ("0.0.0.0", DEFAULT_QS_PORT) and opts.qs is None
+    assert node_options(s).qs == ("127.0.0.1", DEFAULT_QS_PORT) and opts.qs is None
     assert node_options(s).sqs == ("0.0.0.0", DEFAULT_SQS_PORT) and opts.sqs is None
     assert replace(node_options(s), qs=None, sqs=None) == opts
     store_defaults = {

@@ -28,13 +28,15 @@ def settings(tmp_path: Path, pylmq_section: str = "", argv: tuple[str, ...] = ()
     return node_options(s)
 
 
-def test_on_by_default_on_the_http_host(tmp_path: Path) -> None:
-    assert settings(tmp_path).qs == ("0.0.0.0", DEFAULT_QS_PORT) == ("0.0.0.0", 1111)
-    assert settings(tmp_path, "{store, memory}").qs == ("10.0.0.1", 1111)
+def test_on_by_default_on_the_loopback_interface_whatever_the_http_host(tmp_path: Path) -> None:
+    # Not the HTTP host's 0.0.0.0: UDP answers amplify (docs/queue-server.md), so serving other
+    # hosts is the operator's choice.
+    assert settings(tmp_path).qs == ("127.0.0.1", DEFAULT_QS_PORT) == ("127.0.0.1", 1111)
+    assert settings(tmp_path, "{store, memory}").qs == ("127.0.0.1", 1111)
 
 
 def test_app_config_forms(tmp_path: Path) -> None:
-    assert settings(tmp_path, "{qs, 2222}").qs == ("10.0.0.1", 2222)
+    assert settings(tmp_path, "{qs, 2222}").qs == ("127.0.0.1", 2222)
     assert settings(tmp_path, '{qs, {"127.0.0.1", 2223}}').qs == ("127.0.0.1", 2223)
     assert settings(tmp_path, "{qs, {{127,0,0,2}, 2224}}").qs == ("127.0.0.2", 2224)
     assert settings(tmp_path, "{qs, off}").qs is None

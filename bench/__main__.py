@@ -9,6 +9,7 @@
     make bench MIXED=1               # the same; BENCH_ARGS="--mixed --targets memory" adds targets
     python -m bench --spark          # only the Spark data source (bench/spark.py, about 2 minutes)
     python -m bench --qs             # only queue_server's protocol beside HTTP and RPC (bench/qs.py)
+    python -m bench --sqs            # only Amazon SQS's API: pylmq against moto's server (bench/sqs.py)
     make bench SPARK=1               # the same; --spark-rows N sets the rows per step
 
 The external LMQ (target ``lmq``) is spoken to over RPC in old-spec msgpack (no str8/bin), the
@@ -88,6 +89,14 @@ def _parser() -> argparse.ArgumentParser:
         "on one node, c=1/8/64 (bench/qs.py); alone unless --targets is given too",
     )
     p.add_argument("--qs-seconds", type=float, default=5.0, help="seconds per cell of the --qs section")
+    p.add_argument(
+        "--sqs",
+        action="store_true",
+        help="Amazon SQS's API: send->receive->delete and its batch of 10, c=1/16/64, on pylmq's SQS endpoint "
+        "and on moto's server (bench/sqs.py); alone unless --targets is given too",
+    )
+    p.add_argument("--sqs-seconds", type=float, default=4.0, help="seconds per cell of the --sqs section")
+    p.add_argument("--sqs-stores", default="memory,durable", help="the pylmq stores of the --sqs section (comma list)")
     p.add_argument("--qs-store", choices=("memory", "durable"), default="memory", help="the --qs node's store")
     p.add_argument("--spark-rows", type=int, default=200_000, help="rows per step of the Spark target")
     p.add_argument("--mixed-rounds", type=int, default=3, help="rounds of the mixed targets (medians; default 3)")
@@ -101,7 +110,18 @@ def _parser() -> argparse.ArgumentParser:
 
 def _versions() -> dict[str, Any]:
     libs = {}
-    for name in ("pylmq", "aiohttp", "msgpack", "uvloop", "multidict", "yarl", "aio-pika", "redis", "matplotlib"):
+    for name in (
+        "pylmq",
+        "aiohttp",
+        "msgpack",
+        "uvloop",
+        "multidict",
+        "yarl",
+        "aio-pika",
+        "redis",
+        "matplotlib",
+        "moto",
+    ):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             libs[name] = importlib.metadata.version(name)
     try:
@@ -121,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         budget = replace(budget, cell_seconds=args.cell_seconds)
     total = args.budget or (150.0 if args.quick else 800.0)
     names = args.targets.split(",") if args.targets else list(QUICK_TARGETS if args.quick else FULL_TARGETS)
-    if (args.mixed or args.spark or args.qs) and not args.targets:
+    if (args.mixed or args.spark or args.qs or args.sqs) and not args.targets:
         names = []
     workloads = args.workloads.split(",") if args.workloads else list(ALL_WORKLOADS)
     for n in names:
@@ -214,6 +234,21 @@ def main(argv: list[str] | None = None) -> int:
             except Skip as e:
                 log(f"  skipped: {e}")
                 targets_meta["qs"] = {"skipped": str(e)}
+    sqs_md = ""
+    if args.sqs:
+        log("== Amazon SQS's API")
+        from bench.sqs import run_sqs
+        from bench.sqs import summary_md as sqs_summary_md
+
+        stores = tuple(s for s in args.sqs_stores.split(",") if s)
+        if any(s not in ("memory", "durable") for s in stores):
+            print(f"bench: --sqs-stores takes memory and durable, not {args.sqs_stores!r}", file=sys.stderr)
+            return 2
+        with tempfile.TemporaryDirectory(prefix="pylmq-bench-sqs-") as scratch:
+            got, info = run_sqs(Env(Path(scratch), False, False), seconds=args.sqs_seconds, log=log, stores=stores)
+            cells += got
+            targets_meta["sqs"] = info
+            sqs_md = sqs_summary_md(got)
     spark_md = ""
     if args.spark:
         log("== spark")
@@ -249,6 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         md += "\n" + qs_md
         with open(out / "results.md", "a") as f:
             f.write("\n" + qs_md)
+    if sqs_md:
+        md += "\n" + sqs_md
+        with open(out / "results.md", "a") as f:
+            f.write("\n" + sqs_md)
     if spark_md:
         md += "\n" + spark_md
         with open(out / "results.md", "a") as f:

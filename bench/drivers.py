@@ -13,6 +13,11 @@ little client-side work as possible so that the generator measures the server:
 - ``redis``: a Redis stream per queue with one consumer group: XADD, XREADGROUP, XACK + XDEL.
 - ``qs-tcp``, ``qs-udp``: queue_server's JSON protocol (produce with a retry interval, consume,
   confirm by msg_id), one request at a time per connection or socket.
+- ``sqs``: Amazon SQS's JSON protocol (what current SDKs send) over a raw keep-alive
+  connection, with a fixed SigV4 ``Authorization`` header that names the service (moto's
+  server routes a request by it; neither it nor pylmq checks signatures by default, so the
+  generator spends no CPU on signing); a server that closes the connection after an answer
+  (moto's) is dialled again for the next request.
 """
 
 from __future__ import annotations
@@ -43,6 +48,17 @@ class Driver:
         return await self.pull(queue, 0)
 
     async def ack(self, queue: str, handle: Any) -> None:
+        raise NotImplementedError
+
+    async def push_many(self, queue: str, bodies: list[bytes]) -> None:
+        """One request that pushes every body (SQS's SendMessageBatch)."""
+        raise NotImplementedError
+
+    async def pull_many(self, queue: str, count: int) -> list[Any]:
+        """One request that takes up to ``count`` messages at once (no wait): their handles."""
+        raise NotImplementedError
+
+    async def ack_many(self, queue: str, handles: list[Any]) -> None:
         raise NotImplementedError
 
     async def delete(self, queue: str) -> None:
@@ -272,6 +288,104 @@ class QsUdpDriver(_QsDriver):
             self.transport.close()
 
 
+# -- Amazon SQS (the JSON protocol) ------------------------------------------------------------------
+
+
+_SQS_AUTH = (
+    "AWS4-HMAC-SHA256 Credential=bench/20260101/us-east-1/sqs/aws4_request, "
+    "SignedHeaders=content-type;host;x-amz-target, Signature=" + "0" * 64
+)
+
+
+class SqsDriver(Driver):
+    """SQS's actions as JSON requests; each lane's queue is created at its first use."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.addr = (host, port)
+        self.host_header = f"{host}:{port}"
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.urls: dict[str, str] = {}
+
+    async def connect(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection(*self.addr)
+
+    async def call(self, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self.writer is None:
+            await self.connect()
+        assert self.reader is not None and self.writer is not None
+        body = json.dumps(params).encode()
+        head = (
+            f"POST / HTTP/1.1\r\nHost: {self.host_header}\r\nContent-Type: application/x-amz-json-1.0\r\n"
+            f"X-Amz-Target: AmazonSQS.{action}\r\nAuthorization: {_SQS_AUTH}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        self.writer.write(head.encode() + body)
+        raw = await self.reader.readuntil(b"\r\n\r\n")
+        lines = raw[:-4].split(b"\r\n")
+        version, status = lines[0].split(b" ", 2)[:2]
+        headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(b":")
+            headers[k.strip().lower()] = v.strip().lower() if k.strip().lower() == b"connection" else v.strip()
+        n = headers.get(b"content-length")
+        answer = await (self.reader.readexactly(int(n)) if n is not None else self.reader.read())
+        if (
+            n is None
+            or headers.get(b"connection") == b"close"
+            or (version == b"HTTP/1.0" and headers.get(b"connection") != b"keep-alive")
+        ):
+            await self.close()  # the next request dials again
+        if status != b"200":
+            raise RuntimeError(f"{action} answered {status.decode()}: {answer[:200]!r}")
+        got: dict[str, Any] = json.loads(answer) if answer else {}
+        return got
+
+    async def _url(self, queue: str) -> str:
+        url = self.urls.get(queue)
+        if url is None:
+            url = self.urls[queue] = (await self.call("CreateQueue", {"QueueName": queue}))["QueueUrl"]
+        return url
+
+    async def push(self, queue: str, body: bytes) -> None:
+        await self.call("SendMessage", {"QueueUrl": await self._url(queue), "MessageBody": body.decode()})
+
+    async def pull(self, queue: str, timeout: float) -> Any | None:
+        msgs = await self.pull_many(queue, 1, int(timeout))
+        return msgs[0] if msgs else None
+
+    async def ack(self, queue: str, handle: Any) -> None:
+        await self.call("DeleteMessage", {"QueueUrl": await self._url(queue), "ReceiptHandle": handle})
+
+    async def push_many(self, queue: str, bodies: list[bytes]) -> None:
+        entries = [{"Id": str(i), "MessageBody": b.decode()} for i, b in enumerate(bodies)]
+        got = await self.call("SendMessageBatch", {"QueueUrl": await self._url(queue), "Entries": entries})
+        if got.get("Failed"):
+            raise RuntimeError(f"SendMessageBatch failed: {got['Failed'][:1]}")
+
+    async def pull_many(self, queue: str, count: int, wait: int = 0) -> list[Any]:
+        params = {"QueueUrl": await self._url(queue), "MaxNumberOfMessages": count, "WaitTimeSeconds": wait}
+        got = await self.call("ReceiveMessage", params)
+        return [m["ReceiptHandle"] for m in got.get("Messages", ())]
+
+    async def ack_many(self, queue: str, handles: list[Any]) -> None:
+        entries = [{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(handles)]
+        got = await self.call("DeleteMessageBatch", {"QueueUrl": await self._url(queue), "Entries": entries})
+        if got.get("Failed"):
+            raise RuntimeError(f"DeleteMessageBatch failed: {got['Failed'][:1]}")
+
+    async def delete(self, queue: str) -> None:
+        await self.call("DeleteQueue", {"QueueUrl": await self._url(queue)})
+        self.urls.pop(queue, None)
+
+    async def close(self) -> None:
+        writer, self.writer, self.reader = self.writer, None, None
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+
 # -- RabbitMQ (AMQP 0-9-1) ---------------------------------------------------------------------------
 
 _amqp_connections: dict[str, Any] = {}
@@ -419,7 +533,9 @@ def make_driver(kind: str, addr: list[Any] | str, *, rpc_oldspec: bool = False) 
         return QsTcpDriver(addr[0], int(addr[1]))
     if kind == "qs-udp":
         return QsUdpDriver(addr[0], int(addr[1]))
+    if kind == "sqs":
+        return SqsDriver(addr[0], int(addr[1]))
     raise ValueError(f"unknown driver {kind!r}")
 
 
-DRIVERS = ("rpc", "http", "amqp", "redis", "qs-tcp", "qs-udp")
+DRIVERS = ("rpc", "http", "amqp", "redis", "qs-tcp", "qs-udp", "sqs")

@@ -11,7 +11,8 @@ Roles: ``push`` (``quota`` pushes), ``drain`` (pull t=0 and ack until empty or `
 ``consume`` (pull t=``pull_t`` and ack until ``quota``, or until an empty answer to a pull sent
 once every push lane of the run was done), ``idle`` (long polls with t=30 until stopped),
 ``probe`` (``quota`` times: one pull t=0, then its ack, timed apart), ``cycle`` (``quota``
-rounds of push, pull t=0 and ack on the lane's own queue).
+rounds of push, pull t=0 and ack on the lane's own queue), ``batch`` (the same with
+:data:`BATCH` messages a request: a batch push, a pull of up to that many, a batch ack).
 
 A consumer does not stop on the first empty answer while producers still push: the original
 LMQ's queue hands messages to waiting pulls only when its process is idle, so under push load a
@@ -43,6 +44,7 @@ from bench.drivers import Driver, make_driver
 __all__ = ["Lane", "LaneSet", "run_lanes"]
 
 _CHECKOUT = Path(__file__).resolve().parents[1]
+BATCH = 10  # messages a request of a ``batch`` lane (SQS's batch limit)
 
 
 @dataclass
@@ -161,6 +163,27 @@ class _Worker:
                 self.res.acked += 1
                 self._mark()
 
+        async def batch_loop() -> None:
+            # cycle_loop with BATCH messages a request; a round counts BATCH pushed and
+            # what came back acked.
+            bodies = [self.body] * BATCH
+            while left[0] > 0 and time.monotonic() < self.deadline:
+                left[0] -= 1
+                t = time.perf_counter()
+                await driver.push_many(lane.queue, bodies)
+                t2 = time.perf_counter()
+                handles = await driver.pull_many(lane.queue, BATCH)
+                t3 = time.perf_counter()
+                self.res.pushed += BATCH
+                if not handles:
+                    self.res.empties += 1
+                    continue
+                await driver.ack_many(lane.queue, handles)
+                t4 = time.perf_counter()
+                self.res.lat += [(t2 - t) * 1000, (t3 - t2) * 1000, (t4 - t3) * 1000]
+                self.res.acked += len(handles)
+                self._mark()
+
         async def idle_loop() -> None:
             while time.monotonic() < self.deadline:
                 if await driver.pull(lane.queue, 30) is not None:
@@ -193,6 +216,8 @@ class _Worker:
             loops = [idle_loop()]
         elif lane.role == "cycle":
             loops = [cycle_loop() for _ in range(lane.window)]
+        elif lane.role == "batch":
+            loops = [batch_loop() for _ in range(lane.window)]
         elif lane.role == "probe":
             loops = [probe_loop()]
         else:

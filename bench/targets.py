@@ -103,7 +103,7 @@ class Pylmq(Target):
         self.store = store
         self.fsync = fsync
         self.name = "pylmq-memory" if store == "memory" else f"pylmq-durable-{fsync}"
-        self.http_port = self.rpc_port = self.qs_port = 0
+        self.http_port = self.rpc_port = self.qs_port = self.sqs_port = 0
 
     def start(self) -> None:
         if self.store == "durable":
@@ -115,9 +115,12 @@ class Pylmq(Target):
         shutil.rmtree(data, ignore_errors=True)
         data.mkdir(parents=True)
         self.http_port, self.rpc_port, self.qs_port = free_port(), free_port(), free_port()
+        # SQS on a free port too: its default (9324) may be taken, by another node or ElasticMQ.
+        self.sqs_port = free_port()
         argv = [
             sys.executable, "-m", "pylmq", "--http", f"127.0.0.1:{self.http_port}",
             "--rpc", f"127.0.0.1:{self.rpc_port}", "--qs", f"127.0.0.1:{self.qs_port}",
+            "--sqs", f"127.0.0.1:{self.sqs_port}",
             "--store", self.store, "--data-dir", str(data / "data"),
             "--fsync", self.fsync, "--log-level", "warning", "--statsd", "off", "--stats-interval", "0",
         ]  # fmt: skip

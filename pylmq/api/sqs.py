@@ -32,7 +32,7 @@ from typing import Any, Final
 from pylmq.api.http import Request, Response
 from pylmq.core.clock import Clock
 from pylmq.core.manager import QueueManager
-from pylmq.core.message import Metadata, PushOptions, State, StoredMessage, StoredMessageType, uuid_text
+from pylmq.core.message import Metadata, PushOptions, StoredMessage, StoredMessageType, uuid_text
 from pylmq.core.props import MAX_RETRY
 from pylmq.core.queue import Delivery, Queue
 from pylmq.errors import InvalidProps, LMQError, NotFound, NotSupported, QueueNotFound
@@ -79,10 +79,6 @@ MAX_WAIT: Final = 20
 MAX_RECEIVE: Final = 10
 MAX_ATTRIBUTES: Final = 10
 MAX_LISTED: Final = 1000
-COUNT_PAGES: Final = 10
-"""Peek pages (of 1,000) an ApproximateNumberOf* count walks; past that the rest counts as
-visible. Each page of a large queue costs a pass over its table (in a worker thread), so the
-walk stays short; an exact count needs per-state counts from the store."""
 
 _QUEUE_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _ATTR_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,256}")
@@ -496,7 +492,7 @@ class SqsApi:
         for key in keys:
             if key.startswith("ApproximateNumberOf"):
                 if counts is None:
-                    counts = await self._counts(name)
+                    counts = self._counts(name)
                 out[key] = str(counts[key])
             elif key == "CreatedTimestamp":
                 out[key] = str(info.created)
@@ -510,30 +506,13 @@ class SqsApi:
                     out[key] = value
         return ({"Attributes": out} if out else {}), None
 
-    async def _counts(self, name: str) -> dict[str, int]:
-        """Visible, in flight and delayed messages, from peek pages (see :data:`COUNT_PAGES`)."""
-        total = self.manager.store.size(name)
-        now = self.clock.now()
-        in_flight = delayed = seen = 0
-        after: str | None = None
-        for _ in range(COUNT_PAGES):
-            try:
-                page = await self.manager.peek(name, after, 1000)
-            except (NotFound, QueueNotFound):
-                break
-            for msg in page:
-                if msg.state is State.PROCESSING:
-                    in_flight += 1
-                elif msg.ts > now:
-                    delayed += 1
-            seen += len(page)
-            if len(page) < 1000:
-                break
-            after = uuid_text(page[-1].uuid)
+    def _counts(self, name: str) -> dict[str, int]:
+        """Visible, in flight and delayed messages: the store keeps them as records change."""
+        counts = self.manager.store.counts(name)
         return {
-            "ApproximateNumberOfMessages": max(0, total - in_flight - delayed),
-            "ApproximateNumberOfMessagesNotVisible": in_flight,
-            "ApproximateNumberOfMessagesDelayed": delayed,
+            "ApproximateNumberOfMessages": counts.visible,
+            "ApproximateNumberOfMessagesNotVisible": counts.in_flight,
+            "ApproximateNumberOfMessagesDelayed": counts.delayed,
         }
 
     async def set_queue_attributes(self, params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import heapq
 import logging
+import time
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from pylmq.cluster.records import (
@@ -37,7 +39,7 @@ from pylmq.cluster.records import (
 )
 from pylmq.core.message import MessageId, State, StoredMessage, msg_key
 from pylmq.core.props import DefaultList, RawProps
-from pylmq.core.table import RECORD_OVERHEAD, page
+from pylmq.core.table import RECORD_OVERHEAD, LaterCount, QueueCounts, page
 from pylmq.erlang.terms import Atom, Term
 
 __all__ = [
@@ -94,20 +96,30 @@ class MirrorTable:
     its processing rows indexed by :func:`~pylmq.core.message.msg_key` of their uuid (the
     integer ids of queue_server's protocol, resolved here without a scan)."""
 
-    __slots__ = ("_heap", "_keys", "bytes", "rows")
+    __slots__ = ("_clock", "_heap", "_keys", "_later", "_nproc", "bytes", "rows")
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.rows: dict[MessageId, StoredMessage] = {}
         self._heap: list[MessageId] = []
         self._keys: dict[int, list[MessageId]] = {}
         self.bytes = 0
+        # For counts(), as a QueueTable keeps them: rows in processing, rows due later.
+        self._clock = clock
+        self._nproc = 0
+        self._later = LaterCount()
 
     def _index(self, msg: StoredMessage) -> None:
         if msg.state is State.PROCESSING:
+            self._nproc += 1
             self._keys.setdefault(msg_key(msg.id[1]), []).append(msg.id)
+        else:
+            self._later.add(msg.id[0])
 
     def _unindex(self, msg: StoredMessage) -> None:
-        if msg.state is State.PROCESSING:
+        if msg.state is not State.PROCESSING:
+            self._later.remove(msg.id[0])
+        else:
+            self._nproc -= 1
             key = msg_key(msg.id[1])
             ids = self._keys.get(key)
             if ids is not None:
@@ -119,6 +131,8 @@ class MirrorTable:
         return len(self.rows)
 
     def put(self, msg: StoredMessage) -> None:
+        # Rows carry no time of their own: the clock keeps the count of rows due later small.
+        self._later.tick(self._clock())
         old = self.rows.get(msg.id)
         if old is not None:
             self.bytes -= old.nbytes() + RECORD_OVERHEAD
@@ -133,6 +147,7 @@ class MirrorTable:
             heapq.heapify(self._heap)
 
     def delete(self, key: MessageId) -> None:
+        self._later.tick(self._clock())
         old = self.rows.pop(key, None)
         if old is not None:
             self.bytes -= old.nbytes() + RECORD_OVERHEAD
@@ -150,6 +165,13 @@ class MirrorTable:
     def waittime(self, now: float) -> float | None:
         msg = self.first()
         return None if msg is None else max(0.0, msg.id[0] - now)
+
+    def counts(self) -> QueueCounts:
+        delayed = self._later.count(self._clock(), self._due_times)
+        return QueueCounts(len(self.rows) - self._nproc - delayed, self._nproc, delayed)
+
+    def _due_times(self) -> Iterator[float]:
+        return (m.id[0] for m in self.rows.values() if m.state is not State.PROCESSING)
 
     def by_uuid(self, uuid: bytes) -> StoredMessage | None:
         """O(n): only for the rare checks after a peer died mid-call."""
@@ -176,14 +198,17 @@ class MirrorTable:
         self._heap = list(self.rows)
         heapq.heapify(self._heap)
         self._keys = {}
+        self._nproc = 0
+        self._later.untrack()  # walked at the next count
         for m in msgs:
             self._index(m)
         self.bytes = sum(m.nbytes() + RECORD_OVERHEAD for m in msgs)
 
 
 class Mirror:
-    def __init__(self, listener: MirrorListener | None = None) -> None:
+    def __init__(self, listener: MirrorListener | None = None, *, clock: Callable[[], float] = time.time) -> None:
         self.listener = listener
+        self.clock = clock  # the store's: what counts() call now
         self.tables: dict[str, MirrorTable] = {}
         self.queue_props: dict[str, RawProps] = {}
         self.defaults: DefaultList = []
@@ -206,7 +231,7 @@ class Mirror:
         """Start recording events of ``table`` (subscribe next, then scan, then :meth:`load`)."""
         self._recording[table] = []
         if table not in ADMIN_TABLES and table is not SCHEMA:
-            self.tables.setdefault(name_from_atom(table), MirrorTable())
+            self.tables.setdefault(name_from_atom(table), MirrorTable(self.clock))
 
     def load(self, table: Atom, rows: list[Term]) -> None:
         """The scan of ``table``: it becomes the table's state, recorded events replayed on top."""
@@ -219,7 +244,7 @@ class Mirror:
             self._load_lmq_info(rows)
         else:
             name = name_from_atom(table)
-            t = self.tables.setdefault(name, MirrorTable())
+            t = self.tables.setdefault(name, MirrorTable(self.clock))
             msgs: list[StoredMessage] = []
             for row in rows:
                 try:

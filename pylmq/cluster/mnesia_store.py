@@ -115,7 +115,7 @@ from pylmq.core.message import (
 )
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.store import TransferListener
-from pylmq.core.table import AccumResult
+from pylmq.core.table import AccumResult, QueueCounts
 from pylmq.erlang.terms import Atom, Export, Term
 from pylmq.errors import ClusterError, InvalidProps, NodeDown, NotSupported, PeerStalled, RemoteError
 from pylmq.store.local import LocalStore
@@ -288,7 +288,7 @@ class MnesiaStore:
         self.local = local
         self.rpc_timeout = rpc_timeout
         self.clock: Clock = clock or SystemClock()
-        self.mirror = Mirror()
+        self.mirror = Mirror(clock=self.clock.now)
         self.mode = LOCAL
         self.kind = local.kind  # "mnesia" while serving the cluster's queues
         self.link: PeerLink | None = None
@@ -823,6 +823,12 @@ class MnesiaStore:
             return self.local.size(name)
         t = self.mirror.table(name)
         return 0 if t is None else len(t)
+
+    def counts(self, name: str) -> QueueCounts:
+        if self.mode != CLUSTER:
+            return self.local.counts(name)
+        t = self.mirror.table(name)
+        return QueueCounts(0, 0, 0) if t is None else t.counts()
 
     def memory(self, name: str) -> int:
         if self.mode != CLUSTER:

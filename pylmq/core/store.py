@@ -18,7 +18,7 @@ from typing import Final, Literal, Protocol, get_args, runtime_checkable
 
 from pylmq.core.message import Item, MessageId, PushOptions, Retry, StoredMessage
 from pylmq.core.props import DefaultList, RawProps
-from pylmq.core.table import AccumResult
+from pylmq.core.table import AccumResult, QueueCounts
 
 __all__ = [
     "DEFAULT_DATA_DIR",
@@ -192,6 +192,11 @@ class Store(Protocol):
         ...
 
     def size(self, name: str) -> int: ...
+
+    def counts(self, name: str) -> QueueCounts:
+        """The queue's records now: visible (due, not in processing), in flight (processing),
+        delayed (due later); all 0 for a missing queue. Kept as records change: no scan."""
+        ...
 
     def memory(self, name: str) -> int:
         """Approximate bytes held for the queue."""

@@ -55,9 +55,9 @@ import bisect
 import heapq
 import struct
 from collections import deque
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from pylmq.core.message import (
     MSG_KEY_BITS,
@@ -83,6 +83,8 @@ __all__ = [
     "RECORD_OVERHEAD",
     "AccumResult",
     "Journal",
+    "LaterCount",
+    "QueueCounts",
     "QueueTable",
     "TableSnapshot",
     "dead_letter_of",
@@ -224,6 +226,83 @@ class Journal(Protocol):
         ...
 
 
+class QueueCounts(NamedTuple):
+    """A queue's records by what a receiver sees of them now (SQS's ApproximateNumberOf*)."""
+
+    visible: int
+    """Due and not in processing: the next pulls can take them."""
+    in_flight: int
+    """In processing: delivered and neither acked nor redelivered yet (one whose deadline
+    passed counts here until a pull redelivers it, as its state is processing until then)."""
+    delayed: int
+    """Not in processing and due later: delayed pushes, an accumulation window still open."""
+
+
+class LaterCount:
+    """How many of a table's records, not in processing, are due after now, in O(log n)
+    amortised per record that is ever due later, O(1) for the others and no scan.
+
+    A record due later is not found by its position (it may sit in any of a table's orders),
+    so the count keeps the ts of every record added while due later than :attr:`clock` (the
+    latest time the table was told), and the ts of those removed while still due later; both
+    heaps drop what is no longer later than the clock. The count is the difference. Exact with
+    a clock that does not go back, because a record removed while due later than the clock was
+    due later than it when it came. A table whose records came in without a time (recovery)
+    starts untracked (``later`` None) and is walked once at the next :meth:`count`.
+    """
+
+    __slots__ = ("clock", "later", "left")
+
+    def __init__(self) -> None:
+        self.clock = 0.0
+        self.later: list[float] | None = []
+        self.left: list[float] = []
+
+    def tick(self, now: float) -> None:
+        if now > self.clock:
+            self.clock = now
+
+    def add(self, ts: float) -> None:
+        """A record not in processing came in, due at ``ts``."""
+        later = self.later
+        if later is not None and ts > self.clock:
+            if later and later[0] <= self.clock:
+                self._prune()
+            heapq.heappush(later, ts)
+
+    def remove(self, ts: float) -> None:
+        """A record not in processing, due at ``ts``, left (delivered, claimed, dropped)."""
+        if self.later and ts > self.clock:
+            heapq.heappush(self.left, ts)
+
+    def untrack(self) -> None:
+        self.later, self.left = None, []
+
+    def reset(self) -> None:
+        self.later, self.left = [], []
+
+    def _prune(self) -> None:
+        later, left, clock = self.later, self.left, self.clock
+        assert later is not None
+        while later and later[0] <= clock:
+            heapq.heappop(later)
+        while left and left[0] <= clock:
+            heapq.heappop(left)
+
+    def count(self, now: float, due: Callable[[], Iterable[float]]) -> int:
+        """Records due after ``now``; ``due`` gives the ts of every record not in processing
+        (walked only when the count is untracked)."""
+        self.tick(now)
+        clock = self.clock
+        if self.later is None:
+            later = [ts for ts in due() if ts > clock]
+            heapq.heapify(later)
+            self.later, self.left = later, []
+        else:
+            self._prune()
+        return len(self.later) - len(self.left)
+
+
 def _inc(retry: Retry) -> Retry:
     return None if retry is None else retry + 1
 
@@ -331,9 +410,11 @@ class QueueTable:
         "_gone",
         "_index",
         "_journal",
+        "_later",
         "_lookup",
         "_md",
         "_navail",
+        "_nproc",
         "_okeys",
         "_other",
         "_pcount",
@@ -389,6 +470,9 @@ class QueueTable:
         self._md = _MetadataTable()
         self._accum: StoredMessage | None = None
         self.bytes = 0
+        # For counts(): records in processing, and those due later (see LaterCount).
+        self._nproc = 0
+        self._later = LaterCount()
 
     # -- finding records ---------------------------------------------------------------------------
 
@@ -548,6 +632,21 @@ class QueueTable:
         ts = _rec_ts(e) if type(e) is bytes else e.id[0]  # type: ignore[union-attr]
         return max(0.0, ts - now)
 
+    def counts(self, now: float) -> QueueCounts:
+        """The records by what a receiver sees of them at ``now``; O(1) but for what
+        :meth:`LaterCount.count` prunes (a walk of the queue only after recovery)."""
+        delayed = self._later.count(now, self._due_times)
+        return QueueCounts(len(self) - self._nproc - delayed, self._nproc, delayed)
+
+    def _due_times(self) -> Iterator[float]:
+        """The ts of every record not in processing."""
+        for e in self._entries():
+            if type(e) is bytes:
+                if e[24] != _PROCESSING:
+                    yield _rec_ts(e)
+            elif e.state is not _S_PROCESSING:  # type: ignore[union-attr]
+                yield e.id[0]  # type: ignore[union-attr]
+
     def _entries(self) -> list[Entry]:
         """Every record: available ones, then those in ``_other``, then processing ones. One
         pass over the records (a deep queue's do not fit in any cache)."""
@@ -599,6 +698,7 @@ class QueueTable:
         will be pushed next (a delay)."""
         self.bytes += len(rec) - _HEAD_SIZE + self._md.lens[rec[26]] + RECORD_OVERHEAD
         if rec[24] == _PROCESSING:
+            self._nproc += 1
             index, other = self._index, self._other
             if index.setdefault(key, rec) is not rec:
                 other[rec[8:24]] = rec
@@ -623,12 +723,17 @@ class QueueTable:
         uuid = msg.id[1]
         rec = self._encode(msg)
         if rec is not None:
+            if rec[24] != _PROCESSING:
+                self._later.add(msg.id[0])
             self._place(rec, _key(uuid))
             return rec
         self._other[uuid] = msg
         self.bytes += msg.nbytes() + RECORD_OVERHEAD
         if msg.state is _S_PROCESSING:
+            self._nproc += 1
             self._okey_add(uuid)
+        else:
+            self._later.add(msg.id[0])
         ext = msg.ext
         if ext is not None and ext.priority > 0:
             priority = ext.priority
@@ -685,6 +790,7 @@ class QueueTable:
         if type(e) is bytes:
             self.bytes -= len(e) - _HEAD_SIZE + self._md.lens[e[26]] + RECORD_OVERHEAD
             if e[24] == _PROCESSING:
+                self._nproc -= 1
                 k = _rec_key(e)
                 if self._index.get(k) is e:
                     del self._index[k]
@@ -693,6 +799,8 @@ class QueueTable:
                     self._okey_del(uuid)
                 self._forget_processing(e)
                 return
+            if self._later.later:
+                self._later.remove(_rec_ts(e))
             self._navail -= 1
             if self._lookup is not None:
                 self._lookup.pop(uuid, None)
@@ -707,7 +815,10 @@ class QueueTable:
         assert isinstance(e, StoredMessage)
         self.bytes -= e.nbytes() + RECORD_OVERHEAD
         if e.state is _S_PROCESSING:
+            self._nproc -= 1
             self._okey_del(uuid)
+        else:
+            self._later.remove(e.id[0])
         if self._accum is e:
             self._accum = None
 
@@ -764,6 +875,7 @@ class QueueTable:
 
     def restore(self, msg: StoredMessage) -> None:
         """Recovery: insert a record as it was (no journal), replacing one with its uuid."""
+        self._later.untrack()  # restored without a time: counted by a walk, when first asked
         old = self._find(msg.id[1], True)
         if old is not None:
             self._drop(msg.id[1], old)
@@ -777,6 +889,7 @@ class QueueTable:
 
     def restore_move(self, old_uuid: bytes, msg: StoredMessage) -> None:
         """Recovery: ``old_uuid``'s record takes ``msg``'s id, state and retry; its content stays."""
+        self._later.untrack()
         old = self._remove(old_uuid)
         if old is None:
             return
@@ -822,11 +935,14 @@ class QueueTable:
         self._md = _MetadataTable()  # a snapshot being written may still read the old one
         self._accum = None
         self.bytes = 0
+        self._nproc = 0
+        self._later.reset()
 
     # -- lmq_lib operations ----------------------------------------------------------------------
 
     def enqueue(self, item: Item, retry: Retry, accum: float, now: float) -> AccumResult:
         """Push one item. ``retry`` is the queue's retry property (deliveries = retry + 1)."""
+        self._later.tick(now)
         if accum <= 0:
             retry = _inc(retry)
             body, ref, code = item[1], self._md.ref(item[0]), _retry_code(retry)
@@ -872,9 +988,12 @@ class QueueTable:
         nb = options.not_before
         ts = now if nb is None or nb <= now else float(nb)
         uuid = new_uuid()
+        self._later.tick(now)
         if not track and not options.needs_ext():
             body, ref, code = item[1], self._md.ref(item[0]), _retry_code(stored)
             if ref >= 0 and code >= 0 and type(body) is bytes and len(body) <= COMPACT_MAX and ts > 0.0:
+                if ts > now:
+                    self._later.add(ts)
                 self._place(_HEAD.pack(ts, uuid, _AVAILABLE, code, ref) + body, -1, ts > now)
                 if self._journal is not None:
                     self._journal.put(self.name, StoredMessage((ts, uuid), _S_AVAILABLE, _NORMAL, stored, item))
@@ -905,6 +1024,7 @@ class QueueTable:
 
         A record with a priority is served before any other due one; a record with a
         :class:`MessageExt` follows queue_server's ttl rule (:meth:`_deliver_ext`)."""
+        self._later.tick(now)
         while True:
             e: Entry | None = None
             if self._plevels:
@@ -1031,6 +1151,7 @@ class QueueTable:
             if rec[24] != _PROCESSING or _rec_ts(rec) < now:
                 return False
             del self._index[key]
+            self._nproc -= 1
             self.bytes -= len(rec) - _HEAD_SIZE + self._md.lens[rec[26]] + RECORD_OVERHEAD
             self._forget_processing(rec)
         else:
@@ -1060,6 +1181,7 @@ class QueueTable:
                 rec = _HEAD.pack(ts, uuid, st, code, e[26]) + e[_HEAD_SIZE:]
                 self._place(rec, _key(uuid))
                 if st == _AVAILABLE:
+                    self._later.add(ts)
                     self._again[uuid] = rec
                 if self._journal is not None:
                     self._journal.move(self.name, uuid, _decode(rec, self._md.mds))
@@ -1092,6 +1214,7 @@ class QueueTable:
 
     def release(self, uuid: bytes, now: float) -> bool:
         """nack: available again now; the retry spent by the delivery stays spent."""
+        self._later.tick(now)
         e = self._processing(uuid, now)
         if e is None:
             return False
@@ -1115,6 +1238,7 @@ class QueueTable:
 
         Once claimed messages reach ``max_bytes`` of payload (at least one is claimed), the
         uuids after it are left as they are: the answer is shorter than ``uuids``."""
+        self._later.tick(now)
         found: dict[bytes, Entry] = {}
         again = self._again
         for u in uuids:
@@ -1178,6 +1302,7 @@ class QueueTable:
 
     def put_back(self, uuid: bytes, now: float) -> bool:
         """The receiver is gone: available again and the lost delivery costs no retry."""
+        self._later.tick(now)
         e = self._processing(uuid, now)
         if e is None:
             return False

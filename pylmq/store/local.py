@@ -12,6 +12,7 @@ from pylmq.core.store import TransferListener
 from pylmq.core.table import (
     AccumResult,
     Journal,
+    QueueCounts,
     QueueTable,
     dead_letter_record,
     page,
@@ -240,6 +241,10 @@ class LocalStore:
     def size(self, name: str) -> int:
         table = self.tables.get(name)
         return 0 if table is None else len(table)
+
+    def counts(self, name: str) -> QueueCounts:
+        table = self.tables.get(name)
+        return QueueCounts(0, 0, 0) if table is None else table.counts(self.clock.now())
 
     def memory(self, name: str) -> int:
         table = self.tables.get(name)

@@ -20,14 +20,14 @@ request, on a 4-core VM) is not the same workload: compare protocols within one 
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.model import Cell, Skip, percentile
+from bench.cells import fmt, generator_bound, measure_lanes
+from bench.model import Cell, Skip
 from bench.procs import wait_port
-from bench.pygen import Lane, run_lanes
+from bench.pygen import Lane
 from bench.targets import Env, Pylmq
 
 __all__ = ["CONCURRENCY", "PROTOCOLS", "WORKLOAD", "run_qs", "summary_md"]
@@ -80,35 +80,12 @@ def _cell(target: Pylmq, protocol: str, c: int, seconds: float, log: Callable[[s
     cell = Cell(target.name, protocol, WORKLOAD, f"c={c}", generator="pygen")
     stamp = f"{protocol}-{c}-{int(time.time() * 1000) % 10**8}"
     lanes = [Lane("cycle", f"qsb-{stamp}-{i}", quota=_QUOTA) for i in range(c)]
-    u0 = target.usage()
-    t0 = time.monotonic()
-    try:
-        res = run_lanes(protocol, _addr(target, protocol), lanes, procs=min(2, c), seconds=seconds)
-    except RuntimeError as e:
-        cell.error = str(e)[:300]
+    # a cycle is three requests: produce, consume, confirm
+    if not measure_lanes(
+        cell, target, protocol, _addr(target, protocol), lanes, seconds=seconds, requests=lambda res: 3 * res.acked
+    ):
         log(f"  {protocol} c={c}: failed: {cell.error}")
         return cell
-    wall = time.monotonic() - t0
-    u1 = target.usage()
-    span = (res.last - res.first) if res.last > res.first else seconds
-    lat = sorted(res.lat)
-    cell.msgs = res.acked
-    cell.seconds = round(span, 3)
-    cell.msgs_per_s = round(res.acked / span, 1) if span > 0 else None
-    cell.p50_ms = percentile(lat, 50)
-    cell.p99_ms = percentile(lat, 99)
-    cell.p999_ms = percentile(lat, 99.9)
-    if u0 is not None and u1 is not None:
-        cell.server_cpu_pct = round((u1.cpu_s - u0.cpu_s) / wall * 100, 1)
-        cell.server_rss_mb = round(u1.rss_bytes / 2**20, 1)
-    cell.gen_cpu_pct = round(res.cpu_s / span * 100, 1) if span > 0 else None
-    cell.extra = {
-        "requests_per_s": round(3 * res.acked / span, 1) if span > 0 else None,
-        "mean_ms": round(statistics.fmean(lat), 3) if lat else None,
-        "empties": res.empties,
-    }
-    if res.errors:
-        cell.error = res.error_text
     log(
         f"  {protocol:7} c={c:<3} {cell.msgs_per_s or 0:>9,.0f} cycles/s"
         f"  {cell.extra['requests_per_s'] or 0:>9,.0f} req/s"
@@ -118,28 +95,17 @@ def _cell(target: Pylmq, protocol: str, c: int, seconds: float, log: Callable[[s
     return cell
 
 
-def _generator_bound(cell: Cell, cpus: int) -> bool:
-    """The generator took most of what the host left it: the cell may measure the generator."""
-    if cell.gen_cpu_pct is None or cell.server_cpu_pct is None:
-        return False
-    left = cpus * 100 - cell.server_cpu_pct
-    return cell.gen_cpu_pct >= 0.8 * left
-
-
 def summary_md(cells: list[Cell], cpus: int | None = None) -> str:
     cpus = cpus or os.cpu_count() or 1
-
-    def f(v: float | None, d: int = 0) -> str:
-        return "-" if v is None else f"{v:,.{d}f}"
 
     rows = []
     for c in cells:
         if c.workload != WORKLOAD:
             continue
-        note = c.error or ("generator-bound" if _generator_bound(c, cpus) else "")
+        note = c.error or ("generator-bound" if generator_bound(c, cpus) else "")
         rows.append(
-            f"| {c.protocol} | {c.param} | {f(c.msgs_per_s)} | {f(c.extra.get('requests_per_s'))} "
-            f"| {f(c.extra.get('mean_ms'), 3)} | {f(c.p99_ms, 2)} | {f(c.server_cpu_pct)} | {f(c.gen_cpu_pct)} "
+            f"| {c.protocol} | {c.param} | {fmt(c.msgs_per_s)} | {fmt(c.extra.get('requests_per_s'))} "
+            f"| {fmt(c.extra.get('mean_ms'), 3)} | {fmt(c.p99_ms, 2)} | {fmt(c.server_cpu_pct)} | {fmt(c.gen_cpu_pct)} "
             f"| {note} |"
         )
     return (

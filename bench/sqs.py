@@ -21,15 +21,15 @@ what the host left it is flagged, since it may measure the generator. moto's ser
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.model import Cell, Skip, percentile
+from bench.cells import fmt, generator_bound, measure_lanes
+from bench.model import Cell, Skip
 from bench.procs import Proc, free_port, wait_port
-from bench.pygen import BATCH, Lane, run_lanes
+from bench.pygen import BATCH, Lane
 from bench.targets import Env, Pylmq, Target
 
 __all__ = ["CONCURRENCY", "WORKLOADS", "Moto", "run_sqs", "summary_md"]
@@ -120,37 +120,13 @@ def _cell(
     cell = Cell(target.name, "sqs", workload, f"c={c}", generator="pygen")
     stamp = f"{role}-{c}-{int(time.time() * 1000) % 10**8}"
     lanes = [Lane(role, f"sqsb-{stamp}-{i}", quota=_QUOTA) for i in range(c)]
-    u0 = target.usage()
-    t0 = time.monotonic()
-    try:
-        res = run_lanes("sqs", addr, lanes, procs=min(2, c), seconds=seconds)
-    except RuntimeError as e:
-        cell.error = str(e)[:300]
+    per_round = BATCH if role == "batch" else 1
+    # a round is three requests (send, receive, delete), of one message or of a batch
+    if not measure_lanes(
+        cell, target, "sqs", addr, lanes, seconds=seconds, requests=lambda res: 3 * (res.pushed / per_round)
+    ):
         log(f"    {workload} c={c}: failed: {cell.error}")
         return cell
-    wall = time.monotonic() - t0
-    u1 = target.usage()
-    span = (res.last - res.first) if res.last > res.first else seconds
-    per_round = BATCH if role == "batch" else 1
-    rounds = res.pushed / per_round
-    lat = sorted(res.lat)
-    cell.msgs = res.acked
-    cell.seconds = round(span, 3)
-    cell.msgs_per_s = round(res.acked / span, 1) if span > 0 else None
-    cell.p50_ms = percentile(lat, 50)
-    cell.p99_ms = percentile(lat, 99)
-    cell.p999_ms = percentile(lat, 99.9)
-    if u0 is not None and u1 is not None:
-        cell.server_cpu_pct = round((u1.cpu_s - u0.cpu_s) / wall * 100, 1)
-        cell.server_rss_mb = round(u1.rss_bytes / 2**20, 1)
-    cell.gen_cpu_pct = round(res.cpu_s / span * 100, 1) if span > 0 else None
-    cell.extra = {
-        "requests_per_s": round(3 * rounds / span, 1) if span > 0 else None,
-        "mean_ms": round(statistics.fmean(lat), 3) if lat else None,
-        "empties": res.empties,
-    }
-    if res.errors:
-        cell.error = res.error_text
     log(
         f"    {workload:11} c={c:<3} {cell.msgs_per_s or 0:>9,.0f} msgs/s"
         f"  {cell.extra['requests_per_s'] or 0:>8,.0f} req/s"
@@ -160,18 +136,8 @@ def _cell(
     return cell
 
 
-def _generator_bound(cell: Cell, cpus: int) -> bool:
-    """The generator took most of what the host left it: the cell may measure the generator."""
-    if cell.gen_cpu_pct is None or cell.server_cpu_pct is None:
-        return False
-    return cell.gen_cpu_pct >= 0.8 * (cpus * 100 - cell.server_cpu_pct)
-
-
 def summary_md(cells: list[Cell], cpus: int | None = None) -> str:
     cpus = cpus or os.cpu_count() or 1
-
-    def f(v: float | None, d: int = 0) -> str:
-        return "-" if v is None else f"{v:,.{d}f}"
 
     mine = [c for c in cells if c.workload in WORKLOADS]
     moto = {(c.workload, c.param): c.msgs_per_s for c in mine if c.target == "moto"}
@@ -179,11 +145,11 @@ def summary_md(cells: list[Cell], cpus: int | None = None) -> str:
     for c in mine:
         ref = moto.get((c.workload, c.param))
         ratio = f"{c.msgs_per_s / ref:.1f}x" if c.target != "moto" and c.msgs_per_s and ref else ""
-        note = c.error or ("generator-bound" if _generator_bound(c, cpus) else "")
+        note = c.error or ("generator-bound" if generator_bound(c, cpus) else "")
         rows.append(
-            f"| {c.target} | {c.workload} | {c.param} | {f(c.msgs_per_s)} | {ratio} "
-            f"| {f(c.extra.get('requests_per_s'))} | {f(c.extra.get('mean_ms'), 2)} | {f(c.p99_ms, 2)} "
-            f"| {f(c.server_cpu_pct)} | {f(c.gen_cpu_pct)} | {note} |"
+            f"| {c.target} | {c.workload} | {c.param} | {fmt(c.msgs_per_s)} | {ratio} "
+            f"| {fmt(c.extra.get('requests_per_s'))} | {fmt(c.extra.get('mean_ms'), 2)} | {fmt(c.p99_ms, 2)} "
+            f"| {fmt(c.server_cpu_pct)} | {fmt(c.gen_cpu_pct)} | {note} |"
         )
     return (
         f"## Amazon SQS's API: pylmq against moto's server ({cpus} CPUs; sqs_cycle = SendMessage + "

@@ -109,9 +109,9 @@ def _parse_answer(raw: bytes) -> dict[str, Any]:
     return obj
 
 
-class AsyncQsClient:
-    """queue_server's protocol over asyncio; concurrent calls share one connection (TCP) or
-    socket (UDP)."""
+class _QsEndpoint:
+    """What both clients share: the server's address, the transport, the timeout and resends
+    of a call, and the ``seq`` counter that matches answers to calls."""
 
     def __init__(
         self,
@@ -129,6 +129,27 @@ class AsyncQsClient:
         self.request_timeout = request_timeout
         self.udp_resends = udp_resends
         self._seq = itertools.count(1)
+        self._init_connection()
+
+    def _init_connection(self) -> None:
+        """The state of a connection or socket not opened yet, each client's own."""
+        raise NotImplementedError
+
+    @property
+    def _peer(self) -> str:
+        return f"{self.address[0]}:{self.address[1]}"
+
+    def _tries(self, obj: dict[str, Any]) -> int:
+        """How many times a request may go: more than once only over UDP, and only a request
+        that changes nothing (see the module's docstring)."""
+        return 1 + (self.udp_resends if self.transport == "udp" and obj.get("action") in _SAFE_TO_RESEND else 0)
+
+
+class AsyncQsClient(_QsEndpoint):
+    """queue_server's protocol over asyncio; concurrent calls share one connection (TCP) or
+    socket (UDP)."""
+
+    def _init_connection(self) -> None:
         self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
@@ -182,7 +203,7 @@ class AsyncQsClient:
                         asyncio.open_connection(*self.address), self.request_timeout
                     )
                 except (OSError, TimeoutError) as e:
-                    raise Unreachable(f"cannot connect to {self.address[0]}:{self.address[1]}: {e}") from e
+                    raise Unreachable(f"cannot connect to {self._peer}: {e}") from e
                 self._reader_task = asyncio.get_running_loop().create_task(self._read(reader))
             elif self._udp is None:
                 loop = asyncio.get_running_loop()
@@ -216,7 +237,7 @@ class AsyncQsClient:
         """Send one request object (``seq`` is set here) and return its answer, whatever its code."""
         await self._connect()
         loop = asyncio.get_running_loop()
-        tries = 1 + (self.udp_resends if self.transport == "udp" and obj.get("action") in _SAFE_TO_RESEND else 0)
+        tries = self._tries(obj)
         for attempt in range(tries):
             seq = next(self._seq)
             data = encode_request({**obj, "seq": seq})
@@ -236,9 +257,7 @@ class AsyncQsClient:
             except TimeoutError:
                 self._waiting.pop(seq, None)
                 if attempt == tries - 1:
-                    raise Unreachable(
-                        f"no answer from {self.address[0]}:{self.address[1]} in {self.request_timeout:g} s"
-                    ) from None
+                    raise Unreachable(f"no answer from {self._peer} in {self.request_timeout:g} s") from None
         raise AssertionError("unreachable")
 
     async def produce(
@@ -268,26 +287,11 @@ class AsyncQsClient:
         return _checked(await self.request({"action": ACTION_LEADER}))
 
 
-class QsClient:
+class QsClient(_QsEndpoint):
     """queue_server's protocol with blocking calls, one at a time (calls from several threads
     are serialised); the same methods as :class:`AsyncQsClient`."""
 
-    def __init__(
-        self,
-        host: str = "127.0.0.1",
-        port: int = DEFAULT_QS_PORT,
-        *,
-        transport: Transport = "tcp",
-        request_timeout: float = 10.0,
-        udp_resends: int = 2,
-    ) -> None:
-        if transport not in ("tcp", "udp"):
-            raise ValueError(f"transport must be tcp or udp, got {transport!r}")
-        self.address = (host, port)
-        self.transport: Transport = transport
-        self.request_timeout = request_timeout
-        self.udp_resends = udp_resends
-        self._seq = itertools.count(1)
+    def _init_connection(self) -> None:
         self._sock: socket.socket | None = None
         self._framer = Framer(_MAX_ANSWER)
         self._answers: list[bytes] = []
@@ -318,7 +322,7 @@ class QsClient:
                     )
                     sock.connect(self.address)
             except OSError as e:
-                raise Unreachable(f"cannot connect to {self.address[0]}:{self.address[1]}: {e}") from e
+                raise Unreachable(f"cannot connect to {self._peer}: {e}") from e
             sock.settimeout(self.request_timeout)
             self._sock = sock
             self._framer = Framer(_MAX_ANSWER)
@@ -332,11 +336,11 @@ class QsClient:
                 return self._request(obj)
             except (OSError, FramingError) as e:
                 self.close()
-                raise Unreachable(f"no answer from {self.address[0]}:{self.address[1]}: {e}") from e
+                raise Unreachable(f"no answer from {self._peer}: {e}") from e
 
     def _request(self, obj: dict[str, Any]) -> dict[str, Any]:
         sock = self._socket()
-        tries = 1 + (self.udp_resends if self.transport == "udp" and obj.get("action") in _SAFE_TO_RESEND else 0)
+        tries = self._tries(obj)
         for attempt in range(tries):
             seq = next(self._seq)
             data = encode_request({**obj, "seq": seq})

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any, TypeVar
 
 import aiohttp
 from yarl import URL
 
 from pylmq.client import _http_proto as proto
+from pylmq.client._closing import AsyncClosing
 from pylmq.client._message import ClaimResult, Message, PullFormat, ReplyMany, ReplyResult
 from pylmq.client._options import PushOptions
 from pylmq.client._urls import DEFAULT_HTTP_URL, HttpBase, parse_http_urls
@@ -33,7 +33,7 @@ def read_timeout(server_wait: float | None, request_timeout: float | None) -> fl
     return server_wait + request_timeout
 
 
-class AsyncHttpClient:
+class AsyncHttpClient(AsyncClosing):
     """LMQ's HTTP API over one pooled aiohttp session.
 
     ``base_url`` is one node URL, a comma-separated string or a list of them: when a node
@@ -68,14 +68,6 @@ class AsyncHttpClient:
     def base_url(self) -> str:
         """The node URL in use (the one that last answered)."""
         return self.bases[self._current].url
-
-    async def __aenter__(self) -> AsyncHttpClient:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         if self._own_session and self._session is not None:

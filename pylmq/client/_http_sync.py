@@ -13,10 +13,10 @@ import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any, TypeVar
 
 from pylmq.client import _http_proto as proto
+from pylmq.client._closing import Closing
 from pylmq.client._http import KEEPALIVE, read_timeout
 from pylmq.client._message import ClaimResult, Message, PullFormat, ReplyMany, ReplyResult
 from pylmq.client._options import PushOptions
@@ -32,7 +32,7 @@ T = TypeVar("T")
 _IDEMPOTENT = frozenset({"GET", "PUT", "DELETE"})
 
 
-class HttpClient:
+class HttpClient(Closing):
     """LMQ's HTTP API with blocking calls; the same operations as
     :class:`~pylmq.client.AsyncHttpClient`, with the same failover rules.
 
@@ -64,14 +64,6 @@ class HttpClient:
     @property
     def base_url(self) -> str:
         return self.bases[self._current].url
-
-    def __enter__(self) -> HttpClient:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         with self._lock:

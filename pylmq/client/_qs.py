@@ -19,9 +19,9 @@ import json
 import socket
 import threading
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Literal
 
+from pylmq.client._closing import AsyncClosing, Closing
 from pylmq.errors import ProtocolError, QsRefused, Unreachable
 from pylmq.wire.ports import DEFAULT_QS_PORT
 from pylmq.wire.qs import (
@@ -145,7 +145,7 @@ class _QsEndpoint:
         return 1 + (self.udp_resends if self.transport == "udp" and obj.get("action") in _SAFE_TO_RESEND else 0)
 
 
-class AsyncQsClient(_QsEndpoint):
+class AsyncQsClient(_QsEndpoint, AsyncClosing):
     """queue_server's protocol over asyncio; concurrent calls share one connection (TCP) or
     socket (UDP)."""
 
@@ -155,12 +155,6 @@ class AsyncQsClient(_QsEndpoint):
         self._reader_task: asyncio.Task[None] | None = None
         self._udp: asyncio.DatagramTransport | None = None
         self._lock = asyncio.Lock()
-
-    async def __aenter__(self) -> AsyncQsClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def close(self) -> None:
         if self._reader_task is not None:
@@ -287,7 +281,7 @@ class AsyncQsClient(_QsEndpoint):
         return _checked(await self.request({"action": ACTION_LEADER}))
 
 
-class QsClient(_QsEndpoint):
+class QsClient(_QsEndpoint, Closing):
     """queue_server's protocol with blocking calls, one at a time (calls from several threads
     are serialised); the same methods as :class:`AsyncQsClient`."""
 
@@ -296,14 +290,6 @@ class QsClient(_QsEndpoint):
         self._framer = Framer(_MAX_ANSWER)
         self._answers: list[bytes] = []
         self._lock = threading.Lock()
-
-    def __enter__(self) -> QsClient:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         if self._sock is not None:

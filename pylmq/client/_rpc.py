@@ -6,10 +6,10 @@ import asyncio
 import itertools
 from collections.abc import Mapping, Sequence
 from functools import partial
-from types import TracebackType
 from typing import Any, TypeVar
 
 from pylmq.client import _rpc_proto as proto
+from pylmq.client._closing import AsyncClosing
 from pylmq.client._errors import error_from_rpc
 from pylmq.client._http import read_timeout
 from pylmq.client._message import ClaimResult, ReplyMany, ReplyResult, RpcMessage
@@ -87,7 +87,7 @@ class _Connection(asyncio.Protocol):
         self._fail(Unreachable(f"{self._where()}: client closed"))
 
 
-class AsyncRpcClient:
+class AsyncRpcClient(AsyncClosing):
     """LMQ's MessagePack-RPC API over one pipelined connection.
 
     Calls may be made concurrently from many tasks: each is written at once and its answer is
@@ -124,14 +124,6 @@ class AsyncRpcClient:
     def address(self) -> tuple[str, int]:
         """The node address in use (the one last connected to)."""
         return self.addresses[self._current]
-
-    async def __aenter__(self) -> AsyncRpcClient:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None

@@ -11,10 +11,10 @@ import os
 import socket
 import threading
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any, TypeVar
 
 from pylmq.client import _rpc_proto as proto
+from pylmq.client._closing import Closing
 from pylmq.client._errors import error_from_rpc
 from pylmq.client._http import read_timeout
 from pylmq.client._message import ClaimResult, ReplyMany, ReplyResult, RpcMessage
@@ -30,7 +30,7 @@ T = TypeVar("T")
 _RECV = 256 * 1024
 
 
-class RpcClient:
+class RpcClient(Closing):
     """LMQ's MessagePack-RPC API with blocking calls; the same methods as
     :class:`~pylmq.client.AsyncRpcClient`. Calls from several threads are serialised."""
 
@@ -60,14 +60,6 @@ class RpcClient:
     @property
     def address(self) -> tuple[str, int]:
         return self.addresses[self._current]
-
-    def __enter__(self) -> RpcClient:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         with self._lock:

@@ -8,50 +8,37 @@ from pathlib import Path
 
 import pytest
 
-from pylmq.cli.main import build_parser, overrides_from_args
-from pylmq.config import load_settings
 from pylmq.errors import ConfigError
 from pylmq.node.lmq_node import NodeOptions
-from pylmq.node.service import node_options
 from pylmq.node.testing import local_options, running_node
 from pylmq.wire.ports import DEFAULT_QS_PORT
-
-
-def settings(tmp_path: Path, pylmq_section: str = "", argv: tuple[str, ...] = ()) -> NodeOptions:
-    app = None
-    if pylmq_section:
-        app = tmp_path / "app.config"
-        app.write_text(f'[{{lmq, [{{http, {{"10.0.0.1", 9980}}}}]}}, {{pylmq, [{pylmq_section}]}}].\n')
-    s = load_settings(
-        None, app, {"cookie_file": tmp_path / "none", **overrides_from_args(build_parser().parse_args(argv))}
-    )
-    return node_options(s)
+from tests.config_helpers import options_from
 
 
 def test_on_by_default_on_the_loopback_interface_whatever_the_http_host(tmp_path: Path) -> None:
     # Not the HTTP host's 0.0.0.0: UDP answers amplify (docs/queue-server.md), so serving other
     # hosts is the operator's choice.
-    assert settings(tmp_path).qs == ("127.0.0.1", DEFAULT_QS_PORT) == ("127.0.0.1", 1111)
-    assert settings(tmp_path, "{store, memory}").qs == ("127.0.0.1", 1111)
+    assert options_from(tmp_path).qs == ("127.0.0.1", DEFAULT_QS_PORT) == ("127.0.0.1", 1111)
+    assert options_from(tmp_path, "{store, memory}").qs == ("127.0.0.1", 1111)
 
 
 def test_app_config_forms(tmp_path: Path) -> None:
-    assert settings(tmp_path, "{qs, 2222}").qs == ("127.0.0.1", 2222)
-    assert settings(tmp_path, '{qs, {"127.0.0.1", 2223}}').qs == ("127.0.0.1", 2223)
-    assert settings(tmp_path, "{qs, {{127,0,0,2}, 2224}}").qs == ("127.0.0.2", 2224)
-    assert settings(tmp_path, "{qs, off}").qs is None
-    opts = settings(tmp_path, "{qs_max_request, 4096}, {qs_udp_max, 1500}, {qs_idle_timeout, 250}")
+    assert options_from(tmp_path, "{qs, 2222}").qs == ("127.0.0.1", 2222)
+    assert options_from(tmp_path, '{qs, {"127.0.0.1", 2223}}').qs == ("127.0.0.1", 2223)
+    assert options_from(tmp_path, "{qs, {{127,0,0,2}, 2224}}").qs == ("127.0.0.2", 2224)
+    assert options_from(tmp_path, "{qs, off}").qs is None
+    opts = options_from(tmp_path, "{qs_max_request, 4096}, {qs_udp_max, 1500}, {qs_idle_timeout, 250}")
     assert (opts.qs_max_request, opts.qs_udp_max, opts.qs_idle_timeout) == (4096, 1500, 0.25)
     with pytest.raises(ConfigError, match="qs_port must be a port number"):
-        settings(tmp_path, "{qs, 70000}")
+        options_from(tmp_path, "{qs, 70000}")
     with pytest.raises(ConfigError, match="qs_udp_max must be at most 65507"):
-        settings(tmp_path, "{qs_udp_max, 70000}")
+        options_from(tmp_path, "{qs_udp_max, 70000}")
 
 
 def test_command_line_flag_overrides_the_file(tmp_path: Path) -> None:
-    assert settings(tmp_path, "{qs, off}", ("--qs", "127.0.0.1:3333")).qs == ("127.0.0.1", 3333)
-    assert settings(tmp_path, "{qs, 2222}", ("--qs", "off")).qs is None
-    assert settings(tmp_path, "", ("--qs", ":4444")).qs == ("0.0.0.0", 4444)
+    assert options_from(tmp_path, "{qs, off}", ("--qs", "127.0.0.1:3333")).qs == ("127.0.0.1", 3333)
+    assert options_from(tmp_path, "{qs, 2222}", ("--qs", "off")).qs is None
+    assert options_from(tmp_path, "", ("--qs", ":4444")).qs == ("0.0.0.0", 4444)
 
 
 def test_programmatic_and_test_nodes_do_not_take_the_default_port() -> None:

@@ -7,49 +7,36 @@ from pathlib import Path
 
 import pytest
 
-from pylmq.cli.main import build_parser, overrides_from_args
-from pylmq.config import load_settings
 from pylmq.errors import ConfigError
 from pylmq.node.lmq_node import NodeOptions
-from pylmq.node.service import node_options
 from pylmq.node.testing import local_options
 from pylmq.wire.ports import DEFAULT_SQS_PORT
-
-
-def settings(tmp_path: Path, pylmq_section: str = "", argv: tuple[str, ...] = ()) -> NodeOptions:
-    app = None
-    if pylmq_section:
-        app = tmp_path / "app.config"
-        app.write_text(f'[{{lmq, [{{http, {{"10.0.0.1", 9980}}}}]}}, {{pylmq, [{pylmq_section}]}}].\n')
-    s = load_settings(
-        None, app, {"cookie_file": tmp_path / "none", **overrides_from_args(build_parser().parse_args(argv))}
-    )
-    return node_options(s)
+from tests.config_helpers import options_from
 
 
 def test_on_by_default_on_the_http_host_at_elasticmqs_port(tmp_path: Path) -> None:
-    assert settings(tmp_path).sqs == ("0.0.0.0", DEFAULT_SQS_PORT) == ("0.0.0.0", 9324)
-    assert settings(tmp_path, "{store, memory}").sqs == ("10.0.0.1", 9324)
-    assert settings(tmp_path).sqs_access_keys == {}
+    assert options_from(tmp_path).sqs == ("0.0.0.0", DEFAULT_SQS_PORT) == ("0.0.0.0", 9324)
+    assert options_from(tmp_path, "{store, memory}").sqs == ("10.0.0.1", 9324)
+    assert options_from(tmp_path).sqs_access_keys == {}
 
 
 def test_app_config_forms(tmp_path: Path) -> None:
-    assert settings(tmp_path, "{sqs, 9400}").sqs == ("10.0.0.1", 9400)
-    assert settings(tmp_path, '{sqs, {"127.0.0.1", 9401}}').sqs == ("127.0.0.1", 9401)
-    assert settings(tmp_path, "{sqs, off}").sqs is None
-    keys = settings(tmp_path, '{sqs_access_keys, [{"AKID1", "s1"}, {<<"AKID2">>, <<"s2">>}]}').sqs_access_keys
+    assert options_from(tmp_path, "{sqs, 9400}").sqs == ("10.0.0.1", 9400)
+    assert options_from(tmp_path, '{sqs, {"127.0.0.1", 9401}}').sqs == ("127.0.0.1", 9401)
+    assert options_from(tmp_path, "{sqs, off}").sqs is None
+    keys = options_from(tmp_path, '{sqs_access_keys, [{"AKID1", "s1"}, {<<"AKID2">>, <<"s2">>}]}').sqs_access_keys
     assert keys == {"AKID1": "s1", "AKID2": "s2"}
     with pytest.raises(ConfigError, match="sqs_port must be a port number"):
-        settings(tmp_path, "{sqs, 70000}")
+        options_from(tmp_path, "{sqs, 70000}")
     with pytest.raises(ConfigError, match="sqs_access_keys"):
-        settings(tmp_path, '{sqs_access_keys, [{"AKID", ""}]}')
+        options_from(tmp_path, '{sqs_access_keys, [{"AKID", ""}]}')
     with pytest.raises(ConfigError, match="sqs_access_keys"):
-        settings(tmp_path, "{sqs_access_keys, [akid]}")
+        options_from(tmp_path, "{sqs_access_keys, [akid]}")
 
 
 def test_command_line_flag_overrides_the_file(tmp_path: Path) -> None:
-    assert settings(tmp_path, "{sqs, off}", ("--sqs", "127.0.0.1:3333")).sqs == ("127.0.0.1", 3333)
-    assert settings(tmp_path, "{sqs, 9400}", ("--sqs", "off")).sqs is None
+    assert options_from(tmp_path, "{sqs, off}", ("--sqs", "127.0.0.1:3333")).sqs == ("127.0.0.1", 3333)
+    assert options_from(tmp_path, "{sqs, 9400}", ("--sqs", "off")).sqs is None
 
 
 def test_programmatic_and_test_nodes_do_not_take_the_default_port() -> None:

@@ -1,9 +1,10 @@
 """A real node serving the SQS API on a free 127.0.0.1 port (in a thread, for blocking clients
-such as boto3), and clients for it: boto3 (the JSON protocol) and raw signed query-protocol
-requests made with botocore's own SigV4 signer."""
+such as boto3), and clients for it: boto3 (the JSON protocol), raw unsigned JSON-protocol
+requests, and raw signed query-protocol requests made with botocore's own SigV4 signer."""
 
 from __future__ import annotations
 
+import json
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -52,6 +53,21 @@ def client(node: NodeThread, key: str = KEY, secret: str = SECRET) -> Any:
 
 def http(node: NodeThread) -> HttpClient:
     return HttpClient(node.http_url)
+
+
+def unsigned_json(node: NodeThread, action: str, body: Any) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """A JSON-protocol request as no SDK sends it, unsigned and raw: (status, answer, headers)."""
+    req = urllib.request.Request(
+        endpoint(node) + "/",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": f"AmazonSQS.{action}"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read() or b"{}"), dict(resp.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read()), dict(e.headers)
 
 
 def signed_query(

@@ -3,36 +3,18 @@ configured only requests signed by one of them are, others get AWS's errors."""
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
 from pylmq.node.testing import NodeThread
-from tests.sqs.sqs_helpers import KEY, NS, SECRET, client, endpoint, signed_query, sqs_node, text
-
-
-def unsigned(node: NodeThread, target: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
-    req = urllib.request.Request(
-        endpoint(node) + "/",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": f"AmazonSQS.{target}"},
-        method="POST",
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, json.loads(resp.read() or b"{}"), dict(resp.headers)
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read()), dict(e.headers)
+from tests.sqs.sqs_helpers import KEY, NS, SECRET, client, signed_query, sqs_node, text, unsigned_json
 
 
 def test_by_default_unsigned_and_any_signed_requests_are_served() -> None:
     with sqs_node() as node:
-        status, answer, _ = unsigned(node, "CreateQueue", {"QueueName": "open"})
+        status, answer, _ = unsigned_json(node, "CreateQueue", {"QueueName": "open"})
         assert status == 200 and answer["QueueUrl"].endswith("/000000000000/open")
         assert client(node, "anyone", "anything").list_queues()["QueueUrls"] == [answer["QueueUrl"]]
 
@@ -68,7 +50,7 @@ def test_an_unknown_key_is_invalid_client_token_id(locked: NodeThread) -> None:
 
 
 def test_an_unsigned_request_is_refused(locked: NodeThread) -> None:
-    status, answer, headers = unsigned(locked, "ListQueues", {})
+    status, answer, headers = unsigned_json(locked, "ListQueues", {})
     assert status == 403
     assert answer["__type"].endswith("#MissingAuthenticationToken")
     assert headers["x-amzn-query-error"] == "MissingAuthenticationToken;Sender"

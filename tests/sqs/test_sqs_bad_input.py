@@ -12,28 +12,14 @@ from typing import Any
 import pytest
 
 from pylmq.node.testing import NodeThread
-from tests.sqs.sqs_helpers import endpoint, sqs_node
+from tests.sqs.sqs_helpers import endpoint, sqs_node, unsigned_json
 
 
 @pytest.fixture(scope="module")
 def node() -> Iterator[NodeThread]:
     with sqs_node() as n:
-        call(n, "CreateQueue", {"QueueName": "raw"})
+        unsigned_json(n, "CreateQueue", {"QueueName": "raw"})
         yield n
-
-
-def call(node: NodeThread, action: str, body: Any) -> tuple[int, dict[str, Any]]:
-    req = urllib.request.Request(
-        endpoint(node) + "/",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": f"AmazonSQS.{action}"},
-        method="POST",
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, json.loads(resp.read() or b"{}")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 BAD = "InvalidParameterValue"
@@ -71,7 +57,7 @@ BAD = "InvalidParameterValue"
     ],
 )  # fmt: skip
 def test_malformed_requests_get_aws_errors(node: NodeThread, action: str, body: Any, shape: str | None) -> None:
-    status, answer = call(node, action, body)
+    status, answer, _ = unsigned_json(node, action, body)
     if shape is None:  # a batch whose entries fail one by one
         assert status == 200 and answer["Successful"] == [] and len(answer["Failed"]) == 1, answer
         assert answer["Failed"][0]["SenderFault"] is True

@@ -12,6 +12,7 @@ from bench.drivers import make_driver
 from bench.qs import WORKLOAD, run_qs, summary_md
 from bench.targets import Env
 from pylmq.node.testing import local_options, running_node
+from tests.bench.bench_helpers import run_cycles
 
 
 @pytest.mark.parametrize("kind", ["qs-tcp", "qs-udp"])
@@ -20,12 +21,7 @@ async def test_qs_drivers_run_the_cycle(kind: str) -> None:
         assert node.qs_address is not None
         d = make_driver(kind, list(node.qs_address))
         await d.connect()
-        for _ in range(3):
-            await d.push("q", b"x" * 100)
-            handle = await d.pull("q", 0)
-            assert isinstance(handle, int)
-            await d.ack("q", handle)
-        assert await d.pull("q", 0) is None
+        await run_cycles(d, "q", int)
         assert node.store.size("q") == 0
         await d.close()
 

@@ -12,6 +12,7 @@ from bench.drivers import make_driver
 from bench.sqs import WORKLOADS, run_sqs, summary_md
 from bench.targets import Env
 from pylmq.node.testing import local_options, running_node
+from tests.bench.bench_helpers import run_cycles
 
 
 async def test_sqs_driver_runs_the_cycle_and_the_batch_cycle() -> None:
@@ -19,12 +20,7 @@ async def test_sqs_driver_runs_the_cycle_and_the_batch_cycle() -> None:
         assert node.sqs_address is not None
         d = make_driver("sqs", list(node.sqs_address))
         await d.connect()
-        for _ in range(3):
-            await d.push("q", b"x" * 100)
-            handle = await d.pull("q", 0)
-            assert isinstance(handle, str)
-            await d.ack("q", handle)
-        assert await d.pull("q", 0) is None
+        await run_cycles(d, "q", str)
         await d.push_many("q", [b"y"] * 10)
         handles = await d.pull_many("q", 10)
         assert len(handles) == 10

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -174,24 +175,32 @@ def waiters(node: RefNode, queue: str) -> int:
     return int(out)
 
 
+@contextmanager
+def waiting_pull(node: RefNode, queue: str) -> Iterator[list[tuple[Message | None, float]]]:
+    """A pull of up to 10 s on ``node`` (in a thread), already waiting in the queue process when
+    the block starts; after the block, the list holds its (message, time it came)."""
+    result: list[tuple[Message | None, float]] = []
+    puller = threading.Thread(target=lambda: result.append(timed_pull(node.client(), queue, 10)))
+    puller.start()
+    try:
+        assert wait_for(lambda: waiters(node, queue), lambda n: n == 1, 10) == 1
+        yield result
+    finally:
+        puller.join(15)
+
+
 def test_a_delayed_row_comes_neither_early_nor_late_to_a_pull_waiting_on_an_erlang_node(
     mixed: Mixed, queue: str
 ) -> None:
     erl = mixed.ref.erl[1]
-    result: list[tuple[Message | None, float]] = []
-    puller = threading.Thread(target=lambda: result.append(timed_pull(erl.client(), queue, 10)))
-    puller.start()
-    try:
-        # The pull waits on an empty queue (its queue process sleeps without a deadline) before
-        # the row exists: only the push's new_message makes it look at the row's time.
-        assert wait_for(lambda: waiters(erl, queue), lambda n: n == 1, 10) == 1
+    # The pull waits on an empty queue (its queue process sleeps without a deadline) before
+    # the row exists: only the push's new_message makes it look at the row's time.
+    with waiting_pull(erl, queue) as result:
         due = time.time() + DELAY
         uuid = mixed.push(queue, b"later", PushOptions(not_before=due))
         ts, state, retry = first_row(erl, queue)
         assert (round(ts, 3), state, retry) == (round(due, 3), "available", "3"), "expected the due time as key"
         assert mixed.py1.client().pull(queue, 0) is None, "pylmq delivered a delayed message early"
-    finally:
-        puller.join(15)
     [(got, at)] = result
     assert got is not None and got.body == b"later", f"expected the delayed message from {erl.name}, got {got}"
     assert due - EARLY <= at <= due + LATE, f"delivered {at - due:+.3f} s from its due time"
@@ -436,18 +445,12 @@ def test_the_managers_push_peek_and_key_lookup_serve_the_cluster(mixed: Mixed, q
 
 def test_over_http_a_delayed_push_to_pylmq_reaches_a_pull_waiting_on_an_erlang_node(mixed: Mixed, queue: str) -> None:
     erl = mixed.ref.erl[0]
-    result: list[tuple[Message | None, float]] = []
-    puller = threading.Thread(target=lambda: result.append(timed_pull(erl.client(), queue, 10)))
-    puller.start()
-    try:
-        assert wait_for(lambda: waiters(erl, queue), lambda n: n == 1, 10) == 1
+    with waiting_pull(erl, queue) as result:
         due = time.time() + DELAY
         ids = mixed.py1.client().push_with(queue, b"over http", "text/plain", ClientOptions(delay=DELAY, retry=0))
         assert list(ids) == [queue]
         page = mixed.py2.client().peek(queue)  # the other pylmq node's mirror
         assert [(e["id"], e["state"], e["retry"]) for e in page] == [(ids[queue], "available", 1)], page
-    finally:
-        puller.join(15)
     [(got, at)] = result
     assert got is not None and got.body == b"over http" and got.retry == 0, got
     assert due - EARLY <= at <= due + LATE, f"delivered {at - due:+.3f} s from its due time"

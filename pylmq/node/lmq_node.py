@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -65,6 +65,17 @@ def parse_hostport(text: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
     if not 0 <= p <= 65535:
         raise ConfigError(f"bad address {text!r}: port out of range")
     return host, p
+
+
+async def _listen(
+    start: Callable[[str, int], Awaitable[tuple[str, int]]], host: str, port: int, what: str
+) -> tuple[str, int]:
+    """Start a listener; an address that cannot be had (taken, not this host's) is a setting to
+    fix, so a ConfigError naming the protocol and the address, not a bare OSError."""
+    try:
+        return await start(host, port)
+    except OSError as e:
+        raise ConfigError(f"cannot listen for {what} on {host}:{port}: {e.strerror or e}") from e
 
 
 @dataclass
@@ -215,10 +226,7 @@ class LMQNode:
             min_receive_rate=opts.min_receive_rate,
             budget=self.budget(),
         )
-        try:
-            self.http_address = await server.start(host, port)
-        except OSError as e:
-            raise ConfigError(f"cannot listen for HTTP on {host}:{port}: {e.strerror or e}") from e
+        self.http_address = await _listen(server.start, host, port, "HTTP")
         self._http = server
 
     def _close_http_listener(self) -> None:
@@ -239,10 +247,7 @@ class LMQNode:
             min_receive_rate=opts.min_receive_rate,
             budget=self.budget(),
         )
-        try:
-            self.rpc_address = await rpc.start(host, port)
-        except OSError as e:
-            raise ConfigError(f"cannot listen for MessagePack-RPC on {host}:{port}: {e.strerror or e}") from e
+        self.rpc_address = await _listen(rpc.start, host, port, "MessagePack-RPC")
         self._rpc = rpc
 
     async def _start_qs(self, host: str, port: int) -> None:
@@ -259,10 +264,7 @@ class LMQNode:
             budget=self.budget(),
             eager=self._in_process,
         )
-        try:
-            self.qs_address = await server.start(host, port)
-        except OSError as e:
-            raise ConfigError(f"cannot listen for queue_server's protocol on {host}:{port}: {e.strerror or e}") from e
+        self.qs_address = await _listen(server.start, host, port, "queue_server's protocol")
         self._qs = server
 
     async def _start_sqs(self, host: str, port: int) -> None:
@@ -283,10 +285,7 @@ class LMQNode:
             budget=self.budget(),
             name="SQS",
         )
-        try:
-            self.sqs_address = await server.start(host, port)
-        except OSError as e:
-            raise ConfigError(f"cannot listen for the SQS API on {host}:{port}: {e.strerror or e}") from e
+        self.sqs_address = await _listen(server.start, host, port, "the SQS API")
         if port == 0:
             api.address = self.sqs_address
         self._sqs = server

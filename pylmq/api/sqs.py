@@ -12,8 +12,9 @@ maps onto :class:`~pylmq.core.manager.QueueManager` calls:
   every SQS push keeps a delivery count (``PushOptions.track``): ApproximateReceiveCount.
 - A receipt handle names one delivery: the queue and the delivery's uuid (LMQ's per-delivery id).
 - The queue attributes LMQ's props cannot hold (DelaySeconds, MessageRetentionPeriod,
-  MaximumMessageSize, ReceiveMessageWaitTimeSeconds, Policy, ...) are kept by this node, in
-  memory (docs/sqs.md says what that means).
+  MaximumMessageSize, ReceiveMessageWaitTimeSeconds, Policy, the timestamps, ...) are the
+  queue's ``sqs`` prop, kept by the store like every prop. MessageRetentionPeriod is a hard
+  expiry of each message sent to a queue that has them (``PushOptions.hard``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import logging
 import re
 import uuid as _uuidlib
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
@@ -137,14 +138,13 @@ _SYSTEM_ATTRIBUTES: Final = frozenset(
 
 @dataclass(slots=True)
 class _QueueInfo:
-    """What this node keeps of a queue beyond its LMQ props. ``queue`` is the manager's queue
-    it belongs to: a queue deleted and made again (over any API) is another queue, whose
-    attributes start from SQS's defaults."""
+    """When this node first saw a queue that has no ``sqs`` prop (made over LMQ's APIs): its
+    CreatedTimestamp and LastModifiedTimestamp until SQS sets an attribute of its own. ``queue``
+    is the manager's queue it belongs to: a queue deleted and made again is another queue."""
 
     queue: Queue | None
     created: int
     modified: int
-    attributes: dict[str, str] = field(default_factory=dict)
 
 
 def _ms(t: float) -> str:
@@ -325,8 +325,21 @@ class SqsApi:
         self._info[name] = info
         return info
 
+    def _attributes(self, name: str) -> dict[str, str]:
+        """The queue's ``sqs`` prop: its SQS attributes that no LMQ prop holds."""
+        q = self.manager.get(name)
+        return {} if q is None else dict(q.props.sqs)
+
     def _attribute(self, name: str, key: str) -> str:
-        return self._info_of(name).attributes.get(key, _DEFAULTS.get(key, ""))
+        return self._attributes(name).get(key, _DEFAULTS.get(key, ""))
+
+    def _retention(self, name: str) -> int | None:
+        """MessageRetentionPeriod, enforced on a queue that has SQS attributes (made or set over
+        SQS); a queue made over LMQ keeps LMQ's rule (no expiry) until it is given some."""
+        attributes = self._attributes(name)
+        return (
+            int(attributes.get("MessageRetentionPeriod", _DEFAULTS["MessageRetentionPeriod"])) if attributes else None
+        )
 
     # -- queues --------------------------------------------------------------------------------
 
@@ -352,9 +365,9 @@ class SqsApi:
                 )
             return {"QueueUrl": self._url(base, name)}, None
         props.setdefault("retry", None)  # SQS: no receive limit without a redrive policy
+        now = str(int(self.clock.now()))
+        props["sqs"] = {**extra, "CreatedTimestamp": now, "LastModifiedTimestamp": now}
         await self.manager.update_props(name, props)
-        now = int(self.clock.now())
-        self._new_info(name, _QueueInfo(self.manager.get(name), now, now, extra))
         return {"QueueUrl": self._url(base, name)}, None
 
     def _check_attributes(self, name: str, attributes: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -493,15 +506,16 @@ class SqsApi:
         out: dict[str, str] = {}
         counts = None
         info = self._info_of(name)
+        attributes = self._attributes(name)
         for key in keys:
             if key.startswith("ApproximateNumberOf"):
                 if counts is None:
                     counts = await self._counts(name)
                 out[key] = str(counts[key])
             elif key == "CreatedTimestamp":
-                out[key] = str(info.created)
+                out[key] = attributes.get(key, str(info.created))
             elif key == "LastModifiedTimestamp":
-                out[key] = str(info.modified)
+                out[key] = attributes.get(key, str(info.modified))
             elif key == "QueueArn":
                 out[key] = queue_arn(self.region, self.account, name)
             else:
@@ -542,11 +556,16 @@ class SqsApi:
         if not isinstance(attributes, dict):
             raise invalid_parameter("Value for parameter Attributes is invalid. Reason: must be a map.")
         props, extra = self._check_attributes(name, attributes)
+        info = self._info_of(name)
+        now = int(self.clock.now())
+        kept = self._attributes(name)
+        if extra or kept:
+            # The whole map is the prop's value: the attributes set before stay.
+            created = kept.get("CreatedTimestamp", str(info.created))
+            props["sqs"] = {**kept, **extra, "CreatedTimestamp": created, "LastModifiedTimestamp": str(now)}
         if props:
             await self.manager.update_props(name, props)
-        info = self._info_of(name)
-        info.attributes.update(extra)
-        info.modified = int(self.clock.now())
+        info.modified = now
         return {}, None
 
     async def list_dead_letter_sources(self, params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:
@@ -604,7 +623,14 @@ class SqsApi:
             md.append((H_SYS + key.encode("ascii"), _stored_attribute(value)))
         if isinstance(group, str):
             md.append((H_SYS + b"MessageGroupId", b"String " + group.encode("utf-8")))
-        options = PushOptions(not_before=self.clock.now() + delay if delay else None, track=True)
+        now = self.clock.now()
+        retention = self._retention(name)
+        options = PushOptions(
+            not_before=now + delay if delay else None,
+            expires=None if retention is None else now + retention,
+            track=True,
+            hard=retention is not None,
+        )
         answer: dict[str, Any] = {"MD5OfMessageBody": md5_body(body)}
         if attributes:
             answer["MD5OfMessageAttributes"] = md5_attributes(attributes)

@@ -190,7 +190,9 @@ def erlang_props_problem(props: RawProps) -> str | None:
     ``retry`` infinity: LMQ's own APIs accept only integers, and its HTTP pull fails on a message
     whose retry is the atom (``integer_to_binary(infinity)``: 500, the message stays in processing
     and comes back after every timeout). Integers as Mnesia holds them (accum in ms) must fit jsonx.
-    ``dead_letter``: an Erlang node discards a message out of retries.
+    ``dead_letter``: an Erlang node discards a message out of retries. ``sqs`` (the SQS
+    attributes no LMQ prop holds): Mnesia's props rows are LMQ's, and the Erlang nodes do not
+    keep what they do not know through their own props updates.
     """
     if props.get("dead_letter") is not None:
         return not_in_mixed_cluster("dead_letter is")
@@ -209,6 +211,11 @@ def erlang_props_problem(props: RawProps) -> str | None:
         if value > ERLANG_INT_MAX:
             limit = ERLANG_INT_MAX if key != "accum" else ERLANG_INT_MAX / 1000
             return f"{key} {props[key]!r} cannot be served by the Erlang LMQ nodes of this cluster (at most {limit:g})"
+    if props.get("sqs"):
+        return not_in_mixed_cluster(
+            "SQS queue attributes beyond VisibilityTimeout and RedrivePolicy (the 'sqs' prop) are",
+            "Mnesia's props rows hold LMQ's properties, which the Erlang LMQ nodes rewrite",
+        )
     return None
 
 

@@ -93,6 +93,9 @@ class MessageExt:
     last_at: float | None = None
     sent_at: float | None = None
     dead: DeadLetter | None = None
+    hard: bool = False
+    """``expires`` is a hard expiry (SQS's MessageRetentionPeriod): once it has come the record
+    is never delivered again, not even once, and is dropped, never dead-lettered."""
 
 
 class Inherit(enum.Enum):
@@ -116,6 +119,9 @@ class PushOptions:
     track: bool = False
     """Keep the delivery count and times (a :class:`MessageExt`) even on a queue without a
     dead-letter queue: for a front end that reports them (SQS's ApproximateReceiveCount)."""
+    hard: bool = False
+    """``expires`` is a hard expiry (:attr:`MessageExt.hard`): it may come before the message is
+    due (SQS counts retention from the send), and once it has come nothing is delivered."""
 
     def needs_ext(self) -> bool:
         """Whether a record pushed with these options needs a :class:`MessageExt` (a delay

@@ -65,7 +65,11 @@ def check_options(options: PushOptions, now: float) -> PushOptions:
     expires = options.expires
     if expires is not None:
         expires = _time("expires", expires, now, due)
-        if expires <= due:
+        if options.hard is True:
+            # A retention counts from the push: a message delayed past it is never delivered.
+            if expires <= now:
+                raise InvalidOptions(f"'expires' must come after now ({now:.3f}), got {options.expires!r}")
+        elif expires <= due:
             raise InvalidOptions(f"'expires' must come after the message is due ({due:.3f}), got {options.expires!r}")
     interval = options.interval
     if interval is not None:
@@ -79,7 +83,9 @@ def check_options(options: PushOptions, now: float) -> PushOptions:
         raise InvalidOptions(f"'once' must be a boolean, got {once!r}")
     if once and (interval is not None or (retry is not Inherit.QUEUE and retry != 0)):
         raise InvalidOptions("'once' (a single delivery) excludes 'retry' above 0 and 'interval'")
-    return PushOptions(nb, expires, interval, retry, priority, once, options.track is True)
+    if options.hard is not False and (options.hard is not True or expires is None):
+        raise InvalidOptions("'hard' is a boolean and needs 'expires'")
+    return PushOptions(nb, expires, interval, retry, priority, once, options.track is True, options.hard)
 
 
 def relative_options(

@@ -887,6 +887,7 @@ class QueueTable:
                 priority=options.priority,
                 once=options.once,
                 sent_at=now,
+                hard=options.hard,
             )
             msg = StoredMessage((ts, uuid), _S_AVAILABLE, _NORMAL, stored, item, ext)
         self._insert(msg)
@@ -984,6 +985,11 @@ class QueueTable:
         assert ext is not None
         ts, old_uuid = e.id
         expired = ext.expires is not None and now >= ext.expires
+        if expired and ext.hard:
+            # SQS's retention: the message is gone, whatever its deliveries and dead-letter queue.
+            if self._journal is not None:
+                self._journal.delete(self.name, old_uuid)
+            return None
         if (e.retry is not None and e.retry <= 0) or (expired and ext.attempts > 0):
             if dead is not None and not ext.once:
                 dead.append(dead_letter_of(self.name, e, "expired" if expired else "retries"))
@@ -991,7 +997,7 @@ class QueueTable:
                 self._journal.delete(self.name, old_uuid)
             return None
         deadline = now + (timeout if ext.interval is None else ext.interval)
-        if expired or (ext.expires is not None and deadline >= ext.expires):
+        if not ext.hard and (expired or (ext.expires is not None and deadline >= ext.expires)):
             retry: Retry = 0
         else:
             retry = None if e.retry is None else e.retry - 1

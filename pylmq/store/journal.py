@@ -208,7 +208,7 @@ def _ext_fields(ext: MessageExt | None) -> tuple[Any, ...] | None:
         return None
     d = ext.dead
     dead = None if d is None else (d.origin, d.failures, d.last_at, _DEAD_REASON[d.reason])
-    return (
+    fields = (
         ext.expires,
         ext.interval,
         ext.priority,
@@ -219,6 +219,8 @@ def _ext_fields(ext: MessageExt | None) -> tuple[Any, ...] | None:
         ext.sent_at,
         dead,
     )
+    # A tenth field only when set: frames without it (written before it existed) stay valid.
+    return (*fields, True) if ext.hard else fields
 
 
 def _time(x: Any) -> float | None:
@@ -238,9 +240,10 @@ def _int(x: Any) -> int:
 def _ext(f: Any) -> MessageExt | None:
     if f is None:
         return None
-    expires, interval, priority, once, attempts, first_at, last_at, sent_at, dead = f
-    if type(once) is not bool:
-        raise ValueError(f"once is a boolean, not {once!r}")
+    expires, interval, priority, once, attempts, first_at, last_at, sent_at, dead, *more = f
+    hard = more[0] if len(more) == 1 else None if more else False
+    if type(once) is not bool or type(hard) is not bool:
+        raise ValueError(f"once and hard are booleans (hard optional), not {once!r}, {more!r}")
     letter = None
     if dead is not None:
         origin, failures, dead_last, reason = dead
@@ -257,6 +260,7 @@ def _ext(f: Any) -> MessageExt | None:
         _time(last_at),
         _time(sent_at),
         letter,
+        hard,
     )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import logging
 import re
@@ -86,6 +87,14 @@ visible. Each page of a large queue costs a pass over its table (in a worker thr
 walk stays short; an exact count needs per-state counts from the store."""
 
 _QUEUE_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,80}")
+_FIFO_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
+_DEDUP_ID: Final = re.compile(r"[!-~]{1,128}")
+DEDUP_WINDOW: Final = 300.0
+"""SQS's deduplication interval: a FIFO send whose deduplication id was sent within it is
+accepted and answered as that send was, without a new message."""
+MAX_DEDUP: Final = 100_000
+"""Deduplication ids this node remembers per FIFO queue; past that the oldest are forgotten
+(a send every 3 ms for the whole window)."""
 _ATTR_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 _DATA_TYPE: Final = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]{1,240})?")
 _BAD_CHARS: Final = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -111,7 +120,18 @@ _DEFAULTS: Final = {
     "ReceiveMessageWaitTimeSeconds": "0",
     "SqsManagedSseEnabled": "false",
 }
-_FIFO_ONLY: Final = ("FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
+_FIFO_ONLY: Final[dict[str, tuple[str, ...]]] = {
+    "FifoQueue": ("true",),
+    "ContentBasedDeduplication": ("true", "false"),
+    "DeduplicationScope": ("queue", "messageGroup"),
+    "FifoThroughputLimit": ("perQueue", "perMessageGroupId"),
+}
+_FIFO_DEFAULTS: Final = {
+    "FifoQueue": "true",
+    "ContentBasedDeduplication": "false",
+    "DeduplicationScope": "queue",
+    "FifoThroughputLimit": "perQueue",
+}
 _READ_ONLY: Final = (
     "ApproximateNumberOfMessages",
     "ApproximateNumberOfMessagesNotVisible",
@@ -145,6 +165,9 @@ class _QueueInfo:
     queue: Queue | None
     created: int
     modified: int
+    dedup: dict[str, tuple[float, str, str]] | None = None
+    """A FIFO queue's deduplication ids sent within the window: (when, MessageId, SequenceNumber),
+    oldest first; None until first needed (then rebuilt from the queue's records)."""
 
 
 def _ms(t: float) -> str:
@@ -213,6 +236,7 @@ class SqsApi:
         self.account = account
         self.region = region
         self._info: dict[str, _QueueInfo] = {}
+        self._last_sequence = 0
         self._actions: dict[str, Callable[[dict[str, Any], str], Awaitable[tuple[dict[str, Any], Any]]]] = {
             "CreateQueue": self.create_queue,
             "GetQueueUrl": self.get_queue_url,
@@ -331,7 +355,10 @@ class SqsApi:
         return {} if q is None else dict(q.props.sqs)
 
     def _attribute(self, name: str, key: str) -> str:
-        return self._attributes(name).get(key, _DEFAULTS.get(key, ""))
+        attributes = self._attributes(name)
+        if key in _FIFO_DEFAULTS and attributes.get("FifoQueue") == "true":
+            return attributes.get(key, _FIFO_DEFAULTS[key])
+        return attributes.get(key, _DEFAULTS.get(key, ""))
 
     def _retention(self, name: str) -> int | None:
         """MessageRetentionPeriod, enforced on a queue that has SQS attributes (made or set over
@@ -345,16 +372,20 @@ class SqsApi:
 
     async def create_queue(self, params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:
         name = _str_param(params, "QueueName")
-        if name.endswith(".fifo"):
-            raise modeled("UnsupportedOperation", "FIFO queues are not supported by this pylmq version yet.")
-        if not _QUEUE_NAME.fullmatch(name):
-            raise invalid_parameter(
-                "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
-            )
         attributes = params.get("Attributes") or {}
         if not isinstance(attributes, dict):
             raise invalid_parameter("Value for parameter Attributes is invalid. Reason: must be a map.")
-        props, extra = self._check_attributes(name, attributes)
+        fifo = str(attributes.get("FifoQueue", "false")).lower() == "true"
+        if fifo and not _FIFO_NAME.fullmatch(name):
+            raise invalid_parameter(
+                "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, "
+                "must end with .fifo suffix and be 1 to 80 in length."
+            )
+        if not fifo and not _QUEUE_NAME.fullmatch(name):
+            raise invalid_parameter(
+                "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
+            )
+        props, extra = self._check_attributes(name, attributes, creating=fifo)
         if self.manager.get(name) is not None:
             differ = [k for k, v in attributes.items() if _normal(k, self._current(name, k)) != _normal(k, str(v))]
             if differ:
@@ -370,17 +401,30 @@ class SqsApi:
         await self.manager.update_props(name, props)
         return {"QueueUrl": self._url(base, name)}, None
 
-    def _check_attributes(self, name: str, attributes: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-        """Queue attributes as LMQ props and the attributes this node keeps, or the error."""
+    def _check_attributes(
+        self, name: str, attributes: Mapping[str, Any], *, creating: bool | None = None
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """Queue attributes as LMQ props and the attributes the ``sqs`` prop keeps, or the error.
+        ``creating``: whether CreateQueue makes a FIFO queue (None: SetQueueAttributes)."""
         props: dict[str, Any] = {}
         extra: dict[str, str] = {}
+        fifo = self._is_fifo(name) if creating is None else creating
         for key, value in attributes.items():
             if key in _FIFO_ONLY:
-                if key == "FifoQueue" and str(value).lower() == "false":
+                text = str(value)
+                if key == "FifoQueue":
+                    # Fixed at creation: "false" is a standard queue, and cannot be set later.
+                    if creating is None or text.lower() not in ("true", "false"):
+                        raise modeled("InvalidAttributeName", f"Unknown Attribute {key}.")
+                    if text.lower() == "true":
+                        extra[key] = "true"
                     continue
-                raise modeled(
-                    "UnsupportedOperation", f"{key}: FIFO queues are not supported by this pylmq version yet."
-                )
+                if not fifo:
+                    raise modeled("InvalidAttributeName", f"Unknown Attribute {key}.")
+                if text not in _FIFO_ONLY[key]:
+                    raise modeled("InvalidAttributeValue", f"Invalid value for the parameter {key}.")
+                extra[key] = text
+                continue
             if key not in _RANGES:
                 raise modeled("InvalidAttributeName", f"Unknown Attribute {key}.")
             if not isinstance(value, str):
@@ -432,9 +476,12 @@ class SqsApi:
             return _number(q.props.timeout)
         if key == "RedrivePolicy":
             return self._redrive_text(name)
-        if key == "FifoQueue":
-            return "false"
+        if key in _FIFO_DEFAULTS:
+            return self._attribute(name, key) or ("false" if key == "FifoQueue" else "")
         return self._attribute(name, key)
+
+    def _is_fifo(self, name: str) -> bool:
+        return self._attributes(name).get("FifoQueue") == "true"
 
     def _redrive_text(self, name: str) -> str:
         q = self.manager.get(name)
@@ -502,7 +549,8 @@ class SqsApi:
         for key in wanted:
             if key != "All" and key not in _ALL_QUEUE_ATTRIBUTES:
                 raise modeled("InvalidAttributeName", f"Unknown Attribute {key}.")
-        keys = [k for k in (*_RANGES, *_READ_ONLY) if "All" in wanted or k in wanted]
+        fifo_keys = tuple(_FIFO_ONLY) if self._is_fifo(name) else ()
+        keys = [k for k in (*_RANGES, *_READ_ONLY, *fifo_keys) if "All" in wanted or k in wanted]
         out: dict[str, str] = {}
         counts = None
         info = self._info_of(name)
@@ -581,8 +629,9 @@ class SqsApi:
 
     def _message(
         self, name: str, entry: Mapping[str, Any]
-    ) -> tuple[tuple[Metadata, bytes], PushOptions, dict[str, Any]]:
-        """One message to send: its item, push options and the answer's fields; or the error."""
+    ) -> tuple[tuple[Metadata, bytes], PushOptions, dict[str, Any], str | None]:
+        """One message to send: its item, push options, the answer's fields and, in a FIFO
+        queue, its deduplication key; or the error."""
         body = _str_param(entry, "MessageBody")
         if body == "":
             raise invalid_parameter("The request must contain a non-empty message body.")
@@ -598,13 +647,34 @@ class SqsApi:
         for key in system:
             if key != "AWSTraceHeader":
                 raise invalid_parameter(f"Message system attribute name '{key}' is invalid.")
-        if entry.get("MessageDeduplicationId") is not None:
+        fifo = self._is_fifo(name)
+        dedup = entry.get("MessageDeduplicationId")
+        group = entry.get("MessageGroupId")
+        if not fifo and dedup is not None:
             raise invalid_parameter(
                 "The request includes MessageDeduplicationId parameter that is not valid for this queue type"
             )
-        group = entry.get("MessageGroupId")
         if group is not None and (not isinstance(group, str) or not 1 <= len(group) <= 128 or _BAD_CHARS.search(group)):
             raise invalid_parameter("Value for parameter MessageGroupId is invalid.")
+        if fifo:
+            if group is None:
+                raise missing_parameter("MessageGroupId")
+            if not _DEDUP_ID.fullmatch(group):
+                raise invalid_parameter("Value for parameter MessageGroupId is invalid.")
+            if entry.get("DelaySeconds") is not None:
+                raise invalid_parameter(
+                    f"Value {str(entry['DelaySeconds'])[:20]} for parameter DelaySeconds is invalid. Reason: The "
+                    "request include parameter that is not valid for this queue type."
+                )
+            if dedup is None:
+                if self._attribute(name, "ContentBasedDeduplication") != "true":
+                    raise invalid_parameter(
+                        "The queue should either have ContentBasedDeduplication enabled or "
+                        "MessageDeduplicationId provided explicitly"
+                    )
+                dedup = hashlib.sha256(body.encode("utf-8")).hexdigest()
+            elif not isinstance(dedup, str) or not _DEDUP_ID.fullmatch(dedup):
+                raise invalid_parameter("Value for parameter MessageDeduplicationId is invalid.")
         encoded = body.encode("utf-8")
         size = len(encoded) + sum(_attribute_size(k, v) for k, v in attributes.items())
         limit = int(self._attribute(name, "MaximumMessageSize") or MAX_MESSAGE_BYTES)
@@ -623,6 +693,21 @@ class SqsApi:
             md.append((H_SYS + key.encode("ascii"), _stored_attribute(value)))
         if isinstance(group, str):
             md.append((H_SYS + b"MessageGroupId", b"String " + group.encode("utf-8")))
+        answer: dict[str, Any] = {"MD5OfMessageBody": md5_body(body)}
+        if attributes:
+            answer["MD5OfMessageAttributes"] = md5_attributes(attributes)
+        if system:
+            answer["MD5OfMessageSystemAttributes"] = md5_attributes(system)
+        answer["MessageId"] = message_id
+        dedup_key: str | None = None
+        if fifo:
+            assert isinstance(dedup, str) and isinstance(group, str)
+            sequence = self._sequence()
+            md.append((H_SYS + b"MessageDeduplicationId", b"String " + dedup.encode("ascii")))
+            md.append((H_SYS + b"SequenceNumber", b"String " + sequence.encode("ascii")))
+            answer["SequenceNumber"] = sequence
+            scope = self._attribute(name, "DeduplicationScope")
+            dedup_key = f"{group}\n{dedup}" if scope == "messageGroup" else dedup
         now = self.clock.now()
         retention = self._retention(name)
         options = PushOptions(
@@ -630,14 +715,79 @@ class SqsApi:
             expires=None if retention is None else now + retention,
             track=True,
             hard=retention is not None,
+            group=group if fifo else None,
         )
-        answer: dict[str, Any] = {"MD5OfMessageBody": md5_body(body)}
-        if attributes:
-            answer["MD5OfMessageAttributes"] = md5_attributes(attributes)
-        if system:
-            answer["MD5OfMessageSystemAttributes"] = md5_attributes(system)
-        answer["MessageId"] = message_id
-        return (tuple(md), encoded), options, answer
+        return (tuple(md), encoded), options, answer, dedup_key
+
+    def _sequence(self) -> str:
+        """A FIFO message's SequenceNumber: increasing across sends and restarts (nanoseconds of
+        the node's clock, at least one more than the last), 20 digits as SQS's."""
+        self._last_sequence = max(self._last_sequence + 1, int(self.clock.now() * 1e9))
+        return f"{self._last_sequence:020d}"
+
+    async def _send(self, name: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+        """One send: a FIFO send whose deduplication id was sent within the window is answered
+        as that send was, and pushes nothing."""
+        item, options, answer, key = self._message(name, entry)
+        if key is None:
+            await self.manager.push_with(name, item, options)
+            return answer
+        sent = await self._dedup_of(name)
+        now = self.clock.now()
+        while sent:
+            oldest = next(iter(sent))
+            if sent[oldest][0] > now - DEDUP_WINDOW and len(sent) < MAX_DEDUP:
+                break
+            del sent[oldest]
+        hit = sent.get(key)
+        if hit is not None:
+            answer["MessageId"], answer["SequenceNumber"] = hit[1], hit[2]
+            return answer
+        # Taken before the push's await: a concurrent send of the same id is a duplicate.
+        sent[key] = (now, answer["MessageId"], answer["SequenceNumber"])
+        try:
+            await self.manager.push_with(name, item, options)
+        except BaseException:
+            sent.pop(key, None)
+            raise
+        return answer
+
+    async def _dedup_of(self, name: str) -> dict[str, tuple[float, str, str]]:
+        """The queue's deduplication ids within the window. After a restart (or a queue made
+        again) they are rebuilt from the messages still in the queue (the first COUNT_PAGES
+        pages): a message deleted within the window before the restart is forgotten."""
+        info = self._info_of(name)
+        if info.dedup is not None:
+            return info.dedup
+        found: list[tuple[float, str, str, str]] = []
+        since = self.clock.now() - DEDUP_WINDOW
+        by_group = self._attribute(name, "DeduplicationScope") == "messageGroup"
+        after: str | None = None
+        for _ in range(COUNT_PAGES):
+            try:
+                page = await self.manager.peek(name, after, 1000)
+            except (NotFound, QueueNotFound):
+                break
+            for msg in page:
+                if msg.ext is None or msg.ext.sent_at is None or msg.ext.sent_at <= since:
+                    continue
+                if not isinstance(msg.content, tuple):
+                    continue
+                md = dict(msg.content[0])
+                dedup, sequence = md.get(H_SYS + b"MessageDeduplicationId"), md.get(H_SYS + b"SequenceNumber")
+                message_id = md.get(H_ID)
+                if dedup is None or sequence is None or message_id is None:
+                    continue
+                key = dedup[7:].decode("ascii", "replace")
+                if by_group and msg.ext.group is not None:
+                    key = f"{msg.ext.group}\n{key}"
+                found.append((msg.ext.sent_at, key, message_id.decode("ascii"), sequence[7:].decode("ascii")))
+            if len(page) < 1000:
+                break
+            after = uuid_text(page[-1].uuid)
+        if info.dedup is None:  # another send may have rebuilt it during the peeks
+            info.dedup = {key: (t, m, n) for t, key, m, n in sorted(found)}
+        return info.dedup
 
     def _send_target(self, params: Mapping[str, Any]) -> str:
         """The queue (or virtual queue: a send fans out to its queues) a send names."""
@@ -648,9 +798,7 @@ class SqsApi:
 
     async def send_message(self, params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:
         name = self._send_target(params)
-        item, options, answer = self._message(name, params)
-        await self.manager.push_with(name, item, options)
-        return answer, None
+        return await self._send(name, params), None
 
     async def send_message_batch(self, params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:
         name = self._send_target(params)
@@ -671,8 +819,7 @@ class SqsApi:
         failed: list[dict[str, Any]] = []
         for entry in entries:
             try:
-                item, options, answer = self._message(name, entry)
-                await self.manager.push_with(name, item, options)
+                answer = await self._send(name, entry)
             except SqsError as e:
                 failed.append(_failure(entry["Id"], e))
                 continue

@@ -177,6 +177,8 @@ def mixed_options_problem(options: PushOptions, retry: Retry) -> str | None:
         return not_in_mixed_cluster("a retry interval (per-message timeout) is")
     if options.priority != 0:
         return not_in_mixed_cluster("a message priority is")
+    if options.group is not None:
+        return not_in_mixed_cluster("a message group (an SQS FIFO queue's MessageGroupId) is")
     if options.expires is not None and not options.once:
         return not_in_mixed_cluster("a ttl (expiry time) is")
     if not options.once and (retry if options.retry is Inherit.QUEUE else options.retry) is None:

@@ -329,6 +329,8 @@ class QueueTable:
         "_again",
         "_avail",
         "_gone",
+        "_heads",
+        "_held",
         "_index",
         "_journal",
         "_lookup",
@@ -342,6 +344,7 @@ class QueueTable:
         "_proc",
         "_pwait",
         "_restored",
+        "_seq",
         "_side",
         "bytes",
         "name",
@@ -386,6 +389,13 @@ class QueueTable:
         self._plist: list[int] = []
         self._pwait: list[tuple[float, int]] = []
         self._pcount = 0
+        # Message groups (docs/message-options.md#message-groups): the uuid of each group's head,
+        # the one record of the group in the orders (in _side); the group's other records wait in
+        # a heap of (seq, id) (entries may be stale: checked when they come up). _seq is the
+        # next push's place in the table's push order.
+        self._heads: dict[str, bytes] = {}
+        self._held: dict[str, list[tuple[int, MessageId]]] = {}
+        self._seq = 0
         self._md = _MetadataTable()
         self._accum: StoredMessage | None = None
         self.bytes = 0
@@ -444,8 +454,10 @@ class QueueTable:
             top = side[0]
             msg = other.get(top[1])
             if type(msg) is StoredMessage and msg.id is top:
-                return msg
-            heapq.heappop(side)
+                group = msg.ext.group if msg.ext is not None else None
+                if group is None or self._heads.get(group) == top[1]:
+                    return msg
+            heapq.heappop(side)  # stale, or a group's record that waits behind its head
         return None
 
     def _level_top(self, priority: int) -> StoredMessage | None:
@@ -630,6 +642,9 @@ class QueueTable:
         if msg.state is _S_PROCESSING:
             self._okey_add(uuid)
         ext = msg.ext
+        if ext is not None and ext.group is not None:
+            self._group_insert(msg, ext.group, ext.seq)
+            return msg
         if ext is not None and ext.priority > 0:
             priority = ext.priority
             level = self._plevels.get(priority)
@@ -652,6 +667,44 @@ class QueueTable:
         if len(self._side) > 2 * len(self._other) + 1024:
             self._rebuild_processing()
         return msg
+
+    def _group_insert(self, msg: StoredMessage, group: str, seq: int) -> None:
+        """``msg`` (in ``_other`` already) joins its group: it becomes the head if the group has
+        none, or if it is in processing (the group's one delivery), or comes before an available
+        head (a record made visible again keeps its place); else it waits. O(log n)."""
+        if seq >= self._seq:
+            self._seq = seq + 1
+        heads, uuid = self._heads, msg.id[1]
+        cur = heads.get(group)
+        head = None if cur is None else self._other.get(cur)
+        if type(head) is StoredMessage and head.ext is not None:
+            if msg.state is not _S_PROCESSING and (head.state is _S_PROCESSING or seq > head.ext.seq):
+                heapq.heappush(self._held.setdefault(group, []), (seq, msg.id))
+                return
+            # The head waits again; its entry in _side goes stale (_side_top checks the head).
+            heapq.heappush(self._held.setdefault(group, []), (head.ext.seq, head.id))
+        heads[group] = uuid
+        heapq.heappush(self._side, msg.id)
+        if len(self._side) > 2 * len(self._other) + 1024:
+            self._rebuild_processing()
+
+    def _group_left(self, group: str, uuid: bytes) -> None:
+        """The record ``uuid`` of ``group`` left the table: if it was the head, the group's next
+        record (by seq) becomes the head. O(log n) amortised (stale entries are dropped)."""
+        heads = self._heads
+        if heads.get(group) != uuid:
+            return
+        del heads[group]
+        held = self._held.get(group)
+        while held:
+            _, mid = heapq.heappop(held)
+            m = self._other.get(mid[1])
+            if type(m) is StoredMessage and m.id is mid:
+                heads[group] = mid[1]
+                heapq.heappush(self._side, mid)
+                break
+        if not held:
+            self._held.pop(group, None)
 
     def _okey_add(self, uuid: bytes) -> None:
         if len(uuid) != 16:
@@ -710,6 +763,8 @@ class QueueTable:
             self._okey_del(uuid)
         if self._accum is e:
             self._accum = None
+        if e.ext is not None and e.ext.group is not None:
+            self._group_left(e.ext.group, uuid)
 
     def _forget_processing(self, rec: bytes) -> None:
         """``rec``, a processing record, is gone: drop the stale entries at the front of the
@@ -743,7 +798,7 @@ class QueueTable:
                 assert isinstance(e, StoredMessage)
                 if e.ext is not None and e.ext.priority > 0:
                     levels.setdefault(e.ext.priority, []).append(e.id)
-                else:
+                elif e.ext is None or e.ext.group is None or self._heads.get(e.ext.group) == e.id[1]:
                     side.append(e.id)
         proc.sort()
         heapq.heapify(side)
@@ -819,6 +874,8 @@ class QueueTable:
         self._plist.clear()
         self._pwait.clear()
         self._pcount = 0
+        self._heads.clear()
+        self._held.clear()
         self._md = _MetadataTable()  # a snapshot being written may still read the old one
         self._accum = None
         self.bytes = 0
@@ -888,6 +945,8 @@ class QueueTable:
                 once=options.once,
                 sent_at=now,
                 hard=options.hard,
+                group=options.group,
+                seq=self._seq if options.group is not None else 0,
             )
             msg = StoredMessage((ts, uuid), _S_AVAILABLE, _NORMAL, stored, item, ext)
         self._insert(msg)

@@ -219,7 +219,10 @@ def _ext_fields(ext: MessageExt | None) -> tuple[Any, ...] | None:
         ext.sent_at,
         dead,
     )
-    # A tenth field only when set: frames without it (written before it existed) stay valid.
+    # The fields after the ninth only when set: frames without them (written before they
+    # existed) stay valid, and records without them cost nothing more.
+    if ext.group is not None:
+        return (*fields, ext.hard, ext.group, ext.seq)
     return (*fields, True) if ext.hard else fields
 
 
@@ -241,9 +244,19 @@ def _ext(f: Any) -> MessageExt | None:
     if f is None:
         return None
     expires, interval, priority, once, attempts, first_at, last_at, sent_at, dead, *more = f
-    hard = more[0] if len(more) == 1 else None if more else False
+    hard: Any = False
+    group: Any = None
+    seq: Any = 0
+    if len(more) == 1:
+        (hard,) = more
+    elif len(more) == 3:
+        hard, group, seq = more
+    elif more:
+        raise ValueError(f"an ext has 9, 10 or 12 fields, not {9 + len(more)}")
     if type(once) is not bool or type(hard) is not bool:
         raise ValueError(f"once and hard are booleans (hard optional), not {once!r}, {more!r}")
+    if group is not None and (type(group) is not str or type(seq) is not int):
+        raise ValueError(f"a group is text and its seq an integer, not {more!r}")
     letter = None
     if dead is not None:
         origin, failures, dead_last, reason = dead
@@ -261,6 +274,8 @@ def _ext(f: Any) -> MessageExt | None:
         _time(sent_at),
         letter,
         hard,
+        group,
+        seq,
     )
 
 

@@ -174,8 +174,10 @@ def test_a_record_without_ext_is_written_as_format_1_wrote_it() -> None:
         MessageExt(dead=DeadLetter("dlq-origin", 0, None, "retries")),
         MessageExt(sent_at=5.0, attempts=1, first_at=6.0, last_at=6.0),
         MessageExt(expires=70.0, sent_at=10.0, hard=True),
+        MessageExt(sent_at=10.0, group="g-1", seq=2**40),
+        MessageExt(expires=70.0, hard=True, group="", seq=0),
     ],
-    ids=["every-field", "defaults", "dead-letter-never-delivered", "delivery-counts", "hard-expiry"],
+    ids=["every-field", "defaults", "dead-letter-never-delivered", "delivery-counts", "hard-expiry", "group", "all"],
 )
 def test_ext_records_read_back_with_every_field(ext: MessageExt) -> None:
     enc = Encoder()
@@ -237,8 +239,13 @@ def test_an_ext_frame_without_the_hard_field_reads_as_before_and_hard_adds_one_b
     assert len(Encoder().put("q", hard)) == len(old) + 1
 
 
-def test_an_ext_whose_hard_field_is_not_a_boolean_is_refused() -> None:
-    fields = (70.0, None, 0, False, 0, None, None, 10.0, None, 1)
+@pytest.mark.parametrize(
+    "more",
+    [(1,), (False, 3, 1), (False, "g", "1"), (False, "g"), (False, "g", 1, 2)],
+    ids=["hard-not-bool", "group-not-text", "seq-not-int", "11-fields", "13-fields"],
+)
+def test_an_ext_whose_later_fields_are_wrong_is_refused(more: tuple[object, ...]) -> None:
+    fields = (70.0, None, 0, False, 0, None, None, 10.0, None, *more)
     payload = msgpack.packb(("q", 12.5, U1, 0, 0, 3, [[], b"b"], fields), use_bin_type=True)
     frame = struct.pack("<II", len(payload) + 1, zlib.crc32(b"\x0a" + payload)) + b"\x0a" + payload
     with pytest.raises(JournalFormatError, match="unreadable record of kind 10"):

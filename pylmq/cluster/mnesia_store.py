@@ -193,8 +193,8 @@ def erlang_props_problem(props: RawProps) -> str | None:
     whose retry is the atom (``integer_to_binary(infinity)``: 500, the message stays in processing
     and comes back after every timeout). Integers as Mnesia holds them (accum in ms) must fit jsonx.
     ``dead_letter``: an Erlang node discards a message out of retries. ``sqs`` (the SQS
-    attributes no LMQ prop holds): Mnesia's props rows are LMQ's, and the Erlang nodes do not
-    keep what they do not know through their own props updates.
+    attributes no LMQ prop holds): the props rows pylmq writes hold LMQ's keys only
+    (:func:`~pylmq.cluster.records.props_to_term`), so the cluster could not keep it.
     """
     if props.get("dead_letter") is not None:
         return not_in_mixed_cluster("dead_letter is")
@@ -216,7 +216,7 @@ def erlang_props_problem(props: RawProps) -> str | None:
     if props.get("sqs"):
         return not_in_mixed_cluster(
             "SQS queue attributes beyond VisibilityTimeout and RedrivePolicy (the 'sqs' prop) are",
-            "Mnesia's props rows hold LMQ's properties, which the Erlang LMQ nodes rewrite",
+            "the props rows shared with the Erlang LMQ nodes hold LMQ's properties only",
         )
     return None
 

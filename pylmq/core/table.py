@@ -46,7 +46,9 @@ else. Levels whose first record was not due wait in ``_pwait`` (by when it is du
 in ``_plist``, the levels looked at: no record moves between heaps, so a dequeue never does work
 in proportion to the records that became due, nor looks at levels with nothing due. The key of
 a processing record in ``_other`` is kept in ``_okeys``, so that :meth:`QueueTable.find_delivery`
-(queue_server's integer ``msg_id``) is exact and fresh uuids avoid those keys too.
+(queue_server's integer ``msg_id``) is exact and fresh uuids avoid those keys too. Of the records
+of a message group only the group's head is in ``_side``; the others wait in the group's heap by
+push order (``_held``), so one record of a group is delivered at a time, in order.
 """
 
 from __future__ import annotations

@@ -844,6 +844,11 @@ class SqsApi:
                 raise modeled("InvalidAttributeName", f"Unknown Attribute {key}.")
         wanted = _names_param(params, "MessageAttributeNames")
         assert count is not None
+        q = self.manager.get(name)
+        if q is not None and self._is_fifo(name):
+            # A delete frees the group's next message: waiting receives are told, also for
+            # groups recovered from the store that this process has not delivered yet.
+            q.grouped = True
         taken = await self.manager.pull_many(name, count, float(wait))
         deliveries: list[Delivery] = []
         pending = list(taken)

@@ -5,7 +5,9 @@ based, the 5-minute window on a ManualClock, the scope), SequenceNumber, and AWS
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -272,3 +274,28 @@ async def test_deduplication_ids_are_rebuilt_from_the_queue_when_forgotten() -> 
         assert again["MessageId"] == first["MessageId"] and node.store.size("rebuild.fifo") == 1
     finally:
         await node.stop()
+
+
+def test_a_delete_wakes_a_long_poll_waiting_for_the_groups_next(node: NodeThread, sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="wake.fifo", Attributes=CBD)["QueueUrl"]
+    send_groups(sqs, url, "w", 2)
+    (head,) = receive(sqs, url, VisibilityTimeout=60)
+    got: list[list[dict[str, Any]]] = []
+    waiter = threading.Thread(target=lambda: got.append(receive(client_like(sqs), url, WaitTimeSeconds=20)))
+    waiter.start()
+    node.call(_until_waiting(node, "wake.fifo"))
+    start = time.monotonic()
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=head["ReceiptHandle"])
+    waiter.join(timeout=30)
+    assert [m["Body"] for m in got[0]] == ["w1"]
+    assert time.monotonic() - start < 15  # woken by the delete, not by the end of its poll
+
+
+async def _until_waiting(node: NodeThread, name: str) -> None:
+    q = node.node.manager.get(name)
+    assert q is not None
+    for _ in range(500):
+        if q.has_waiters():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the receive never waited")

@@ -12,20 +12,22 @@ maps onto :class:`~pylmq.core.manager.QueueManager` calls:
   every SQS push keeps a delivery count (``PushOptions.track``): ApproximateReceiveCount.
 - A receipt handle names one delivery: the queue and the delivery's uuid (LMQ's per-delivery id).
 - The queue attributes LMQ's props cannot hold (DelaySeconds, MessageRetentionPeriod,
-  MaximumMessageSize, ReceiveMessageWaitTimeSeconds, Policy, ...) are kept by this node, in
-  memory (docs/sqs.md says what that means).
+  MaximumMessageSize, ReceiveMessageWaitTimeSeconds, Policy, the timestamps, ...) are the
+  queue's ``sqs`` prop, kept by the store like every prop. MessageRetentionPeriod is a hard
+  expiry of each message sent to a queue that has them (``PushOptions.hard``).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import logging
 import re
 import uuid as _uuidlib
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
@@ -81,6 +83,14 @@ MAX_ATTRIBUTES: Final = 10
 MAX_LISTED: Final = 1000
 
 _QUEUE_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,80}")
+_FIFO_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
+_DEDUP_ID: Final = re.compile(r"[!-~]{1,128}")
+DEDUP_WINDOW: Final = 300.0
+"""SQS's deduplication interval: a FIFO send whose deduplication id was sent within it is
+accepted and answered as that send was, without a new message."""
+MAX_DEDUP: Final = 100_000
+"""Deduplication ids this node remembers per FIFO queue; past that the oldest are forgotten
+(a send every 3 ms for the whole window)."""
 _ATTR_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 _DATA_TYPE: Final = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]{1,240})?")
 _BAD_CHARS: Final = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -106,7 +116,18 @@ _DEFAULTS: Final = {
     "ReceiveMessageWaitTimeSeconds": "0",
     "SqsManagedSseEnabled": "false",
 }
-_FIFO_ONLY: Final = ("FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
+_FIFO_ONLY: Final[dict[str, tuple[str, ...]]] = {
+    "FifoQueue": ("true",),
+    "ContentBasedDeduplication": ("true", "false"),
+    "DeduplicationScope": ("queue", "messageGroup"),
+    "FifoThroughputLimit": ("perQueue", "perMessageGroupId"),
+}
+_FIFO_DEFAULTS: Final = {
+    "FifoQueue": "true",
+    "ContentBasedDeduplication": "false",
+    "DeduplicationScope": "queue",
+    "FifoThroughputLimit": "perQueue",
+}
 _READ_ONLY: Final = (
     "ApproximateNumberOfMessages",
     "ApproximateNumberOfMessagesNotVisible",
@@ -133,14 +154,16 @@ _SYSTEM_ATTRIBUTES: Final = frozenset(
 
 @dataclass(slots=True)
 class _QueueInfo:
-    """What this node keeps of a queue beyond its LMQ props. ``queue`` is the manager's queue
-    it belongs to: a queue deleted and made again (over any API) is another queue, whose
-    attributes start from SQS's defaults."""
+    """When this node first saw a queue that has no ``sqs`` prop (made over LMQ's APIs): its
+    CreatedTimestamp and LastModifiedTimestamp until SQS sets an attribute of its own. ``queue``
+    is the manager's queue it belongs to: a queue deleted and made again is another queue."""
 
     queue: Queue | None
     created: int
     modified: int
-    attributes: dict[str, str] = field(default_factory=dict)
+    dedup: dict[str, tuple[float, str, str]] | None = None
+    """A FIFO queue's deduplication ids sent within the window: (when, MessageId, SequenceNumber),
+    oldest first; None until first needed (then rebuilt from the queue's records)."""
 
 
 def _ms(t: float) -> str:
@@ -209,6 +232,7 @@ class SqsApi:
         self.account = account
         self.region = region
         self._info: dict[str, _QueueInfo] = {}
+        self._last_sequence = 0
         self._actions: dict[str, Callable[[dict[str, Any], str], Awaitable[tuple[dict[str, Any], Any]]]] = {
             "CreateQueue": self.create_queue,
             "GetQueueUrl": self.get_queue_url,
@@ -321,23 +345,43 @@ class SqsApi:
         self._info[name] = info
         return info
 
+    def _attributes(self, name: str) -> dict[str, str]:
+        """The queue's ``sqs`` prop: its SQS attributes that no LMQ prop holds."""
+        q = self.manager.get(name)
+        return {} if q is None else dict(q.props.sqs)
+
     def _attribute(self, name: str, key: str) -> str:
-        return self._info_of(name).attributes.get(key, _DEFAULTS.get(key, ""))
+        attributes = self._attributes(name)
+        if key in _FIFO_DEFAULTS and attributes.get("FifoQueue") == "true":
+            return attributes.get(key, _FIFO_DEFAULTS[key])
+        return attributes.get(key, _DEFAULTS.get(key, ""))
+
+    def _retention(self, name: str) -> int | None:
+        """MessageRetentionPeriod, enforced on a queue that has SQS attributes (made or set over
+        SQS); a queue made over LMQ keeps LMQ's rule (no expiry) until it is given some."""
+        attributes = self._attributes(name)
+        return (
+            int(attributes.get("MessageRetentionPeriod", _DEFAULTS["MessageRetentionPeriod"])) if attributes else None
+        )
 
     # -- queues --------------------------------------------------------------------------------
 
     async def create_queue(self, params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:
         name = _str_param(params, "QueueName")
-        if name.endswith(".fifo"):
-            raise modeled("UnsupportedOperation", "FIFO queues are not supported by this pylmq version yet.")
-        if not _QUEUE_NAME.fullmatch(name):
-            raise invalid_parameter(
-                "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
-            )
         attributes = params.get("Attributes") or {}
         if not isinstance(attributes, dict):
             raise invalid_parameter("Value for parameter Attributes is invalid. Reason: must be a map.")
-        props, extra = self._check_attributes(name, attributes)
+        fifo = str(attributes.get("FifoQueue", "false")).lower() == "true"
+        if fifo and not _FIFO_NAME.fullmatch(name):
+            raise invalid_parameter(
+                "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, "
+                "must end with .fifo suffix and be 1 to 80 in length."
+            )
+        if not fifo and not _QUEUE_NAME.fullmatch(name):
+            raise invalid_parameter(
+                "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
+            )
+        props, extra = self._check_attributes(name, attributes, creating=fifo)
         if self.manager.get(name) is not None:
             differ = [k for k, v in attributes.items() if _normal(k, self._current(name, k)) != _normal(k, str(v))]
             if differ:
@@ -348,22 +392,35 @@ class SqsApi:
                 )
             return {"QueueUrl": self._url(base, name)}, None
         props.setdefault("retry", None)  # SQS: no receive limit without a redrive policy
+        now = str(int(self.clock.now()))
+        props["sqs"] = {**extra, "CreatedTimestamp": now, "LastModifiedTimestamp": now}
         await self.manager.update_props(name, props)
-        now = int(self.clock.now())
-        self._new_info(name, _QueueInfo(self.manager.get(name), now, now, extra))
         return {"QueueUrl": self._url(base, name)}, None
 
-    def _check_attributes(self, name: str, attributes: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-        """Queue attributes as LMQ props and the attributes this node keeps, or the error."""
+    def _check_attributes(
+        self, name: str, attributes: Mapping[str, Any], *, creating: bool | None = None
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """Queue attributes as LMQ props and the attributes the ``sqs`` prop keeps, or the error.
+        ``creating``: whether CreateQueue makes a FIFO queue (None: SetQueueAttributes)."""
         props: dict[str, Any] = {}
         extra: dict[str, str] = {}
+        fifo = self._is_fifo(name) if creating is None else creating
         for key, value in attributes.items():
             if key in _FIFO_ONLY:
-                if key == "FifoQueue" and str(value).lower() == "false":
+                text = str(value)
+                if key == "FifoQueue":
+                    # Fixed at creation: "false" is a standard queue, and cannot be set later.
+                    if creating is None or text.lower() not in ("true", "false"):
+                        raise modeled("InvalidAttributeName", f"Unknown Attribute {key}.")
+                    if text.lower() == "true":
+                        extra[key] = "true"
                     continue
-                raise modeled(
-                    "UnsupportedOperation", f"{key}: FIFO queues are not supported by this pylmq version yet."
-                )
+                if not fifo:
+                    raise modeled("InvalidAttributeName", f"Unknown Attribute {key}.")
+                if text not in _FIFO_ONLY[key]:
+                    raise modeled("InvalidAttributeValue", f"Invalid value for the parameter {key}.")
+                extra[key] = text
+                continue
             if key not in _RANGES:
                 raise modeled("InvalidAttributeName", f"Unknown Attribute {key}.")
             if not isinstance(value, str):
@@ -415,9 +472,12 @@ class SqsApi:
             return _number(q.props.timeout)
         if key == "RedrivePolicy":
             return self._redrive_text(name)
-        if key == "FifoQueue":
-            return "false"
+        if key in _FIFO_DEFAULTS:
+            return self._attribute(name, key) or ("false" if key == "FifoQueue" else "")
         return self._attribute(name, key)
+
+    def _is_fifo(self, name: str) -> bool:
+        return self._attributes(name).get("FifoQueue") == "true"
 
     def _redrive_text(self, name: str) -> str:
         q = self.manager.get(name)
@@ -485,19 +545,21 @@ class SqsApi:
         for key in wanted:
             if key != "All" and key not in _ALL_QUEUE_ATTRIBUTES:
                 raise modeled("InvalidAttributeName", f"Unknown Attribute {key}.")
-        keys = [k for k in (*_RANGES, *_READ_ONLY) if "All" in wanted or k in wanted]
+        fifo_keys = tuple(_FIFO_ONLY) if self._is_fifo(name) else ()
+        keys = [k for k in (*_RANGES, *_READ_ONLY, *fifo_keys) if "All" in wanted or k in wanted]
         out: dict[str, str] = {}
         counts = None
         info = self._info_of(name)
+        attributes = self._attributes(name)
         for key in keys:
             if key.startswith("ApproximateNumberOf"):
                 if counts is None:
                     counts = self._counts(name)
                 out[key] = str(counts[key])
             elif key == "CreatedTimestamp":
-                out[key] = str(info.created)
+                out[key] = attributes.get(key, str(info.created))
             elif key == "LastModifiedTimestamp":
-                out[key] = str(info.modified)
+                out[key] = attributes.get(key, str(info.modified))
             elif key == "QueueArn":
                 out[key] = queue_arn(self.region, self.account, name)
             else:
@@ -521,11 +583,16 @@ class SqsApi:
         if not isinstance(attributes, dict):
             raise invalid_parameter("Value for parameter Attributes is invalid. Reason: must be a map.")
         props, extra = self._check_attributes(name, attributes)
+        info = self._info_of(name)
+        now = int(self.clock.now())
+        kept = self._attributes(name)
+        if extra or kept:
+            # The whole map is the prop's value: the attributes set before stay.
+            created = kept.get("CreatedTimestamp", str(info.created))
+            props["sqs"] = {**kept, **extra, "CreatedTimestamp": created, "LastModifiedTimestamp": str(now)}
         if props:
             await self.manager.update_props(name, props)
-        info = self._info_of(name)
-        info.attributes.update(extra)
-        info.modified = int(self.clock.now())
+        info.modified = now
         return {}, None
 
     async def list_dead_letter_sources(self, params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:
@@ -541,8 +608,9 @@ class SqsApi:
 
     def _message(
         self, name: str, entry: Mapping[str, Any]
-    ) -> tuple[tuple[Metadata, bytes], PushOptions, dict[str, Any]]:
-        """One message to send: its item, push options and the answer's fields; or the error."""
+    ) -> tuple[tuple[Metadata, bytes], PushOptions, dict[str, Any], str | None]:
+        """One message to send: its item, push options, the answer's fields and, in a FIFO
+        queue, its deduplication key; or the error."""
         body = _str_param(entry, "MessageBody")
         if body == "":
             raise invalid_parameter("The request must contain a non-empty message body.")
@@ -558,13 +626,34 @@ class SqsApi:
         for key in system:
             if key != "AWSTraceHeader":
                 raise invalid_parameter(f"Message system attribute name '{key}' is invalid.")
-        if entry.get("MessageDeduplicationId") is not None:
+        fifo = self._is_fifo(name)
+        dedup = entry.get("MessageDeduplicationId")
+        group = entry.get("MessageGroupId")
+        if not fifo and dedup is not None:
             raise invalid_parameter(
                 "The request includes MessageDeduplicationId parameter that is not valid for this queue type"
             )
-        group = entry.get("MessageGroupId")
         if group is not None and (not isinstance(group, str) or not 1 <= len(group) <= 128 or _BAD_CHARS.search(group)):
             raise invalid_parameter("Value for parameter MessageGroupId is invalid.")
+        if fifo:
+            if group is None:
+                raise missing_parameter("MessageGroupId")
+            if not _DEDUP_ID.fullmatch(group):
+                raise invalid_parameter("Value for parameter MessageGroupId is invalid.")
+            if entry.get("DelaySeconds") is not None:
+                raise invalid_parameter(
+                    f"Value {str(entry['DelaySeconds'])[:20]} for parameter DelaySeconds is invalid. Reason: The "
+                    "request include parameter that is not valid for this queue type."
+                )
+            if dedup is None:
+                if self._attribute(name, "ContentBasedDeduplication") != "true":
+                    raise invalid_parameter(
+                        "The queue should either have ContentBasedDeduplication enabled or "
+                        "MessageDeduplicationId provided explicitly"
+                    )
+                dedup = hashlib.sha256(body.encode("utf-8")).hexdigest()
+            elif not isinstance(dedup, str) or not _DEDUP_ID.fullmatch(dedup):
+                raise invalid_parameter("Value for parameter MessageDeduplicationId is invalid.")
         encoded = body.encode("utf-8")
         size = len(encoded) + sum(_attribute_size(k, v) for k, v in attributes.items())
         limit = int(self._attribute(name, "MaximumMessageSize") or MAX_MESSAGE_BYTES)
@@ -583,14 +672,101 @@ class SqsApi:
             md.append((H_SYS + key.encode("ascii"), _stored_attribute(value)))
         if isinstance(group, str):
             md.append((H_SYS + b"MessageGroupId", b"String " + group.encode("utf-8")))
-        options = PushOptions(not_before=self.clock.now() + delay if delay else None, track=True)
         answer: dict[str, Any] = {"MD5OfMessageBody": md5_body(body)}
         if attributes:
             answer["MD5OfMessageAttributes"] = md5_attributes(attributes)
         if system:
             answer["MD5OfMessageSystemAttributes"] = md5_attributes(system)
         answer["MessageId"] = message_id
-        return (tuple(md), encoded), options, answer
+        dedup_key: str | None = None
+        if fifo:
+            assert isinstance(dedup, str) and isinstance(group, str)
+            sequence = self._sequence()
+            md.append((H_SYS + b"MessageDeduplicationId", b"String " + dedup.encode("ascii")))
+            md.append((H_SYS + b"SequenceNumber", b"String " + sequence.encode("ascii")))
+            answer["SequenceNumber"] = sequence
+            scope = self._attribute(name, "DeduplicationScope")
+            dedup_key = f"{group}\n{dedup}" if scope == "messageGroup" else dedup
+        now = self.clock.now()
+        retention = self._retention(name)
+        options = PushOptions(
+            not_before=now + delay if delay else None,
+            expires=None if retention is None else now + retention,
+            track=True,
+            hard=retention is not None,
+            group=group if fifo else None,
+        )
+        return (tuple(md), encoded), options, answer, dedup_key
+
+    def _sequence(self) -> str:
+        """A FIFO message's SequenceNumber: increasing across sends and restarts (nanoseconds of
+        the node's clock, at least one more than the last), 20 digits as SQS's."""
+        self._last_sequence = max(self._last_sequence + 1, int(self.clock.now() * 1e9))
+        return f"{self._last_sequence:020d}"
+
+    async def _send(self, name: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+        """One send: a FIFO send whose deduplication id was sent within the window is answered
+        as that send was, and pushes nothing."""
+        item, options, answer, key = self._message(name, entry)
+        if key is None:
+            await self.manager.push_with(name, item, options)
+            return answer
+        sent = await self._dedup_of(name)
+        now = self.clock.now()
+        while sent:
+            oldest = next(iter(sent))
+            if sent[oldest][0] > now - DEDUP_WINDOW and len(sent) < MAX_DEDUP:
+                break
+            del sent[oldest]
+        hit = sent.get(key)
+        if hit is not None:
+            answer["MessageId"], answer["SequenceNumber"] = hit[1], hit[2]
+            return answer
+        # Taken before the push's await: a concurrent send of the same id is a duplicate.
+        sent[key] = (now, answer["MessageId"], answer["SequenceNumber"])
+        try:
+            await self.manager.push_with(name, item, options)
+        except BaseException:
+            sent.pop(key, None)
+            raise
+        return answer
+
+    async def _dedup_of(self, name: str) -> dict[str, tuple[float, str, str]]:
+        """The queue's deduplication ids within the window. After a restart (or a queue made
+        again) they are rebuilt from the messages still in the queue (the first COUNT_PAGES
+        pages): a message deleted within the window before the restart is forgotten."""
+        info = self._info_of(name)
+        if info.dedup is not None:
+            return info.dedup
+        found: list[tuple[float, str, str, str]] = []
+        since = self.clock.now() - DEDUP_WINDOW
+        by_group = self._attribute(name, "DeduplicationScope") == "messageGroup"
+        after: str | None = None
+        for _ in range(COUNT_PAGES):
+            try:
+                page = await self.manager.peek(name, after, 1000)
+            except (NotFound, QueueNotFound):
+                break
+            for msg in page:
+                if msg.ext is None or msg.ext.sent_at is None or msg.ext.sent_at <= since:
+                    continue
+                if not isinstance(msg.content, tuple):
+                    continue
+                md = dict(msg.content[0])
+                dedup, sequence = md.get(H_SYS + b"MessageDeduplicationId"), md.get(H_SYS + b"SequenceNumber")
+                message_id = md.get(H_ID)
+                if dedup is None or sequence is None or message_id is None:
+                    continue
+                key = dedup[7:].decode("ascii", "replace")
+                if by_group and msg.ext.group is not None:
+                    key = f"{msg.ext.group}\n{key}"
+                found.append((msg.ext.sent_at, key, message_id.decode("ascii"), sequence[7:].decode("ascii")))
+            if len(page) < 1000:
+                break
+            after = uuid_text(page[-1].uuid)
+        if info.dedup is None:  # another send may have rebuilt it during the peeks
+            info.dedup = {key: (t, m, n) for t, key, m, n in sorted(found)}
+        return info.dedup
 
     def _send_target(self, params: Mapping[str, Any]) -> str:
         """The queue (or virtual queue: a send fans out to its queues) a send names."""
@@ -601,9 +777,7 @@ class SqsApi:
 
     async def send_message(self, params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:
         name = self._send_target(params)
-        item, options, answer = self._message(name, params)
-        await self.manager.push_with(name, item, options)
-        return answer, None
+        return await self._send(name, params), None
 
     async def send_message_batch(self, params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:
         name = self._send_target(params)
@@ -624,8 +798,7 @@ class SqsApi:
         failed: list[dict[str, Any]] = []
         for entry in entries:
             try:
-                item, options, answer = self._message(name, entry)
-                await self.manager.push_with(name, item, options)
+                answer = await self._send(name, entry)
             except SqsError as e:
                 failed.append(_failure(entry["Id"], e))
                 continue
@@ -650,6 +823,11 @@ class SqsApi:
                 raise modeled("InvalidAttributeName", f"Unknown Attribute {key}.")
         wanted = _names_param(params, "MessageAttributeNames")
         assert count is not None
+        q = self.manager.get(name)
+        if q is not None and self._is_fifo(name):
+            # A delete frees the group's next message: waiting receives are told, also for
+            # groups recovered from the store that this process has not delivered yet.
+            q.grouped = True
         taken = await self.manager.pull_many(name, count, float(wait))
         deliveries: list[Delivery] = []
         pending = list(taken)

@@ -177,6 +177,8 @@ def mixed_options_problem(options: PushOptions, retry: Retry) -> str | None:
         return not_in_mixed_cluster("a retry interval (per-message timeout) is")
     if options.priority != 0:
         return not_in_mixed_cluster("a message priority is")
+    if options.group is not None:
+        return not_in_mixed_cluster("a message group (an SQS FIFO queue's MessageGroupId) is")
     if options.expires is not None and not options.once:
         return not_in_mixed_cluster("a ttl (expiry time) is")
     if not options.once and (retry if options.retry is Inherit.QUEUE else options.retry) is None:
@@ -190,7 +192,9 @@ def erlang_props_problem(props: RawProps) -> str | None:
     ``retry`` infinity: LMQ's own APIs accept only integers, and its HTTP pull fails on a message
     whose retry is the atom (``integer_to_binary(infinity)``: 500, the message stays in processing
     and comes back after every timeout). Integers as Mnesia holds them (accum in ms) must fit jsonx.
-    ``dead_letter``: an Erlang node discards a message out of retries.
+    ``dead_letter``: an Erlang node discards a message out of retries. ``sqs`` (the SQS
+    attributes no LMQ prop holds): the props rows pylmq writes hold LMQ's keys only
+    (:func:`~pylmq.cluster.records.props_to_term`), so the cluster could not keep it.
     """
     if props.get("dead_letter") is not None:
         return not_in_mixed_cluster("dead_letter is")
@@ -209,6 +213,11 @@ def erlang_props_problem(props: RawProps) -> str | None:
         if value > ERLANG_INT_MAX:
             limit = ERLANG_INT_MAX if key != "accum" else ERLANG_INT_MAX / 1000
             return f"{key} {props[key]!r} cannot be served by the Erlang LMQ nodes of this cluster (at most {limit:g})"
+    if props.get("sqs"):
+        return not_in_mixed_cluster(
+            "SQS queue attributes beyond VisibilityTimeout and RedrivePolicy (the 'sqs' prop) are",
+            "the props rows shared with the Erlang LMQ nodes hold LMQ's properties only",
+        )
     return None
 
 

@@ -93,6 +93,15 @@ class MessageExt:
     last_at: float | None = None
     sent_at: float | None = None
     dead: DeadLetter | None = None
+    hard: bool = False
+    """``expires`` is a hard expiry (SQS's MessageRetentionPeriod): once it has come the record
+    is never delivered again, not even once, and is dropped, never dead-lettered."""
+    group: str | None = None
+    """A message group (SQS FIFO's MessageGroupId): the table delivers the records of a group in
+    ``seq`` order, one at a time (docs/message-options.md#message-groups)."""
+    seq: int = 0
+    """The record's place in its table's push order, kept for the records of a group (their
+    order is this, not their ids: a record made visible again keeps its place)."""
 
 
 class Inherit(enum.Enum):
@@ -116,11 +125,22 @@ class PushOptions:
     track: bool = False
     """Keep the delivery count and times (a :class:`MessageExt`) even on a queue without a
     dead-letter queue: for a front end that reports them (SQS's ApproximateReceiveCount)."""
+    hard: bool = False
+    """``expires`` is a hard expiry (:attr:`MessageExt.hard`): it may come before the message is
+    due (SQS counts retention from the send), and once it has come nothing is delivered."""
+    group: str | None = None
+    """The message's group (:attr:`MessageExt.group`): one of a group in processing at a time."""
 
     def needs_ext(self) -> bool:
         """Whether a record pushed with these options needs a :class:`MessageExt` (a delay
         alone, or a retry alone, fits LMQ's record)."""
-        return self.expires is not None or self.interval is not None or self.priority != 0 or self.once
+        return (
+            self.expires is not None
+            or self.interval is not None
+            or self.priority != 0
+            or self.once
+            or self.group is not None
+        )
 
 
 @dataclass(slots=True, eq=True)

@@ -15,10 +15,13 @@ from pylmq.core.message import Inherit, PushOptions, Retry
 from pylmq.core.props import MAX_RETRY, MAX_SECONDS
 from pylmq.errors import InvalidOptions
 
-__all__ = ["MAX_PRIORITY", "check_options", "relative_options"]
+__all__ = ["MAX_GROUP", "MAX_PRIORITY", "check_options", "relative_options"]
 
 MAX_PRIORITY = 255
 """Priorities run from 0 (the default, every LMQ push) to this."""
+
+MAX_GROUP = 128
+"""Characters of a message group's name (SQS's MessageGroupId)."""
 
 
 def _seconds(field: str, value: Any, *, positive: bool = False) -> float:
@@ -65,7 +68,11 @@ def check_options(options: PushOptions, now: float) -> PushOptions:
     expires = options.expires
     if expires is not None:
         expires = _time("expires", expires, now, due)
-        if expires <= due:
+        if options.hard is True:
+            # A retention counts from the push: a message delayed past it is never delivered.
+            if expires <= now:
+                raise InvalidOptions(f"'expires' must come after now ({now:.3f}), got {options.expires!r}")
+        elif expires <= due:
             raise InvalidOptions(f"'expires' must come after the message is due ({due:.3f}), got {options.expires!r}")
     interval = options.interval
     if interval is not None:
@@ -79,7 +86,16 @@ def check_options(options: PushOptions, now: float) -> PushOptions:
         raise InvalidOptions(f"'once' must be a boolean, got {once!r}")
     if once and (interval is not None or (retry is not Inherit.QUEUE and retry != 0)):
         raise InvalidOptions("'once' (a single delivery) excludes 'retry' above 0 and 'interval'")
-    return PushOptions(nb, expires, interval, retry, priority, once, options.track is True)
+    if options.hard is not False and (options.hard is not True or expires is None):
+        raise InvalidOptions("'hard' is a boolean and needs 'expires'")
+    group = options.group
+    if group is not None:
+        if not isinstance(group, str) or not 1 <= len(group) <= MAX_GROUP:
+            raise InvalidOptions(f"'group' must be text of 1 to {MAX_GROUP} characters, got {group!r:.80}")
+        if priority:
+            # A group's order is its push order: a priority would reorder it.
+            raise InvalidOptions("'group' excludes 'priority'")
+    return PushOptions(nb, expires, interval, retry, priority, once, options.track is True, options.hard, group)
 
 
 def relative_options(

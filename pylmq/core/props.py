@@ -1,6 +1,7 @@
 """Queue properties: ``accum``, ``retry``, ``timeout`` (docs/lmq-contract.md#queue-properties), and
-pylmq's ``dead_letter`` (docs/message-options.md), which is only ever exported where it was set,
-so that LMQ's own answers stay byte for byte what they were.
+pylmq's ``dead_letter`` (docs/message-options.md) and ``sqs`` (the SQS attributes no LMQ prop
+holds, docs/sqs.md), which are only ever exported where they were set, so that LMQ's own answers
+stay byte for byte what they were.
 
 Effective properties of queue Q = Q's own properties, over the FIRST entry of the default list
 whose regex matches Q's name, over the system defaults. Raw (partial) properties are plain dicts
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +28,8 @@ __all__ = [
     "MAX_DEFAULTS_PROGRAM",
     "MAX_RETRY",
     "MAX_SECONDS",
+    "MAX_SQS_BYTES",
+    "MAX_SQS_KEYS",
     "DefaultList",
     "DefaultMatcher",
     "Props",
@@ -39,7 +43,8 @@ __all__ = [
 
 RawProps = dict[str, Any]
 """Only the keys that were set: ``accum`` (s, float), ``retry`` (int or None), ``timeout`` (s),
-``dead_letter`` (a queue name, or None: none, over a default's)."""
+``dead_letter`` (a queue name, or None: none, over a default's), ``sqs`` (a dict of text to
+text, or None: none)."""
 
 DefaultList = list[tuple[str, RawProps]]
 """``[(regex, raw props), ...]``; the first matching entry applies."""
@@ -57,11 +62,16 @@ class Props:
     timeout: float = 30.0
     dead_letter: str | None = None
     """The queue where exhausted messages go instead of being discarded (pylmq)."""
+    sqs: tuple[tuple[str, str], ...] = ()
+    """SQS attributes kept for the queue (name, text value), by name; the SQS front end alone
+    reads them. A tuple keeps the props hashable and immutable."""
 
     def to_raw(self) -> RawProps:
         raw: RawProps = {"accum": self.accum, "retry": self.retry, "timeout": self.timeout}
         if self.dead_letter is not None:
             raw["dead_letter"] = self.dead_letter
+        if self.sqs:
+            raw["sqs"] = dict(self.sqs)
         return raw
 
 
@@ -78,6 +88,15 @@ MAX_SECONDS = 4_294_967.295
 millisecond timer. Far above any real use and far below what overflows (accum is kept in whole
 milliseconds: ``accum * 1000`` is infinite past 1.8e305 s) or loses precision (deadlines are
 float seconds: past 2^53 ms they no longer hold milliseconds)."""
+
+MAX_SQS_KEYS = 32
+"""Entries of the ``sqs`` prop: SQS has about 20 queue attributes."""
+
+MAX_SQS_BYTES = 64 << 10
+"""The ``sqs`` prop's names and values together (UTF-8): SQS's longest attribute, a Policy, may
+hold 20 KiB; props are held in memory and journaled at each change."""
+
+_SQS_KEY = re.compile(r"[A-Za-z][A-Za-z0-9]{0,63}")
 
 MAX_DEFAULTS = 256
 """Entries in the default list. A queue's effective props take the first entry that matches
@@ -122,6 +141,27 @@ def _dead_letter(value: Any) -> str | None:
         raise InvalidProps(f"'dead_letter' must be a queue name or null: {e.detail}") from e
 
 
+def _sqs(value: Any) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidProps(f"'sqs' must be an object of SQS attribute names to text, or null, got {value!r:.80}")
+    if len(value) > MAX_SQS_KEYS:
+        raise InvalidProps(f"'sqs' has {len(value)} entries, more than the limit of {MAX_SQS_KEYS}")
+    out: dict[str, str] = {}
+    size = 0
+    for k, v in value.items():
+        k = k.decode("utf-8", "replace") if isinstance(k, bytes) else k
+        v = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+        if not isinstance(k, str) or not _SQS_KEY.fullmatch(k) or not isinstance(v, str):
+            raise InvalidProps(f"'sqs' maps attribute names (letters and digits, 1 to 64) to text, got {k!r:.80}")
+        size += len(k) + len(v.encode("utf-8", "surrogatepass"))
+        if size > MAX_SQS_BYTES:
+            raise InvalidProps(f"'sqs' holds more than the limit of {MAX_SQS_BYTES} bytes")
+        out[k] = v
+    return dict(sorted(out.items()))
+
+
 def parse_props(obj: Any, *, accum_key: str = "accum") -> RawProps:
     """Validate a props object from a client (JSON or msgpack map).
 
@@ -143,6 +183,8 @@ def parse_props(obj: Any, *, accum_key: str = "accum") -> RawProps:
             out["timeout"] = _number(k, value)
         elif k == "dead_letter":
             out["dead_letter"] = _dead_letter(value)
+        elif k == "sqs":
+            out["sqs"] = _sqs(value)
         else:
             raise InvalidProps(f"unknown property {k!r}")
     return out
@@ -231,8 +273,13 @@ def effective_props(
         merged.update(default)
     if own:
         merged.update(own)
+    sqs = merged.get("sqs")
     return Props(
-        accum=merged["accum"], retry=merged["retry"], timeout=merged["timeout"], dead_letter=merged.get("dead_letter")
+        accum=merged["accum"],
+        retry=merged["retry"],
+        timeout=merged["timeout"],
+        dead_letter=merged.get("dead_letter"),
+        sqs=tuple(sorted(sqs.items())) if sqs else (),
     )
 
 
@@ -253,6 +300,6 @@ def export_props(props: Props | RawProps, *, accum_key: str = "accum") -> dict[s
     for k in raw:
         if k in KEYS:
             out[accum_key if k == "accum" else k] = _export_value(raw[k])
-        elif k == "dead_letter" and raw[k] is not None:
+        elif k in ("dead_letter", "sqs") and raw[k]:
             out[k] = raw[k]
     return out

@@ -109,6 +109,9 @@ class Queue:
         self._serving: asyncio.Task[None] | None = None
         self._timer: Timer | None = None
         self._closed = False
+        # Whether this queue has held message groups (docs/message-options.md#message-groups):
+        # then an ack may free a group's next record, and waiters are told.
+        self.grouped = False
 
     @property
     def props(self) -> Props:
@@ -176,6 +179,8 @@ class Queue:
         props = self.props
         track = options.track or self._dead_letter(props) is not None
         uuid = await self.store.push(self.name, item, props.retry, options, track=track)
+        if options.group is not None:
+            self.grouped = True
         if self.observer is not None:
             self.observer.on_push(self.name)
         self.notify()
@@ -191,6 +196,8 @@ class Queue:
         if got is None:
             return None
         msg, retention = got
+        if msg.ext is not None and msg.ext.group is not None:
+            self.grouped = True  # also for groups recovered from the store
         if self.observer is not None:
             self.observer.on_pull(self.name, retention)
         return Delivery(self.name, msg)
@@ -206,7 +213,10 @@ class Queue:
         self.notify()
 
     async def ack(self, uuid: bytes) -> None:
-        await self._settle(await self.store.done(self.name, uuid))
+        ok = await self.store.done(self.name, uuid)
+        if self.grouped:
+            self.notify()
+        await self._settle(ok)
 
     # Each change is applied before its commit is awaited, so waiters are told at once: a
     # client that leaves during the commit must not leave them asleep.
@@ -248,7 +258,7 @@ class Queue:
             if i and not i % REPLY_CHUNK:
                 await asyncio.sleep(0)  # a long batch lets other requests in between
             done.append(await op(name, u))
-        if reply != "ack":
+        if reply != "ack" or self.grouped:
             self.notify()
         if any(done):
             await store.barrier()

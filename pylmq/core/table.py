@@ -46,7 +46,9 @@ else. Levels whose first record was not due wait in ``_pwait`` (by when it is du
 in ``_plist``, the levels looked at: no record moves between heaps, so a dequeue never does work
 in proportion to the records that became due, nor looks at levels with nothing due. The key of
 a processing record in ``_other`` is kept in ``_okeys``, so that :meth:`QueueTable.find_delivery`
-(queue_server's integer ``msg_id``) is exact and fresh uuids avoid those keys too.
+(queue_server's integer ``msg_id``) is exact and fresh uuids avoid those keys too. Of the records
+of a message group only the group's head is in ``_side``; the others wait in the group's heap by
+push order (``_held``), so one record of a group is delivered at a time, in order.
 """
 
 from __future__ import annotations
@@ -408,6 +410,8 @@ class QueueTable:
         "_again",
         "_avail",
         "_gone",
+        "_heads",
+        "_held",
         "_index",
         "_journal",
         "_later",
@@ -423,6 +427,7 @@ class QueueTable:
         "_proc",
         "_pwait",
         "_restored",
+        "_seq",
         "_side",
         "bytes",
         "name",
@@ -467,6 +472,13 @@ class QueueTable:
         self._plist: list[int] = []
         self._pwait: list[tuple[float, int]] = []
         self._pcount = 0
+        # Message groups (docs/message-options.md#message-groups): the uuid of each group's head,
+        # the one record of the group in the orders (in _side); the group's other records wait in
+        # a heap of (seq, id) (entries may be stale: checked when they come up). _seq is the
+        # next push's place in the table's push order.
+        self._heads: dict[str, bytes] = {}
+        self._held: dict[str, list[tuple[int, MessageId]]] = {}
+        self._seq = 0
         self._md = _MetadataTable()
         self._accum: StoredMessage | None = None
         self.bytes = 0
@@ -528,8 +540,10 @@ class QueueTable:
             top = side[0]
             msg = other.get(top[1])
             if type(msg) is StoredMessage and msg.id is top:
-                return msg
-            heapq.heappop(side)
+                group = msg.ext.group if msg.ext is not None else None
+                if group is None or self._heads.get(group) == top[1]:
+                    return msg
+            heapq.heappop(side)  # stale, or a group's record that waits behind its head
         return None
 
     def _level_top(self, priority: int) -> StoredMessage | None:
@@ -735,6 +749,9 @@ class QueueTable:
         else:
             self._later.add(msg.id[0])
         ext = msg.ext
+        if ext is not None and ext.group is not None:
+            self._group_insert(msg, ext.group, ext.seq)
+            return msg
         if ext is not None and ext.priority > 0:
             priority = ext.priority
             level = self._plevels.get(priority)
@@ -757,6 +774,44 @@ class QueueTable:
         if len(self._side) > 2 * len(self._other) + 1024:
             self._rebuild_processing()
         return msg
+
+    def _group_insert(self, msg: StoredMessage, group: str, seq: int) -> None:
+        """``msg`` (in ``_other`` already) joins its group: it becomes the head if the group has
+        none, or if it is in processing (the group's one delivery), or comes before an available
+        head (a record made visible again keeps its place); else it waits. O(log n)."""
+        if seq >= self._seq:
+            self._seq = seq + 1
+        heads, uuid = self._heads, msg.id[1]
+        cur = heads.get(group)
+        head = None if cur is None else self._other.get(cur)
+        if type(head) is StoredMessage and head.ext is not None:
+            if msg.state is not _S_PROCESSING and (head.state is _S_PROCESSING or seq > head.ext.seq):
+                heapq.heappush(self._held.setdefault(group, []), (seq, msg.id))
+                return
+            # The head waits again; its entry in _side goes stale (_side_top checks the head).
+            heapq.heappush(self._held.setdefault(group, []), (head.ext.seq, head.id))
+        heads[group] = uuid
+        heapq.heappush(self._side, msg.id)
+        if len(self._side) > 2 * len(self._other) + 1024:
+            self._rebuild_processing()
+
+    def _group_left(self, group: str, uuid: bytes) -> None:
+        """The record ``uuid`` of ``group`` left the table: if it was the head, the group's next
+        record (by seq) becomes the head. O(log n) amortised (stale entries are dropped)."""
+        heads = self._heads
+        if heads.get(group) != uuid:
+            return
+        del heads[group]
+        held = self._held.get(group)
+        while held:
+            _, mid = heapq.heappop(held)
+            m = self._other.get(mid[1])
+            if type(m) is StoredMessage and m.id is mid:
+                heads[group] = mid[1]
+                heapq.heappush(self._side, mid)
+                break
+        if not held:
+            self._held.pop(group, None)
 
     def _okey_add(self, uuid: bytes) -> None:
         if len(uuid) != 16:
@@ -821,6 +876,8 @@ class QueueTable:
             self._later.remove(e.id[0])
         if self._accum is e:
             self._accum = None
+        if e.ext is not None and e.ext.group is not None:
+            self._group_left(e.ext.group, uuid)
 
     def _forget_processing(self, rec: bytes) -> None:
         """``rec``, a processing record, is gone: drop the stale entries at the front of the
@@ -854,7 +911,7 @@ class QueueTable:
                 assert isinstance(e, StoredMessage)
                 if e.ext is not None and e.ext.priority > 0:
                     levels.setdefault(e.ext.priority, []).append(e.id)
-                else:
+                elif e.ext is None or e.ext.group is None or self._heads.get(e.ext.group) == e.id[1]:
                     side.append(e.id)
         proc.sort()
         heapq.heapify(side)
@@ -932,6 +989,8 @@ class QueueTable:
         self._plist.clear()
         self._pwait.clear()
         self._pcount = 0
+        self._heads.clear()
+        self._held.clear()
         self._md = _MetadataTable()  # a snapshot being written may still read the old one
         self._accum = None
         self.bytes = 0
@@ -1006,6 +1065,9 @@ class QueueTable:
                 priority=options.priority,
                 once=options.once,
                 sent_at=now,
+                hard=options.hard,
+                group=options.group,
+                seq=self._seq if options.group is not None else 0,
             )
             msg = StoredMessage((ts, uuid), _S_AVAILABLE, _NORMAL, stored, item, ext)
         self._insert(msg)
@@ -1104,6 +1166,11 @@ class QueueTable:
         assert ext is not None
         ts, old_uuid = e.id
         expired = ext.expires is not None and now >= ext.expires
+        if expired and ext.hard:
+            # SQS's retention: the message is gone, whatever its deliveries and dead-letter queue.
+            if self._journal is not None:
+                self._journal.delete(self.name, old_uuid)
+            return None
         if (e.retry is not None and e.retry <= 0) or (expired and ext.attempts > 0):
             if dead is not None and not ext.once:
                 dead.append(dead_letter_of(self.name, e, "expired" if expired else "retries"))
@@ -1111,7 +1178,7 @@ class QueueTable:
                 self._journal.delete(self.name, old_uuid)
             return None
         deadline = now + (timeout if ext.interval is None else ext.interval)
-        if expired or (ext.expires is not None and deadline >= ext.expires):
+        if not ext.hard and (expired or (ext.expires is not None and deadline >= ext.expires)):
             retry: Retry = 0
         else:
             retry = None if e.retry is None else e.retry - 1

@@ -208,7 +208,7 @@ def _ext_fields(ext: MessageExt | None) -> tuple[Any, ...] | None:
         return None
     d = ext.dead
     dead = None if d is None else (d.origin, d.failures, d.last_at, _DEAD_REASON[d.reason])
-    return (
+    fields = (
         ext.expires,
         ext.interval,
         ext.priority,
@@ -219,6 +219,11 @@ def _ext_fields(ext: MessageExt | None) -> tuple[Any, ...] | None:
         ext.sent_at,
         dead,
     )
+    # The fields after the ninth only when set: frames without them (written before they
+    # existed) stay valid, and records without them cost nothing more.
+    if ext.group is not None:
+        return (*fields, ext.hard, ext.group, ext.seq)
+    return (*fields, True) if ext.hard else fields
 
 
 def _time(x: Any) -> float | None:
@@ -238,9 +243,20 @@ def _int(x: Any) -> int:
 def _ext(f: Any) -> MessageExt | None:
     if f is None:
         return None
-    expires, interval, priority, once, attempts, first_at, last_at, sent_at, dead = f
-    if type(once) is not bool:
-        raise ValueError(f"once is a boolean, not {once!r}")
+    expires, interval, priority, once, attempts, first_at, last_at, sent_at, dead, *more = f
+    hard: Any = False
+    group: Any = None
+    seq: Any = 0
+    if len(more) == 1:
+        (hard,) = more
+    elif len(more) == 3:
+        hard, group, seq = more
+    elif more:
+        raise ValueError(f"an ext has 9, 10 or 12 fields, not {9 + len(more)}")
+    if type(once) is not bool or type(hard) is not bool:
+        raise ValueError(f"once and hard are booleans (hard optional), not {once!r}, {more!r}")
+    if group is not None and (type(group) is not str or type(seq) is not int):
+        raise ValueError(f"a group is text and its seq an integer, not {more!r}")
     letter = None
     if dead is not None:
         origin, failures, dead_last, reason = dead
@@ -257,6 +273,9 @@ def _ext(f: Any) -> MessageExt | None:
         _time(last_at),
         _time(sent_at),
         letter,
+        hard,
+        group,
+        seq,
     )
 
 

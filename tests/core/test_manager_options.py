@@ -11,7 +11,7 @@ import pytest
 
 from pylmq.core import ManualClock, QueueManager, make_item
 from pylmq.core.message import DeadLetter, PushOptions, StoredMessage, msg_key, uuid_text
-from pylmq.core.props import export_props, parse_props
+from pylmq.core.props import MAX_SQS_BYTES, MAX_SQS_KEYS, export_props, parse_props
 from pylmq.errors import BadRequest, InvalidOptions, InvalidProps, MessageNotFound, QueueNotFound
 from pylmq.store import MemoryStore
 from tests.core.test_manager import until, waiting
@@ -201,6 +201,21 @@ async def test_dead_letter_prop_is_validated_and_exported_only_when_set(manager:
     assert export_props(props) == {"accum": 0, "retry": 1, "timeout": 30, "dead_letter": "dlq"}
     props = await manager.update_props("q", {"dead_letter": None})
     assert "dead_letter" not in export_props(props)
+
+
+async def test_sqs_prop_is_a_bounded_map_of_text_exported_only_when_set(manager: QueueManager) -> None:
+    assert parse_props({"sqs": {"b": "2", "a": "1"}}) == {"sqs": {"a": "1", "b": "2"}}
+    assert parse_props({"sqs": None}) == {"sqs": None}
+    too_many = {f"k{i}": "v" for i in range(MAX_SQS_KEYS + 1)}
+    too_big = {"Policy": "x" * MAX_SQS_BYTES}
+    for bad in ["text", [1], {"a b": "1"}, {"": "1"}, {"a": 1}, {"a": None}, too_many, too_big]:
+        with pytest.raises(InvalidProps, match="'sqs'"):
+            parse_props({"sqs": bad})
+    props = await manager.update_props("q", {"retry": 1, "sqs": {"DelaySeconds": "5"}})
+    assert props.sqs == (("DelaySeconds", "5"),)
+    assert export_props(props) == {"accum": 0, "retry": 1, "timeout": 30, "sqs": {"DelaySeconds": "5"}}
+    props = await manager.update_props("q", {"sqs": None})
+    assert list(export_props(props)) == ["accum", "retry", "timeout"], "LMQ's answer, unchanged"
 
 
 # -- peek and keys ------------------------------------------------------------------------------------

@@ -23,8 +23,9 @@ from pylmq.core.message import (
     msg_key,
     new_uuid,
 )
+from pylmq.core.options import check_options
 from pylmq.core.table import QueueTable
-from pylmq.errors import MessageNotFound
+from pylmq.errors import InvalidOptions, MessageNotFound
 from pylmq.wire.items import Item
 
 NO = PushOptions()
@@ -137,6 +138,43 @@ def test_a_delivery_whose_deadline_reaches_expires_is_the_last() -> None:
     assert m.ts == c.now() + 30, "it stays in processing until its deadline: an ack still works"
     c.advance(10)
     assert t.done(m.uuid, c.now())
+
+
+# -- hard expiry (SQS's MessageRetentionPeriod) ------------------------------------------------------
+
+
+def test_a_hard_expired_message_never_delivered_is_dropped_not_delivered_once() -> None:
+    t, c = QueueTable("q"), ManualClock()
+    t.push(item(b"old"), None, c.now(), PushOptions(expires=c.now() + 60, hard=True))
+    t.push(item(b"new"), None, c.now() + 30, PushOptions(expires=c.now() + 600, hard=True))
+    c.advance(60)
+    dead: list[StoredMessage] = []
+    assert body(take(t, c, dead=dead)) == b"new"
+    assert dead == [] and len(t) == 1  # dropped, never a dead letter
+
+
+def test_a_hard_expiry_is_not_the_last_delivery_rule_and_ends_redelivery() -> None:
+    t, c = QueueTable("q"), ManualClock()
+    t.push(item(b"m"), None, c.now(), PushOptions(expires=c.now() + 100, hard=True, track=True))
+    first = take(t, c, timeout=90)  # its deadline is 10 s before the expiry
+    assert first.retry is None and first.ext is not None and first.ext.hard
+    c.advance(90)
+    second = take(t, c, timeout=30)  # deadline past the expiry: still unlimited (no "last delivery")
+    assert second.retry is None and second.ext is not None and second.ext.attempts == 2
+    c.advance(30)
+    assert t.dequeue(30, c.now(), []) is None and len(t) == 0
+
+
+def test_a_hard_expiry_may_come_before_the_message_is_due() -> None:
+    t, c = QueueTable("q"), ManualClock()
+    opts = check_options(PushOptions(not_before=c.now() + 900, expires=c.now() + 60, hard=True), c.now())
+    t.push(item(b"late"), None, c.now(), opts)
+    c.advance(900)
+    assert t.dequeue(30, c.now()) is None and len(t) == 0
+    with pytest.raises(InvalidOptions, match="after the message is due"):
+        check_options(PushOptions(not_before=c.now() + 900, expires=c.now() + 60), c.now())
+    with pytest.raises(InvalidOptions, match="'hard'"):
+        check_options(PushOptions(hard=True), c.now())
 
 
 def test_interval_redelivers_without_limit_until_expires() -> None:

@@ -418,12 +418,6 @@ def test_redrive_policy_moves_a_message_to_its_dead_letter_queue(node: NodeThrea
     assert error_code(e) == "InvalidParameterValue"
 
 
-def test_fifo_queues_are_refused_clearly(sqs: Any) -> None:
-    with pytest.raises(ClientError) as e:
-        sqs.create_queue(QueueName="jobs.fifo", Attributes={"FifoQueue": "true"})
-    assert error_code(e) == "AWS.SimpleQueueService.UnsupportedOperation"
-
-
 def test_a_failing_action_is_internal_failure_and_the_node_goes_on(node: NodeThread, sqs: Any) -> None:
     api = node.node.sqs_api
     assert api is not None

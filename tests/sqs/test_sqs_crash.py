@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 READY = re.compile(r"pylmq ready .*\bsqs=\('([\d.]+)', (\d+)\)")
 
@@ -94,5 +96,70 @@ def test_messages_counts_and_redrive_survive_kill_9(tmp_path: Path) -> None:
         assert "Messages" not in sqs.receive_message(QueueUrl=url)  # the third receive moves it
         dead = sqs.receive_message(QueueUrl=dlq, WaitTimeSeconds=2)["Messages"][0]
         assert dead["MessageId"] == sent["MessageId"]
+    finally:
+        node.kill()
+
+
+def test_queue_attributes_and_a_messages_retention_survive_kill_9(tmp_path: Path) -> None:
+    kept = {
+        "DelaySeconds": "3",
+        "MaximumMessageSize": "2048",
+        "MessageRetentionPeriod": "600",
+        "ReceiveMessageWaitTimeSeconds": "4",
+        "Policy": '{"Version":"2012-10-17"}',
+    }
+    node = Node(tmp_path)
+    try:
+        sqs = node.client()
+        url = sqs.create_queue(QueueName="crash-attrs", Attributes=kept)["QueueUrl"]
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"DelaySeconds": "0"})
+        before = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        sqs.send_message(QueueUrl=url, MessageBody="retained")
+    finally:
+        node.kill()
+
+    node = Node(tmp_path)
+    try:
+        sqs = node.client()
+        url = sqs.get_queue_url(QueueName="crash-attrs")["QueueUrl"]
+        after = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        for key in (*kept, "CreatedTimestamp", "LastModifiedTimestamp"):
+            assert after[key] == before[key], key
+        assert after["DelaySeconds"] == "0" and after["MaximumMessageSize"] == "2048"
+        with pytest.raises(ClientError) as e:
+            sqs.send_message(QueueUrl=url, MessageBody="x" * 2049)  # over the kept MaximumMessageSize
+        assert e.value.response["Error"]["Code"] == "InvalidParameterValue"
+        m = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)["Messages"][0]
+        assert m["Body"] == "retained"
+    finally:
+        node.kill()
+
+
+def test_a_fifo_queue_its_groups_and_deduplication_ids_survive_kill_9(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    try:
+        sqs = node.client()
+        url = sqs.create_queue(QueueName="crash.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        sent = [
+            sqs.send_message(QueueUrl=url, MessageBody=b, MessageGroupId="g", MessageDeduplicationId=b)
+            for b in ("g0", "g1")
+        ]
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=60)["Messages"]
+        assert [m["Body"] for m in got] == ["g0"]
+    finally:
+        node.kill()
+
+    node = Node(tmp_path)
+    try:
+        sqs = node.client()
+        url = sqs.get_queue_url(QueueName="crash.fifo")["QueueUrl"]
+        attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["FifoQueue"])["Attributes"]
+        assert attrs == {"FifoQueue": "true"}
+        # g0 is still in flight: its group's next waits behind it.
+        assert "Messages" not in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+        again = sqs.send_message(QueueUrl=url, MessageBody="g1", MessageGroupId="g", MessageDeduplicationId="g1")
+        assert (again["MessageId"], again["SequenceNumber"]) == (sent[1]["MessageId"], sent[1]["SequenceNumber"])
+        later = sqs.send_message(QueueUrl=url, MessageBody="g2", MessageGroupId="g", MessageDeduplicationId="g2")
+        assert int(later["SequenceNumber"]) > int(sent[1]["SequenceNumber"])
     finally:
         node.kill()

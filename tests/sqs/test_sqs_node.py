@@ -69,6 +69,13 @@ async def test_what_an_erlang_cluster_cannot_hold_is_refused_with_aws_codes() ->
         assert got["Messages"][0]["Body"] == "ok"
         assert got["Messages"][0]["Attributes"]["ApproximateReceiveCount"] == "1"
 
+        # The attributes kept in the 'sqs' prop cannot be kept in Mnesia's props rows.
+        with pytest.raises(ClientError) as e:
+            await asyncio.to_thread(sqs.set_queue_attributes, QueueUrl=url, Attributes={"DelaySeconds": "5"})
+        assert e.value.response["Error"]["Code"] == "InvalidParameterValue"
+        assert "'sqs' prop" in e.value.response["Error"]["Message"]
+        assert node.manager.raw_props("lmq") == {"retry": 4}
+
         # A dead-letter queue is LMQ's dead_letter prop, which the Erlang nodes cannot honour.
         await node.manager.update_props("dlq", {"retry": 1})
         policy = '{"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:dlq", "maxReceiveCount": 3}'

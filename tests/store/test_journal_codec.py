@@ -173,8 +173,11 @@ def test_a_record_without_ext_is_written_as_format_1_wrote_it() -> None:
         MessageExt(),
         MessageExt(dead=DeadLetter("dlq-origin", 0, None, "retries")),
         MessageExt(sent_at=5.0, attempts=1, first_at=6.0, last_at=6.0),
+        MessageExt(expires=70.0, sent_at=10.0, hard=True),
+        MessageExt(sent_at=10.0, group="g-1", seq=2**40),
+        MessageExt(expires=70.0, hard=True, group="", seq=0),
     ],
-    ids=["every-field", "defaults", "dead-letter-never-delivered", "delivery-counts"],
+    ids=["every-field", "defaults", "dead-letter-never-delivered", "delivery-counts", "hard-expiry", "group", "all"],
 )
 def test_ext_records_read_back_with_every_field(ext: MessageExt) -> None:
     enc = Encoder()
@@ -220,6 +223,33 @@ def test_an_ext_costs_a_byte_per_default_field() -> None:
     timed = MessageExt(sent_at=1.0)
     with_time = Encoder().put("q", StoredMessage(msg.id, msg.state, msg.type, msg.retry, msg.content, timed))
     assert len(with_time) - len(with_ext) == 8  # a float64 instead of nil
+
+
+def test_an_ext_frame_without_the_hard_field_reads_as_before_and_hard_adds_one_byte() -> None:
+    """Frames written before ``hard`` existed hold 9 fields: they still read, as not hard."""
+    ext = MessageExt(expires=70.0, sent_at=10.0)
+    fields = (70.0, None, 0, False, 0, None, None, 10.0, None)
+    payload = msgpack.packb(("q", 12.5, U1, 0, 0, 3, [[], b"b"], fields), use_bin_type=True)
+    old = struct.pack("<II", len(payload) + 1, zlib.crc32(b"\x0a" + payload)) + b"\x0a" + payload
+    msg = StoredMessage((12.5, U1), State.AVAILABLE, StoredMessageType.NORMAL, 3, ((), b"b"), ext)
+    assert Encoder().put("q", msg) == old  # not hard: byte for byte what was written before
+    records, _ = read_all(MAGIC + old)
+    assert records == [PutRecord("q", msg)]
+    hard = StoredMessage(msg.id, msg.state, msg.type, msg.retry, msg.content, MessageExt(70.0, sent_at=10.0, hard=True))
+    assert len(Encoder().put("q", hard)) == len(old) + 1
+
+
+@pytest.mark.parametrize(
+    "more",
+    [(1,), (False, 3, 1), (False, "g", "1"), (False, "g"), (False, "g", 1, 2)],
+    ids=["hard-not-bool", "group-not-text", "seq-not-int", "11-fields", "13-fields"],
+)
+def test_an_ext_whose_later_fields_are_wrong_is_refused(more: tuple[object, ...]) -> None:
+    fields = (70.0, None, 0, False, 0, None, None, 10.0, None, *more)
+    payload = msgpack.packb(("q", 12.5, U1, 0, 0, 3, [[], b"b"], fields), use_bin_type=True)
+    frame = struct.pack("<II", len(payload) + 1, zlib.crc32(b"\x0a" + payload)) + b"\x0a" + payload
+    with pytest.raises(JournalFormatError, match="unreadable record of kind 10"):
+        JournalReader().feed(MAGIC + frame)
 
 
 def test_a_snapshot_holds_virtual_queues_and_ext_records() -> None:

@@ -58,6 +58,8 @@ def joined(link: ScriptedLink) -> MnesiaStore:
         (PushOptions(interval=5.0, once=True), "a retry interval (per-message timeout) is"),
         (PushOptions(priority=1), "a message priority is"),
         (PushOptions(priority=2, once=True), "a message priority is"),
+        (PushOptions(group="g"), "a message group (an SQS FIFO queue's MessageGroupId) is"),
+        (PushOptions(group="g", once=True), "a message group (an SQS FIFO queue's MessageGroupId) is"),
     ],
 )
 async def test_options_the_erlang_nodes_cannot_honour_are_refused_before_any_call(
@@ -145,6 +147,17 @@ async def test_the_dead_letter_prop_and_requeue_are_refused_in_the_cluster() -> 
         await store.create("q", {"dead_letter": "dlq"})
     with pytest.raises(NotSupported, match="requeue of dead letters is not available"):
         await store.requeue("dlq", 10, None)
+    assert link.calls == []
+
+
+async def test_the_sqs_prop_is_refused_in_the_cluster_before_any_call() -> None:
+    problem = erlang_props_problem({"retry": 1, "sqs": {"DelaySeconds": "5"}})
+    assert problem is not None and "'sqs' prop" in problem and "Erlang LMQ nodes" in problem
+    assert erlang_props_problem({"retry": 1, "sqs": None}) is None
+    link = ScriptedLink()
+    store = joined(link)
+    with pytest.raises(InvalidProps, match="'sqs' prop"):
+        await store.create("q", {"retry": 1, "sqs": {"FifoQueue": "true"}})
     assert link.calls == []
 
 

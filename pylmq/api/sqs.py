@@ -86,6 +86,9 @@ _QUEUE_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _FIFO_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
 _DEDUP_ID: Final = re.compile(r"[!-~]{1,128}")
 DEDUP_WINDOW: Final = 300.0
+DEDUP_PAGES: Final = 10
+"""Peek pages of 1,000 records a forgotten deduplication map is rebuilt from (after a restart):
+bounded, so that the first FIFO send after a restart never walks a deep queue."""
 """SQS's deduplication interval: a FIFO send whose deduplication id was sent within it is
 accepted and answered as that send was, without a new message."""
 MAX_DEDUP: Final = 100_000
@@ -733,8 +736,8 @@ class SqsApi:
 
     async def _dedup_of(self, name: str) -> dict[str, tuple[float, str, str]]:
         """The queue's deduplication ids within the window. After a restart (or a queue made
-        again) they are rebuilt from the messages still in the queue (the first COUNT_PAGES
-        pages): a message deleted within the window before the restart is forgotten."""
+        again) they are rebuilt from the messages still in the queue (the first
+        :data:`DEDUP_PAGES` pages): a message deleted within the window before the restart is forgotten."""
         info = self._info_of(name)
         if info.dedup is not None:
             return info.dedup
@@ -742,7 +745,7 @@ class SqsApi:
         since = self.clock.now() - DEDUP_WINDOW
         by_group = self._attribute(name, "DeduplicationScope") == "messageGroup"
         after: str | None = None
-        for _ in range(COUNT_PAGES):
+        for _ in range(DEDUP_PAGES):
             try:
                 page = await self.manager.peek(name, after, 1000)
             except (NotFound, QueueNotFound):

@@ -37,6 +37,7 @@ from pylmq.core.manager import QueueManager
 from pylmq.core.message import Metadata, PushOptions, StoredMessage, StoredMessageType, uuid_text
 from pylmq.core.props import MAX_RETRY
 from pylmq.core.queue import Delivery, Queue
+from pylmq.core.store import prune_dedup
 from pylmq.errors import InvalidProps, LMQError, NotFound, NotSupported, QueueNotFound
 from pylmq.wire.sqs import (
     DEFAULT_ACCOUNT,
@@ -85,15 +86,6 @@ MAX_LISTED: Final = 1000
 _QUEUE_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _FIFO_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
 _DEDUP_ID: Final = re.compile(r"[!-~]{1,128}")
-DEDUP_WINDOW: Final = 300.0
-DEDUP_PAGES: Final = 10
-"""Peek pages of 1,000 records a forgotten deduplication map is rebuilt from (after a restart):
-bounded, so that the first FIFO send after a restart never walks a deep queue."""
-"""SQS's deduplication interval: a FIFO send whose deduplication id was sent within it is
-accepted and answered as that send was, without a new message."""
-MAX_DEDUP: Final = 100_000
-"""Deduplication ids this node remembers per FIFO queue; past that the oldest are forgotten
-(a send every 3 ms for the whole window)."""
 _ATTR_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 _DATA_TYPE: Final = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]{1,240})?")
 _BAD_CHARS: Final = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -164,9 +156,6 @@ class _QueueInfo:
     queue: Queue | None
     created: int
     modified: int
-    dedup: dict[str, tuple[float, str, str]] | None = None
-    """A FIFO queue's deduplication ids sent within the window: (when, MessageId, SequenceNumber),
-    oldest first; None until first needed (then rebuilt from the queue's records)."""
 
 
 def _ms(t: float) -> str:
@@ -714,13 +703,10 @@ class SqsApi:
         if key is None:
             await self.manager.push_with(name, item, options)
             return answer
-        sent = await self._dedup_of(name)
+        store = self.manager.store
+        sent = store.dedup_ids(name)
         now = self.clock.now()
-        while sent:
-            oldest = next(iter(sent))
-            if sent[oldest][0] > now - DEDUP_WINDOW and len(sent) < MAX_DEDUP:
-                break
-            del sent[oldest]
+        prune_dedup(sent, now)
         hit = sent.get(key)
         if hit is not None:
             answer["MessageId"], answer["SequenceNumber"] = hit[1], hit[2]
@@ -732,44 +718,12 @@ class SqsApi:
         except BaseException:
             sent.pop(key, None)
             raise
+        # Journaled after the push, so that a refused push leaves no id that would answer a
+        # resend without a message; the barrier makes it durable before the answer, so that a
+        # resend after a crash dedups.
+        store.keep_dedup(name, key, now, answer["MessageId"], answer["SequenceNumber"])
+        await store.barrier()
         return answer
-
-    async def _dedup_of(self, name: str) -> dict[str, tuple[float, str, str]]:
-        """The queue's deduplication ids within the window. After a restart (or a queue made
-        again) they are rebuilt from the messages still in the queue (the first
-        :data:`DEDUP_PAGES` pages): a message deleted within the window before the restart is forgotten."""
-        info = self._info_of(name)
-        if info.dedup is not None:
-            return info.dedup
-        found: list[tuple[float, str, str, str]] = []
-        since = self.clock.now() - DEDUP_WINDOW
-        by_group = self._attribute(name, "DeduplicationScope") == "messageGroup"
-        after: str | None = None
-        for _ in range(DEDUP_PAGES):
-            try:
-                page = await self.manager.peek(name, after, 1000)
-            except (NotFound, QueueNotFound):
-                break
-            for msg in page:
-                if msg.ext is None or msg.ext.sent_at is None or msg.ext.sent_at <= since:
-                    continue
-                if not isinstance(msg.content, tuple):
-                    continue
-                md = dict(msg.content[0])
-                dedup, sequence = md.get(H_SYS + b"MessageDeduplicationId"), md.get(H_SYS + b"SequenceNumber")
-                message_id = md.get(H_ID)
-                if dedup is None or sequence is None or message_id is None:
-                    continue
-                key = dedup[7:].decode("ascii", "replace")
-                if by_group and msg.ext.group is not None:
-                    key = f"{msg.ext.group}\n{key}"
-                found.append((msg.ext.sent_at, key, message_id.decode("ascii"), sequence[7:].decode("ascii")))
-            if len(page) < 1000:
-                break
-            after = uuid_text(page[-1].uuid)
-        if info.dedup is None:  # another send may have rebuilt it during the peeks
-            info.dedup = {key: (t, m, n) for t, key, m, n in sorted(found)}
-        return info.dedup
 
     def _send_target(self, params: Mapping[str, Any]) -> str:
         """The queue (or virtual queue: a send fans out to its queues) a send names."""

@@ -114,7 +114,7 @@ from pylmq.core.message import (
     new_uuid,
 )
 from pylmq.core.props import DefaultList, RawProps
-from pylmq.core.store import TransferListener
+from pylmq.core.store import DedupIds, TransferListener
 from pylmq.core.table import AccumResult, QueueCounts
 from pylmq.erlang.terms import Atom, Export, Term
 from pylmq.errors import ClusterError, InvalidProps, NodeDown, NotSupported, PeerStalled, RemoteError
@@ -539,6 +539,14 @@ class MnesiaStore:
     def check_props(self, props: RawProps) -> None:
         if self.mode == CLUSTER and (problem := erlang_props_problem(props)) is not None:
             raise InvalidProps(problem)
+
+    def dedup_ids(self, name: str) -> DedupIds:
+        # A FIFO send is refused in a cluster (its message group): this map fills only while
+        # the node serves alone, where its local store keeps the queues.
+        return self.local.dedup_ids(name)
+
+    def keep_dedup(self, name: str, key: str, sent: float, message_id: str, sequence: str) -> None:
+        self.local.keep_dedup(name, key, sent, message_id, sequence)
 
     def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
         # LMQ lists Mnesia's db nodes: Erlang nodes only. A pylmq node is hidden and holds no

@@ -66,6 +66,28 @@ DEFAULT_JOURNAL_MAX_BYTES: Final[int] = 1 << 30
 DEFAULT_DISK_RESERVE_BYTES: Final[int] = 64 << 20
 
 
+DEDUP_WINDOW: Final[float] = 300.0
+"""SQS's deduplication interval: a FIFO send whose deduplication id was sent within it is
+accepted and answered as that send was, without a new message."""
+MAX_DEDUP: Final[int] = 100_000
+"""Deduplication ids a store keeps per FIFO queue; past that the oldest are forgotten. AWS
+states no cap; this one is a send every 3 ms for the whole window, and bounds the memory and
+the journal's snapshot of a queue sent to faster."""
+
+DedupIds = dict[str, tuple[float, str, str]]
+"""A FIFO queue's deduplication keys sent within the window: (when, MessageId, SequenceNumber),
+oldest first."""
+
+
+def prune_dedup(ids: DedupIds, now: float) -> None:
+    """Forget the ids sent before the window and the oldest past :data:`MAX_DEDUP`."""
+    while ids:
+        oldest = next(iter(ids))
+        if ids[oldest][0] > now - DEDUP_WINDOW and len(ids) <= MAX_DEDUP:
+            break
+        del ids[oldest]
+
+
 @runtime_checkable
 class Store(Protocol):
     kind: str
@@ -119,6 +141,16 @@ class Store(Protocol):
     def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
         """(all nodes, active nodes) of the cluster whose tables this store serves, as LMQ's
         ``/stats`` lists them; None while the store is this node's own."""
+        ...
+
+    def dedup_ids(self, name: str) -> DedupIds:
+        """The queue's deduplication ids (SQS FIFO): the map the SQS layer reads, adds to and
+        prunes; the store keeps it across restarts if it keeps messages (with :meth:`keep_dedup`)."""
+        ...
+
+    def keep_dedup(self, name: str, key: str, sent: float, message_id: str, sequence: str) -> None:
+        """Make one entry of :meth:`dedup_ids` survive a restart (the map has it already); the
+        next :meth:`barrier` covers it."""
         ...
 
     # -- messages -----------------------------------------------------------------------------

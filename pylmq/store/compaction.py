@@ -74,6 +74,7 @@ def write_snapshot(
     frozen: Frozen,
     defaults: DefaultList,
     virtual: Mapping[str, Sequence[str]] | None = None,
+    dedup: Mapping[str, Mapping[str, tuple[float, str, str]]] | None = None,
 ) -> tuple[int, int]:
     """Write the frozen state (and the virtual queues, a copy) as segment ``seq``'s ``.tmp``
     file, synced; (its fd, its size)."""
@@ -83,7 +84,7 @@ def write_snapshot(
         size = 0
         chunk = bytearray(MAGIC)
         write = io.write
-        for frame in Encoder().state(frozen, defaults, virtual):
+        for frame in Encoder().state(frozen, defaults, virtual, dedup):
             chunk += frame
             if len(chunk) >= CHUNK:
                 write(fd, chunk)

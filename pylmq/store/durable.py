@@ -71,6 +71,8 @@ from pylmq.core.store import (
     DEFAULT_FSYNC_INTERVAL,
     DEFAULT_JOURNAL_MAX_BYTES,
     FSYNC_POLICIES,
+    DedupIds,
+    prune_dedup,
 )
 from pylmq.core.table import AccumResult
 from pylmq.errors import ConfigError, ShuttingDown, StoreError, StoreFull
@@ -384,10 +386,16 @@ class DurableStore(LocalStore):
     def _on_virtual(self, name: str, queues: list[str]) -> None:
         self._log.add(self._log.enc.virtual(name, queues))
 
+    def keep_dedup(self, name: str, key: str, sent: float, message_id: str, sequence: str) -> None:
+        self._log.add(self._log.enc.dedup(name, key, sent, message_id, sequence))
+
     # -- recovery (runs in the journal thread before anything else touches the store) ------------
 
     def _recover(self) -> None:
         r = recover(self.data_dir, self, self._log)
+        now = self.clock.now()
+        for ids in self.dedup.values():
+            prune_dedup(ids, now)
         self._seq, self._fd = r.seq, r.fd
         st = self.stats
         st.segment, st.segment_bytes, st.recovered_records, st.torn_bytes = r.seq, r.size, r.records, r.torn_bytes
@@ -399,9 +407,9 @@ class DurableStore(LocalStore):
         current format (a compaction, before the store serves anything), so that no newer
         record ever goes into an older segment. A crash meanwhile leaves the old segment as the
         state (the new one is a ``.tmp`` until whole), and the next start upgrades again."""
-        frozen, defaults, virtual = self._freeze()
+        frozen, defaults, virtual, dedup = self._freeze()
         seq = self._seq + 1
-        fd, size = write_snapshot(self.data_dir, self.io, seq, frozen, defaults, virtual)
+        fd, size = write_snapshot(self.data_dir, self.io, seq, frozen, defaults, virtual, dedup)
         try:
             install(self.data_dir, self.io, seq, fd, b"", self._fd)
         except BaseException:
@@ -600,14 +608,14 @@ class DurableStore(LocalStore):
                 self._repair_delay,
             )
             return
-        frozen, defaults, virtual = self._freeze()
+        frozen, defaults, virtual, dedup = self._freeze()
         seq = self._seq + 1
         loop = asyncio.get_running_loop()
         io = self._io
         assert io is not None
         try:
             fd, size = await loop.run_in_executor(
-                self._snap_io, write_snapshot, self.data_dir, self.io, seq, frozen, defaults, virtual
+                self._snap_io, write_snapshot, self.data_dir, self.io, seq, frozen, defaults, virtual, dedup
             )
             try:
                 await io.call(install, self.data_dir, self.io, seq, fd, b"", self._fd)
@@ -741,19 +749,25 @@ class DurableStore(LocalStore):
         """Freeze the live state now and write it as the next segment in a thread."""
         if self._compaction is not None or self._snap_io is None or self._error is not None:
             return
-        frozen, defaults, virtual = self._freeze()
+        frozen, defaults, virtual, dedup = self._freeze()
         self._log.carry, self._log.carry_bytes = [], 0
         self._compaction_started = time.monotonic()
         seq = self._seq + 1
         fut = asyncio.get_running_loop().run_in_executor(
-            self._snap_io, write_snapshot, self.data_dir, self.io, seq, frozen, defaults, virtual
+            self._snap_io, write_snapshot, self.data_dir, self.io, seq, frozen, defaults, virtual, dedup
         )
         fut.add_done_callback(lambda _: self._wake.set())
         self._compaction = fut
 
-    def _freeze(self) -> tuple[Frozen, DefaultList, dict[str, list[str]]]:
+    def _freeze(self) -> tuple[Frozen, DefaultList, dict[str, list[str]], dict[str, DedupIds]]:
         frozen, defaults = compact.freeze(self.tables, self.props, self.defaults)
-        return frozen, defaults, {name: list(queues) for name, queues in self.virtual.items()}
+        virtual = {name: list(queues) for name, queues in self.virtual.items()}
+        # Only the deduplication ids still inside the window outlive a compaction.
+        now = self.clock.now()
+        for ids in self.dedup.values():
+            prune_dedup(ids, now)
+        dedup = {name: dict(ids) for name, ids in self.dedup.items() if ids}
+        return frozen, defaults, virtual, dedup
 
     def _retry_compaction(self) -> None:
         self._compact_timer = None

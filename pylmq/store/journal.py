@@ -26,7 +26,8 @@ then searches byte by byte, so a damaged frame's payload is not mistaken for fra
 Versions (docs/decisions/journal-v2.md). Format 1 has the kinds 1-9; format 2 adds records that
 carry a :class:`~pylmq.core.message.MessageExt` (``put-ext``, ``move-ext``), ``transfer`` (a
 record moved to another queue in one frame: a dead letter, a requeue) and ``virtual`` (a virtual
-queue bound or removed). Format 1's frames are byte for byte the same in format 2, and a record
+queue bound or removed), and ``dedup`` (an SQS FIFO send's deduplication id, replayed into
+the store's map while inside SQS's window). Format 1's frames are byte for byte the same in format 2, and a record
 without an ext is still written as one. The signature's last byte is the version: this reader
 takes both, writes only format 2, and refuses a format-2 kind in a format-1 segment; a pylmq that
 knows only format 1 refuses a format-2 segment whole (its signature) instead of judging the new
@@ -56,6 +57,7 @@ __all__ = [
     "AppendRecord",
     "Buffer",
     "Damage",
+    "DedupRecord",
     "DefaultsRecord",
     "DeleteRecord",
     "DropRecord",
@@ -90,8 +92,8 @@ SEGMENT_NAME = re.compile(r"^journal-(\d{8})\.log$")
 
 K_QUEUE, K_DROP, K_DEFAULTS, K_PUT, K_MOVE, K_APPEND, K_DELETE = 1, 2, 3, 4, 5, 6, 7
 K_SNAPSHOT_BEGIN, K_SNAPSHOT_END = 8, 9
-K_PUT_EXT, K_MOVE_EXT, K_TRANSFER, K_VIRTUAL = 10, 11, 12, 13  # format 2
-_LAST_KIND = {1: K_SNAPSHOT_END, 2: K_VIRTUAL}
+K_PUT_EXT, K_MOVE_EXT, K_TRANSFER, K_VIRTUAL, K_DEDUP = 10, 11, 12, 13, 14  # format 2
+_LAST_KIND = {1: K_SNAPSHOT_END, 2: K_DEDUP}
 """The highest record kind of each format version."""
 
 _STATE_CODE = {State.AVAILABLE: 0, State.PROCESSING: 1, State.ACCUM: 2}
@@ -99,7 +101,7 @@ _CODE_STATE = {v: k for k, v in _STATE_CODE.items()}
 _TYPE_CODE = {StoredMessageType.NORMAL: 0, StoredMessageType.COMPOUND: 1}
 _CODE_TYPE = {v: k for k, v in _TYPE_CODE.items()}
 # crc32 of the kind byte, so a frame's checksum chains over the payload without concatenating.
-_KIND_CRC = {k: zlib.crc32(bytes([k])) for k in range(1, K_VIRTUAL + 1)}
+_KIND_CRC = {k: zlib.crc32(bytes([k])) for k in range(1, K_DEDUP + 1)}
 _PUT_CRC, _MOVE_CRC, _DELETE_CRC = _KIND_CRC[K_PUT], _KIND_CRC[K_MOVE], _KIND_CRC[K_DELETE]
 _DEAD_REASON = {"retries": 0, "expired": 1}
 _REASON_OF = ("retries", "expired")
@@ -167,6 +169,17 @@ class VirtualRecord(NamedTuple):
     queues: list[str]
 
 
+class DedupRecord(NamedTuple):
+    """A FIFO send's deduplication key (SQS): who sent it when, answered with which MessageId
+    and SequenceNumber; kept so that a resend within the window after a restart dedups."""
+
+    queue: str
+    key: str
+    sent: float
+    message_id: str
+    sequence: str
+
+
 class AppendRecord(NamedTuple):
     queue: str
     uuid: bytes
@@ -198,6 +211,7 @@ Record = (
     | SnapshotEnd
     | TransferRecord
     | VirtualRecord
+    | DedupRecord
 )
 
 
@@ -232,6 +246,13 @@ def _time(x: Any) -> float | None:
     if type(x) is bool or not isinstance(x, (int, float)):
         raise ValueError(f"a time, not {x!r}")
     return float(x)
+
+
+def _sent(x: Any) -> float:
+    t = _time(x)
+    if t is None:
+        raise ValueError("a deduplication record has no time")
+    return t
 
 
 def _int(x: Any) -> int:
@@ -347,6 +368,9 @@ class Encoder:
     def virtual(self, name: str, queues: Iterable[str]) -> bytes:
         return self._frame(K_VIRTUAL, (name, list(queues)))
 
+    def dedup(self, queue: str, key: str, sent: float, message_id: str, sequence: str) -> bytes:
+        return self._frame(K_DEDUP, (queue, key, sent, message_id, sequence))
+
     def delete(self, queue: str, uuid: bytes) -> bytes:
         payload: bytes = self._pack((queue, uuid))
         return _header(len(payload) + 1, _crc32(payload, _DELETE_CRC), K_DELETE) + payload
@@ -356,6 +380,7 @@ class Encoder:
         queues: Iterable[tuple[str, RawProps, Iterable[StoredMessage]]],
         defaults: DefaultList,
         virtual: Mapping[str, Sequence[str]] | None = None,
+        dedup: Mapping[str, Mapping[str, tuple[float, str, str]]] | None = None,
     ) -> Iterable[bytes]:
         """The frames of a whole state (a compaction snapshot), queue by queue, between the
         snapshot markers."""
@@ -367,6 +392,9 @@ class Encoder:
             yield self.queue(name, props)
             for msg in messages:
                 yield self.put(name, msg)
+        for name, ids in (dedup or {}).items():
+            for key, (sent, message_id, sequence) in ids.items():
+                yield self.dedup(name, key, sent, message_id, sequence)
         yield self._frame(K_SNAPSHOT_END, ())
 
 
@@ -429,6 +457,12 @@ def _decode(kind: int, f: Any) -> Record:
         if not all(type(q) is str for q in queues):
             raise ValueError(f"virtual queue members are names, not {queues!r}")
         return VirtualRecord(name, list(queues))
+    if kind == K_DEDUP:
+        queue, key, sent, message_id, sequence = f
+        texts = (queue, key, message_id, sequence)
+        if not all(isinstance(t, str) for t in texts):
+            raise ValueError(f"a deduplication record's names and numbers are text, not {texts!r}")
+        return DedupRecord(queue, key, _sent(sent), message_id, sequence)
     if kind == K_SNAPSHOT_BEGIN and f == ():
         return SnapshotBegin()
     if kind == K_SNAPSHOT_END and f == ():
@@ -481,7 +515,7 @@ class JournalReader:
             if zlib.crc32(payload, zlib.crc32(bytes([kind]))) != crc:
                 self.torn = True
                 break
-            if last < kind <= K_VIRTUAL:
+            if last < kind <= K_DEDUP:
                 raise JournalFormatError(f"record kind {kind} at offset {self.offset} is not in format {self.version}")
             try:
                 fields = msgpack.unpackb(payload, raw=False, use_list=False, strict_map_key=False)
@@ -528,6 +562,7 @@ class Damage(NamedTuple):
 # How many fields each kind's payload array has (all fit msgpack's one-byte fixarray header).
 _FIELDS = {K_QUEUE: 2, K_DROP: 1, K_DEFAULTS: 1, K_PUT: 7, K_MOVE: 6, K_APPEND: 3, K_DELETE: 2}
 _FIELDS |= {K_SNAPSHOT_BEGIN: 0, K_SNAPSHOT_END: 0, K_PUT_EXT: 8, K_MOVE_EXT: 7, K_TRANSFER: 8, K_VIRTUAL: 2}
+_FIELDS[K_DEDUP] = 5
 # A frame can only start where the byte after its length and CRC is a known kind and the next
 # one the array header of that kind's payload: the regex engine finds those positions in C
 # (about 1 in 7,000 positions of random bytes), so only they cost a checksum.

@@ -8,7 +8,7 @@ from collections.abc import Container, Sequence
 from pylmq.core.clock import Clock, SystemClock
 from pylmq.core.message import Item, MessageId, PushOptions, Retry, StoredMessage
 from pylmq.core.props import DefaultList, RawProps, effective_props
-from pylmq.core.store import TransferListener
+from pylmq.core.store import DedupIds, TransferListener
 from pylmq.core.table import (
     AccumResult,
     Journal,
@@ -41,6 +41,7 @@ class LocalStore:
         self.props: dict[str, RawProps] = {}
         self.defaults: DefaultList = []
         self.virtual: dict[str, list[str]] = {}
+        self.dedup: dict[str, DedupIds] = {}
         self._transfers: TransferListener | None = None
 
     async def open(self) -> None:
@@ -105,6 +106,7 @@ class LocalStore:
         if table is None:
             return False
         self.props.pop(name, None)
+        self.dedup.pop(name, None)
         table.clear()
         self._on_queue(name, None)
         return True
@@ -116,6 +118,15 @@ class LocalStore:
     async def set_default_props(self, defaults: DefaultList) -> None:
         self.defaults = list(defaults)
         self._on_defaults(self.defaults)
+
+    def dedup_ids(self, name: str) -> DedupIds:
+        ids = self.dedup.get(name)
+        if ids is None:
+            ids = self.dedup[name] = {}
+        return ids
+
+    def keep_dedup(self, name: str, key: str, sent: float, message_id: str, sequence: str) -> None:
+        return None  # nothing here outlives the process
 
     # -- messages ---------------------------------------------------------------------------------
 

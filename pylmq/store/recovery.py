@@ -19,6 +19,7 @@ from typing import Protocol
 
 from pylmq.core.message import StoredMessage
 from pylmq.core.props import DefaultList, RawProps
+from pylmq.core.store import MAX_DEDUP, DedupIds
 from pylmq.core.table import Journal, QueueTable
 from pylmq.errors import JournalCorrupt
 from pylmq.store.check import (
@@ -37,6 +38,7 @@ from pylmq.store.journal import (
     SEGMENT_NAME,
     VERSION,
     AppendRecord,
+    DedupRecord,
     DefaultsRecord,
     DeleteRecord,
     DropRecord,
@@ -82,6 +84,7 @@ class ReplayTarget(Protocol):
     props: dict[str, RawProps]
     defaults: DefaultList
     virtual: dict[str, list[str]]
+    dedup: dict[str, DedupIds]
 
 
 @dataclass(slots=True)
@@ -232,5 +235,12 @@ class _Replay:
             case DropRecord(queue):
                 tables.pop(queue, None)
                 self.into.props.pop(queue, None)
+                self.into.dedup.pop(queue, None)
+            case DedupRecord(queue, key, sent, message_id, sequence):
+                ids = self.into.dedup.setdefault(queue, {})
+                ids.pop(key, None)  # a key sent again is the newest
+                ids[key] = (sent, message_id, sequence)
+                if len(ids) > MAX_DEDUP:
+                    del ids[next(iter(ids))]
             case DefaultsRecord(defaults):
                 self.into.defaults = defaults

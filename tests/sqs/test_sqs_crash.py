@@ -163,3 +163,31 @@ def test_a_fifo_queue_its_groups_and_deduplication_ids_survive_kill_9(tmp_path: 
         assert int(later["SequenceNumber"]) > int(sent[1]["SequenceNumber"])
     finally:
         node.kill()
+
+
+def test_a_deduplication_id_of_a_deleted_message_still_dedups_after_kill_9(tmp_path: Path) -> None:
+    """The id of a message already received and deleted is journaled on its own (the message is
+    gone): a resend inside the window after kill -9 is answered as the first send was."""
+    node = Node(tmp_path)
+    try:
+        sqs = node.client()
+        url = sqs.create_queue(QueueName="gone.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        first = sqs.send_message(QueueUrl=url, MessageBody="once", MessageGroupId="g", MessageDeduplicationId="d1")
+        got = sqs.receive_message(QueueUrl=url)["Messages"][0]
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=got["ReceiptHandle"])
+        assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    finally:
+        node.kill()
+
+    node = Node(tmp_path)
+    try:
+        sqs = node.client()
+        url = sqs.get_queue_url(QueueName="gone.fifo")["QueueUrl"]
+        again = sqs.send_message(QueueUrl=url, MessageBody="once", MessageGroupId="g", MessageDeduplicationId="d1")
+        assert (again["MessageId"], again["SequenceNumber"]) == (first["MessageId"], first["SequenceNumber"])
+        assert "Messages" not in sqs.receive_message(QueueUrl=url)  # nothing was queued again
+        other = sqs.send_message(QueueUrl=url, MessageBody="twice", MessageGroupId="g", MessageDeduplicationId="d2")
+        assert other["MessageId"] != first["MessageId"]
+        assert [m["Body"] for m in sqs.receive_message(QueueUrl=url)["Messages"]] == ["twice"]
+    finally:
+        node.kill()

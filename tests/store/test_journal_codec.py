@@ -15,6 +15,7 @@ from pylmq.store.journal import (
     MAGIC,
     MAGIC_V1,
     AppendRecord,
+    DedupRecord,
     DefaultsRecord,
     DeleteRecord,
     DropRecord,
@@ -25,6 +26,7 @@ from pylmq.store.journal import (
     MoveRecord,
     PutRecord,
     QueueRecord,
+    SnapshotEnd,
     TransferRecord,
     VirtualRecord,
     scan,
@@ -270,7 +272,31 @@ def test_a_format_1_segment_reads_as_before() -> None:
     assert [f.record for f in scan(MAGIC_V1 + frames) if isinstance(f, Frame)] == records
 
 
-@pytest.mark.parametrize("kind", ["put-ext", "transfer", "virtual"])
+def test_a_dedup_record_round_trips_in_a_frame_and_a_snapshot_and_scans_after_damage() -> None:
+    enc = Encoder()
+    frame = enc.dedup("q.fifo", "g\nid-1", 1234.5, "m-1", "00000000000000000042")
+    assert frame[8] == 14
+    want = DedupRecord("q.fifo", "g\nid-1", 1234.5, "m-1", "00000000000000000042")
+    assert read_all(MAGIC + frame)[0] == [want]
+    snapshot = MAGIC + b"".join(
+        Encoder().state([("q.fifo", {}, [])], [], {}, {"q.fifo": {"g\nid-1": (1234.5, "m-1", "00000000000000000042")}})
+    )
+    records, r = read_all(snapshot)
+    assert records[-2:] == [want, SnapshotEnd()] and r.snapshot_at is None
+    # Garbage before it: the scan resynchronises on the new kind as on the others.
+    found = list(scan(MAGIC + b"\x07" * 13 + frame + enc.drop("q.fifo")))
+    assert [type(f).__name__ for f in found] == ["Damage", "Frame", "Frame"]
+    assert isinstance(found[1], Frame) and found[1].record == want
+
+
+def test_a_dedup_record_with_malformed_fields_is_damage_not_a_crash() -> None:
+    bad = Encoder()._frame(14, ("q", "k", "not a time", "m", "1"))
+    with pytest.raises(JournalFormatError, match="unreadable record of kind 14"):
+        JournalReader().feed(MAGIC + bad)
+    assert [type(f).__name__ for f in scan(MAGIC + bad)] == ["Damage"]
+
+
+@pytest.mark.parametrize("kind", ["put-ext", "transfer", "virtual", "dedup"])
 def test_a_format_2_record_in_a_format_1_segment_is_refused_not_read(kind: str) -> None:
     enc = Encoder()
     msg = StoredMessage((12.5, U1), State.AVAILABLE, StoredMessageType.NORMAL, 3, make_item(b"body"), EXT)
@@ -278,6 +304,7 @@ def test_a_format_2_record_in_a_format_1_segment_is_refused_not_read(kind: str) 
         "put-ext": enc.put("q", msg),
         "transfer": enc.transfer("q", U2, "d", msg),
         "virtual": enc.virtual("v", ["q"]),
+        "dedup": enc.dedup("q", "k", 1.0, "m", "1"),
     }[kind]
     with pytest.raises(JournalFormatError, match="is not in format 1"):
         JournalReader().feed(MAGIC_V1 + enc.drop("q") + frame)

@@ -16,6 +16,7 @@ import pytest
 from pylmq.core.clock import ManualClock
 from pylmq.core.message import DeadLetter, PushOptions, State, StoredMessage, StoredMessageType, make_item
 from pylmq.core.props import DefaultList, RawProps
+from pylmq.core.store import DEDUP_WINDOW, DedupIds, prune_dedup
 from pylmq.core.table import QueueTable
 from pylmq.errors import JournalCorrupt, StoreError
 from pylmq.store.check import repair
@@ -24,6 +25,7 @@ from pylmq.store.journal import (
     MAGIC,
     MAGIC_V1,
     SNAPSHOT_BEGIN_FRAME,
+    DedupRecord,
     Encoder,
     Frame,
     TransferRecord,
@@ -175,6 +177,76 @@ async def test_virtual_queues_survive_restarts_crashes_and_compaction(
     assert [m.content for m in s2.messages("a")] == [((), b"x")]
 
 
+def keep(s: DurableStore, queue: str, key: str, n: int) -> None:
+    """What the SQS layer does at a FIFO send: the map first, then the journal."""
+    now = s.clock.now()
+    s.dedup_ids(queue)[key] = (now, f"m{n}", f"{n:020d}")
+    s.keep_dedup(queue, key, now, f"m{n}", f"{n:020d}")
+
+
+@pytest.mark.parametrize("how", ["restart", "crash", "compaction"])
+async def test_dedup_ids_survive_restarts_crashes_and_compaction_while_inside_the_window(
+    open_store: OpenStore, tmp_path: Path, clock: ManualClock, how: str
+) -> None:
+    s = await open_store()
+    await s.create("q.fifo")
+    await s.create("gone.fifo")
+    keep(s, "q.fifo", "old", 1)
+    clock.advance(DEDUP_WINDOW - 10)
+    keep(s, "q.fifo", "new", 2)
+    keep(s, "q.fifo", "g\nnew", 3)
+    keep(s, "gone.fifo", "x", 4)
+    await s.delete("gone.fifo")  # a queue dropped forgets its ids
+    await s.barrier()
+    want = {"new": (clock.now(), "m2", f"{2:020d}"), "g\nnew": (clock.now(), "m3", f"{3:020d}")}
+    clock.advance(20)  # "old" is now out of the window; the others are not
+    if how == "compaction":
+        s.start_compaction()
+        await s.barrier()
+        await wait_compacted(s, 1)
+        seg = s.data_dir / f"journal-{s.stats.segment:08d}.log"
+        records = [f.record for f in scan(seg.read_bytes()) if isinstance(f, Frame)]
+        assert sorted(r.key for r in records if isinstance(r, DedupRecord)) == ["g\nnew", "new"]
+    if how == "crash":
+        s2 = await open_store(await crash_copy(s, tmp_path / "crashed"))
+    else:
+        await s.close()
+        s2 = await open_store(s.data_dir)
+    assert s2.dedup_ids("q.fifo") == want
+    assert s2.dedup_ids("gone.fifo") == {}
+
+
+async def test_dedup_ids_past_the_window_are_forgotten_at_recovery(open_store: OpenStore, clock: ManualClock) -> None:
+    s = await open_store()
+    await s.create("q.fifo")
+    keep(s, "q.fifo", "a", 1)
+    keep(s, "q.fifo", "a", 5)  # the same key sent again: the newer answer
+    await s.close()
+    s2 = await open_store(s.data_dir)
+    assert s2.dedup_ids("q.fifo") == {"a": (clock.now(), "m5", f"{5:020d}")}
+    await s2.close()
+    clock.advance(DEDUP_WINDOW + 1)
+    s3 = await open_store(s.data_dir)
+    assert s3.dedup_ids("q.fifo") == {}
+
+
+async def test_dedup_ids_are_bounded_per_queue_oldest_forgotten_first(
+    open_store: OpenStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("pylmq.core.store.MAX_DEDUP", 3)
+    monkeypatch.setattr("pylmq.store.recovery.MAX_DEDUP", 3)
+    s = await open_store()
+    await s.create("q.fifo")
+    for n in range(5):
+        keep(s, "q.fifo", f"k{n}", n)
+    await s.close()
+    s2 = await open_store(s.data_dir)
+    assert list(s2.dedup_ids("q.fifo")) == ["k2", "k3", "k4"]
+    ids = {f"k{n}": (s2.clock.now(), "m", "1") for n in range(5)}
+    prune_dedup(ids, s2.clock.now())
+    assert list(ids) == ["k2", "k3", "k4"]
+
+
 # -- a transfer at every crash point -------------------------------------------------------------
 
 
@@ -184,6 +256,7 @@ class Replayed:
     props: dict[str, RawProps] = field(default_factory=dict)
     defaults: DefaultList = field(default_factory=list)
     virtual: dict[str, list[str]] = field(default_factory=dict)
+    dedup: dict[str, DedupIds] = field(default_factory=dict)
 
 
 def replay(data_dir: Path) -> Replayed:

@@ -42,6 +42,7 @@ from pylmq.errors import InvalidProps, LMQError, NotFound, NotSupported, QueueNo
 from pylmq.wire.sqs import (
     DEFAULT_ACCOUNT,
     DEFAULT_REGION,
+    MAX_IN_FLIGHT,
     MAX_MESSAGE_BYTES,
     SqsError,
     batch_ids,
@@ -216,8 +217,10 @@ class SqsApi:
         access_keys: Mapping[str, str] | None = None,
         account: str = DEFAULT_ACCOUNT,
         region: str = DEFAULT_REGION,
+        max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
         self.manager = manager
+        self.max_in_flight = max_in_flight
         self.clock = clock
         self.address = address
         self.access_keys = dict(access_keys or {})
@@ -781,6 +784,15 @@ class SqsApi:
         wanted = _names_param(params, "MessageAttributeNames")
         assert count is not None
         q = self.manager.get(name)
+        if not self._is_fifo(name):
+            # SQS's in-flight limit of a standard queue: refused at it, and a receive below it
+            # takes no more than the room left, so no receive passes it.
+            room = self.max_in_flight - self.manager.store.counts(name).in_flight
+            if room <= 0:
+                raise modeled(
+                    "OverLimit", f"The queue has reached its limit of {self.max_in_flight} in flight messages."
+                )
+            count = min(count, room)
         if q is not None and self._is_fifo(name):
             # A delete frees the group's next message: waiting receives are told, also for
             # groups recovered from the store that this process has not delivered yet.

@@ -39,6 +39,7 @@ from pylmq.errors import ConfigError
 from pylmq.metrics import QueueMetrics
 from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
 from pylmq.wire.qs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_REQUEST, DEFAULT_UDP_MAX
+from pylmq.wire.sqs import MAX_IN_FLIGHT
 
 if TYPE_CHECKING:
     from pylmq.api.http_server import HttpServer
@@ -113,6 +114,8 @@ class NodeOptions:
     sqs: tuple[str, int] | None = None
     # Access key id -> secret: when given, only requests SigV4-signed by one of them are served.
     sqs_access_keys: Mapping[str, str] = field(default_factory=dict)
+    # In-flight messages per standard SQS queue before a receive is answered OverLimit (SQS's).
+    sqs_max_in_flight: int = MAX_IN_FLIGHT
 
 
 def make_store(opts: NodeOptions, clock: Clock) -> Store:
@@ -273,7 +276,13 @@ class LMQNode:
         from pylmq.wire.sqs import DEFAULT_MAX_BODY
 
         opts = self.opts
-        api = SqsApi(self.manager, self.clock, (host, port), access_keys=opts.sqs_access_keys)
+        api = SqsApi(
+            self.manager,
+            self.clock,
+            (host, port),
+            access_keys=opts.sqs_access_keys,
+            max_in_flight=opts.sqs_max_in_flight,
+        )
         server = HttpServer(
             api,
             eager=self._in_process,

@@ -63,6 +63,9 @@ DEFAULT_REGION: Final = "us-east-1"
 MAX_MESSAGE_BYTES: Final = 262_144
 """SQS's largest message (body and attributes): 256 KiB."""
 MAX_BATCH_ENTRIES: Final = 10
+MAX_IN_FLIGHT: Final = 120_000
+"""SQS's in-flight messages (received, not deleted, visibility timeout running) per standard
+queue: a receive past it is answered ``OverLimit``."""
 DEFAULT_MAX_BODY: Final = 4 << 20
 """Bytes of one request: a batch of 256 KiB with JSON escapes and base64 fits, much more does not."""
 MAX_PARAMS: Final = 2000

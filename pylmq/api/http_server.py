@@ -51,7 +51,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from email.utils import formatdate
 from http import HTTPStatus
 from typing import Protocol, cast
@@ -290,6 +290,8 @@ class _Connection(asyncio.Protocol):
             raise self._too_large()
         if length is not None and int(length) > self.server.budget.max_bytes:
             # Could never fit, however long the client waited: not a 503 "try again later".
+            if self.server.too_large is not None:
+                raise _Rejected(self.server.too_large(self._headers, self.server.budget.max_bytes))
             detail = (
                 f"the request body is over the {self.server.budget.max_bytes} bytes the node may hold"
                 " of requests being received (max_buffered_bytes)"
@@ -332,6 +334,8 @@ class _Connection(asyncio.Protocol):
             self._enqueue((request, b"" if parser.get_http_version() == "1.1" else _KEEP_ALIVE_10))
 
     def _too_large(self) -> _Rejected:
+        if self.server.too_large is not None:
+            return _Rejected(self.server.too_large(self._headers, self.server.max_body))
         detail = f"the request body is over {self.server.max_body} bytes"
         return _rejected(413, "too_large", detail)
 
@@ -531,10 +535,13 @@ class HttpServer:
         budget: BufferBudget | None = None,
         eager: Callable[[], bool] = lambda: True,
         name: str = "HTTP",
+        too_large: Callable[[Mapping[bytes, bytes], int], Response] | None = None,
     ) -> None:
         """``budget``: shared with the node's RPC server; by default one of its own. ``name``:
-        the API in log lines about its limits."""
+        the API in log lines about its limits. ``too_large``: the answer to a body over a limit
+        (the request's headers, the limit) in the API's own error shape; by default LMQ's 413."""
         self.api = api
+        self.too_large = too_large
         # Whether a request may now run its first step outside any task (pylmq.api._eager):
         # not while the store calls other nodes, whose waits use asyncio.timeout (needs a task).
         self.eager = eager

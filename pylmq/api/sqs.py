@@ -59,12 +59,13 @@ from pylmq.wire.sqs import (
     no_queue,
     parse_authorization,
     parse_request,
+    protocol_of,
     queue_arn,
     queue_name_of,
     queue_url,
 )
 
-__all__ = ["SqsApi"]
+__all__ = ["SqsApi", "too_large"]
 
 log = logging.getLogger("pylmq.sqs")
 access_log = logging.getLogger("pylmq.access")
@@ -942,6 +943,14 @@ class SqsApi:
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
+
+def too_large(headers: Mapping[bytes, bytes], limit: int) -> Response:
+    """The answer to a request whose body is over ``limit`` bytes, before it is read: an SQS
+    error in the request's protocol (known from its headers). AWS's own front end answers 413
+    with a body no SDK parses; this one botocore reads as ``RequestEntityTooLarge``."""
+    error = SqsError("RequestEntityTooLarge", f"The request body is over {limit} bytes.", status=413)
+    return _error(protocol_of(headers), error, str(_uuidlib.uuid4()))
 
 
 def _head(ctype: bytes, request_id: str) -> bytes:

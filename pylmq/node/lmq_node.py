@@ -273,6 +273,7 @@ class LMQNode:
     async def _start_sqs(self, host: str, port: int) -> None:
         from pylmq.api.http_server import HttpServer
         from pylmq.api.sqs import SqsApi
+        from pylmq.api.sqs import too_large as sqs_too_large
         from pylmq.wire.sqs import DEFAULT_MAX_BODY
 
         opts = self.opts
@@ -293,6 +294,7 @@ class LMQNode:
             min_receive_rate=opts.min_receive_rate,
             budget=self.budget(),
             name="SQS",
+            too_large=sqs_too_large,
         )
         self.sqs_address = await _listen(server.start, host, port, "the SQS API")
         if port == 0:

@@ -150,12 +150,18 @@ def _header(headers: Mapping[bytes, bytes], name: bytes) -> str:
     return headers.get(name, b"").decode("latin-1").strip()
 
 
+def protocol_of(headers: Mapping[bytes, bytes]) -> Protocol:
+    """The wire protocol a request speaks, known from its headers (before its body is read)."""
+    target = _header(headers, b"x-amz-target")
+    ctype = _header(headers, b"content-type").partition(";")[0].strip().lower()
+    return "json" if target or ctype.startswith("application/x-amz-json") else "query"
+
+
 def parse_request(method: str, path: str, query: str, headers: Mapping[bytes, bytes], body: bytes) -> SqsRequest:
     """One HTTP request as an :class:`SqsRequest`, or :class:`SqsError` (answered in the query
     protocol's form unless the request was plainly a JSON one)."""
     target = _header(headers, b"x-amz-target")
-    ctype = _header(headers, b"content-type").partition(";")[0].strip().lower()
-    if target or ctype.startswith("application/x-amz-json"):
+    if protocol_of(headers) == "json":
         if method != "POST":
             raise SqsError("InvalidAction", "The JSON protocol takes POST requests only.", status=405)
         if not target.startswith(_TARGET_PREFIX) or not _ACTION.fullmatch(target[len(_TARGET_PREFIX) :]):

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from typing import Any
 
@@ -77,3 +79,51 @@ def test_a_json_request_without_a_target_is_answered_in_json(node: NodeThread) -
     assert e.value.code == 400
     assert json.loads(e.value.read())["__type"] == "com.amazonaws.sqs#InvalidAction"
     assert e.value.headers["x-amzn-query-error"] == "InvalidAction;Sender"
+
+
+def _oversized(node: NodeThread, headers: dict[str, str], chunked: bool) -> tuple[int, dict[str, str], bytes]:
+    """A request whose body is over the SQS port's 4 MiB: announced by Content-Length (refused
+    before any body byte), or sent chunked until the server refuses it."""
+    host, port = node.node.sqs_address or ("", 0)
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        if chunked:
+            conn.putrequest("POST", "/")
+            for k, v in {**headers, "Transfer-Encoding": "chunked"}.items():
+                conn.putheader(k, v)
+            conn.endheaders()
+            chunk = b"A" * (1 << 20)
+            try:
+                for _ in range(6):
+                    conn.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            except OSError:
+                pass  # the server answered and closed before the rest
+        else:
+            conn.putrequest("POST", "/")
+            for k, v in {**headers, "Content-Length": str(5 << 20)}.items():
+                conn.putheader(k, v)
+            conn.endheaders()
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_request_body_over_the_limit_is_an_sqs_error_in_the_requests_protocol(
+    node: NodeThread, chunked: bool
+) -> None:
+    json_headers = {"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.SendMessage"}
+    status, headers, body = _oversized(node, json_headers, chunked)
+    assert status == 413
+    assert headers["content-type"] == "application/x-amz-json-1.0"
+    assert headers["x-amzn-query-error"] == "RequestEntityTooLarge;Sender"
+    answer = json.loads(body)
+    assert answer["__type"] == "com.amazonaws.sqs#RequestEntityTooLarge"
+    assert str(4 << 20) in answer["message"]
+    status, headers, body = _oversized(node, {"Content-Type": "application/x-www-form-urlencoded"}, chunked)
+    assert (status, headers["content-type"]) == (413, "text/xml")
+    root = ET.fromstring(body)
+    ns = "{http://queue.amazonaws.com/doc/2012-11-05/}"
+    assert root.findtext(f"{ns}Error/{ns}Code") == "RequestEntityTooLarge"
+    assert root.findtext(f"{ns}Error/{ns}Type") == "Sender"

@@ -44,6 +44,7 @@ class PyNode:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env)
         self.port = 0
         self.rpc_port = 0
+        self.sqs_port = 0
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         assert self.proc.stdout is not None
@@ -54,7 +55,7 @@ class PyNode:
                 f"expected pylmq node {self.name} to start within {timeout} s; exit={self.proc.poll()}"
             )
         ports = json.loads(line)
-        self.port, self.rpc_port = ports["http"], ports["rpc"]
+        self.port, self.rpc_port, self.sqs_port = ports["http"], ports["rpc"], ports["sqs"]
 
     @property
     def url(self) -> str:

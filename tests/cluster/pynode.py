@@ -3,7 +3,7 @@
 ``python tests/cluster/pynode.py --name N --cookie C --data-dir D [--join NODE]`` starts an
 LMQNode over a MnesiaStore (durable local store), its hidden distribution node and a Cluster,
 registers ``lmq_console:status/join/leave`` for the tests' Erlang driver, prints one JSON line
-``{"http": PORT, "rpc": PORT}`` when it serves, and stops on SIGTERM (SIGKILL for the failure tests).
+``{"http": PORT, "rpc": PORT, "sqs": PORT}`` when it serves, and stops on SIGTERM (SIGKILL for the failure tests).
 ``--rpc-timeout``, ``--stall-timeout`` and ``--net-ticktime`` (seconds) are the settings of the same names.
 """
 
@@ -42,7 +42,12 @@ def status_term(node: LMQNode, cluster: Cluster) -> Term:
 
 async def run(args: argparse.Namespace) -> None:
     opts = NodeOptions(
-        http=("127.0.0.1", 0), rpc=("127.0.0.1", 0), store="durable", data_dir=Path(args.data_dir), fsync="none"
+        http=("127.0.0.1", 0),
+        rpc=("127.0.0.1", 0),
+        sqs=("127.0.0.1", 0),
+        store="durable",
+        data_dir=Path(args.data_dir),
+        fsync="none",
     )
     store = MnesiaStore(DurableStore(opts.data_dir, fsync=opts.fsync), rpc_timeout=args.rpc_timeout)
     node = LMQNode(opts, store=store)
@@ -70,7 +75,9 @@ async def run(args: argparse.Namespace) -> None:
     if args.join:
         await cluster.join(args.join)
     assert node.http_address is not None and node.rpc_address is not None
-    print(json.dumps({"http": node.http_address[1], "rpc": node.rpc_address[1]}), flush=True)
+    assert node.sqs_address is not None
+    ports = {"http": node.http_address[1], "rpc": node.rpc_address[1], "sqs": node.sqs_address[1]}
+    print(json.dumps(ports), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -12,8 +12,12 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+import time
+from typing import Any
 
+import boto3
 import pytest
+from botocore.config import Config
 
 from pylmq.client import Message
 from tests.cluster.lmq_reference import RefCluster, RefNode, http, wait_for
@@ -153,6 +157,42 @@ def test_a_waiting_pull_any_on_each_erlang_node_takes_a_push_through_pylmq_to_a_
         ref.py[0].client().push(queue, b"late", "text/plain")
         waiter.join(15)
         assert got and got[0] is not None and got[0].body == b"late", f"waiting pull-any on {node.name} got {got}"
+
+
+def test_an_sqs_long_poll_on_pylmq_is_woken_by_a_push_through_an_erlang_node(ref: RefCluster) -> None:
+    py = ref.py[0]
+    sqs = boto3.client(
+        "sqs",
+        endpoint_url=f"http://127.0.0.1:{py.sqs_port}",
+        region_name="us-east-1",
+        aws_access_key_id="k",
+        aws_secret_access_key="s",
+        config=Config(retries={"max_attempts": 1}, read_timeout=30),
+    )
+    queue = "sq_" + secrets.token_hex(4)
+    # Made over LMQ with a numeric retry: SQS's CreateQueue asks for retry infinity, which the
+    # Erlang nodes cannot serve (docs/sqs.md, a mixed cluster).
+    py.client().update_props(queue, {"retry": 2})
+    url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+    got: list[tuple[float, dict[str, Any]]] = []
+
+    def poll() -> None:
+        start = time.monotonic()
+        answer = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=10)
+        got.append((time.monotonic() - start, answer))
+
+    waiter = threading.Thread(target=poll)
+    waiter.start()
+    time.sleep(1.0)  # the poll is waiting on pylmq, with nothing in the queue yet
+    assert not got
+    ref.erl[1].client().push(queue, b"from erlang", "text/plain")
+    waiter.join(15)
+    assert got, "the long poll did not answer"
+    waited, answer = got[0]
+    assert [m["Body"] for m in answer.get("Messages", [])] == ["from erlang"]
+    # Woken by the push (after about a second), not at the end of its 10 s wait.
+    assert 0.9 <= waited < 8, waited
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=answer["Messages"][0]["ReceiptHandle"])
 
 
 # ------------------------------------------------------------------ props through pylmq

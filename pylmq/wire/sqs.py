@@ -511,7 +511,12 @@ def check_signature(
         if value is None:
             return False
         canonical_headers.append(f"{name}:{' '.join(value.decode('latin-1').split())}\n")
-    payload = _header(headers, b"x-amz-content-sha256") or hashlib.sha256(body).hexdigest()
+    payload = hashlib.sha256(body).hexdigest()
+    claimed = _header(headers, b"x-amz-content-sha256")
+    if claimed and claimed != payload:
+        # The signature covers the hash, so the hash must be of the body actually sent: else a
+        # captured signature would carry any body.
+        return False
     canonical = "\n".join(
         (
             method,

@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import re
+import time
 import uuid as _uuidlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from pylmq.wire.sqs import (
     DEFAULT_REGION,
     MAX_IN_FLIGHT,
     MAX_MESSAGE_BYTES,
+    MAX_SKEW,
     SqsError,
     batch_ids,
     check_signature,
@@ -63,6 +65,7 @@ from pylmq.wire.sqs import (
     queue_arn,
     queue_name_of,
     queue_url,
+    signature_time,
 )
 
 __all__ = ["SqsApi", "too_large"]
@@ -300,6 +303,22 @@ class SqsApi:
         secret = self.access_keys.get(auth.access_key)
         if secret is None:
             raise SqsError("InvalidClientTokenId", "The security token included in the request is invalid.", status=403)
+        signed_at = signature_time(auth, request.headers)
+        if signed_at is None:
+            raise SqsError(
+                "IncompleteSignature", "The request must carry an X-Amz-Date of its credential's day.", status=403
+            )
+        now = self.clock.now()
+        if abs(now - signed_at) > MAX_SKEW:
+            raise SqsError(
+                "SignatureDoesNotMatch",
+                f"Signature expired: {_amz_time(signed_at)} is now earlier than {_amz_time(now - MAX_SKEW)}"
+                f" ({_amz_time(now)} - 15 min.)"
+                if signed_at < now
+                else f"Signature not yet current: {_amz_time(signed_at)} is still later than"
+                f" {_amz_time(now + MAX_SKEW)} ({_amz_time(now)} + 15 min.)",
+                status=403,
+            )
         if not check_signature(auth, secret, request.method, path, query, request.headers, request.body):
             raise SqsError(
                 "SignatureDoesNotMatch",
@@ -951,6 +970,10 @@ def too_large(headers: Mapping[bytes, bytes], limit: int) -> Response:
     with a body no SDK parses; this one botocore reads as ``RequestEntityTooLarge``."""
     error = SqsError("RequestEntityTooLarge", f"The request body is over {limit} bytes.", status=413)
     return _error(protocol_of(headers), error, str(_uuidlib.uuid4()))
+
+
+def _amz_time(t: float) -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t))
 
 
 def _head(ctype: bytes, request_id: str) -> bytes:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import hashlib
 import hmac
 import json
@@ -38,6 +39,7 @@ __all__ = [
     "JSON_CONTENT_TYPE",
     "MAX_BATCH_ENTRIES",
     "MAX_MESSAGE_BYTES",
+    "MAX_SKEW",
     "NAMESPACE",
     "Authorization",
     "SqsError",
@@ -54,6 +56,7 @@ __all__ = [
     "queue_arn",
     "queue_name_of",
     "queue_url",
+    "signature_time",
 ]
 
 NAMESPACE: Final = "http://queue.amazonaws.com/doc/2012-11-05/"
@@ -535,6 +538,24 @@ def check_signature(
         key = _hmac(key, part)
     expected = hmac.new(key, to_sign.encode("utf-8"), hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected, auth.signature)
+
+
+MAX_SKEW: Final = 900.0
+"""Seconds a SigV4 signature's time may be from the server's (AWS's 15 minutes): a captured
+request cannot be replayed later than that."""
+
+
+def signature_time(auth: Authorization, headers: Mapping[bytes, bytes]) -> float | None:
+    """The Unix time a SigV4 request was signed at (its ``X-Amz-Date``, which must fall on the
+    credential scope's day), or None when it has none."""
+    amz_date = _header(headers, b"x-amz-date")
+    try:
+        signed = datetime.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return None
+    if amz_date[:8] != auth.date:
+        return None
+    return signed.timestamp()
 
 
 def batch_ids(entries: Sequence[Any]) -> None:

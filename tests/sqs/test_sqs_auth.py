@@ -3,6 +3,7 @@ configured only requests signed by one of them are, others get AWS's errors."""
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import urllib.error
@@ -10,6 +11,7 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+import botocore.auth
 import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -108,3 +110,21 @@ def test_a_signed_request_with_another_body_is_refused(locked: NodeThread) -> No
     status, answer = _post(locked, headers, forged)
     assert status == 403 and answer["__type"].endswith("#SignatureDoesNotMatch")
     assert "Messages" not in client(locked).receive_message(QueueUrl=url)
+
+
+def test_a_signature_of_long_ago_is_refused(locked: NodeThread, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SigV4 requests expire (AWS allows 15 minutes of skew): a captured request cannot be replayed
+    # an hour later.
+    url = client(locked).create_queue(QueueName="replay")["QueueUrl"]
+    body = {"QueueUrl": url, "MessageBody": "replayed"}
+    old = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: old)
+    headers = _signed_json(locked, "SendMessage", body)
+    monkeypatch.undo()
+    status, answer = _post(locked, headers, json.dumps(body).encode())
+    assert status == 403 and answer["__type"].endswith("#SignatureDoesNotMatch")
+    assert "Signature expired" in answer["message"]
+    assert "Messages" not in client(locked).receive_message(QueueUrl=url)
+    # A fresh signature of the same request is served.
+    status, _ = _post(locked, _signed_json(locked, "SendMessage", body), json.dumps(body).encode())
+    assert status == 200

@@ -448,12 +448,12 @@ class SqsApi:
             if key == "VisibilityTimeout":
                 props["timeout"] = int(value)
             elif key == "RedrivePolicy":
-                props.update(self._redrive(name, value))
+                props.update(self._redrive(name, value, fifo=fifo))
             else:
                 extra[key] = value
         return props, extra
 
-    def _redrive(self, name: str, value: str) -> dict[str, Any]:
+    def _redrive(self, name: str, value: str, *, fifo: bool) -> dict[str, Any]:
         if value == "":
             return {"retry": None, "dead_letter": None}
         bad = f"Value {value[:200]} for parameter RedrivePolicy is invalid. Reason: "
@@ -474,6 +474,11 @@ class SqsApi:
             raise invalid_parameter(bad + "Dead letter target does not exist.")
         if target == name:
             raise invalid_parameter(bad + "Dead letter target cannot be the queue itself.")
+        if self._is_fifo(target) != fifo:
+            # A standard message moved into a FIFO queue has no group, a FIFO one moved into a
+            # standard queue loses its order: AWS refuses both.
+            kind = "a FIFO" if fifo else "a standard"
+            raise invalid_parameter(bad + f"Dead-letter target of {kind} queue must be {kind} queue.")
         if isinstance(count, str) and count.isdigit():
             count = int(count)
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:

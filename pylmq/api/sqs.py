@@ -53,6 +53,7 @@ from pylmq.wire.sqs import (
     encode_error,
     encode_receipt,
     encode_result,
+    integer_of,
     invalid_parameter,
     md5_attributes,
     md5_body,
@@ -171,8 +172,9 @@ def _int_param(params: Mapping[str, Any], name: str, lo: int, hi: int, default: 
     value = params.get(name)
     if value is None:
         return default
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value)
+    if isinstance(value, str):
+        n = integer_of(value)
+        value = value if n is None else n
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise invalid_parameter(
             f"Value {str(value)[:80]} for parameter {name} is invalid."
@@ -443,7 +445,8 @@ class SqsApi:
             bounds = _RANGES[key]
             if bounds is not None:
                 lo, hi = bounds
-                if not value.isdigit() or not lo <= int(value) <= hi:
+                n = integer_of(value)
+                if n is None or not lo <= n <= hi:
                     raise modeled("InvalidAttributeValue", f"Invalid value for the parameter {key}.")
             if key == "VisibilityTimeout":
                 props["timeout"] = int(value)
@@ -479,8 +482,8 @@ class SqsApi:
             # standard queue loses its order: AWS refuses both.
             kind = "a FIFO" if fifo else "a standard"
             raise invalid_parameter(bad + f"Dead-letter target of {kind} queue must be {kind} queue.")
-        if isinstance(count, str) and count.isdigit():
-            count = int(count)
+        if isinstance(count, str):
+            count = integer_of(count) if integer_of(count) is not None else count
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
             raise invalid_parameter(bad + "Invalid value for maxReceiveCount: must be an integer from 1 to 1000.")
         return {"retry": count - 1, "dead_letter": target}

@@ -49,6 +49,7 @@ __all__ = [
     "encode_error",
     "encode_receipt",
     "encode_result",
+    "integer_of",
     "md5_attributes",
     "md5_body",
     "parse_authorization",
@@ -217,10 +218,21 @@ _INTEGERS: Final = frozenset(
 )
 
 
+_INTEGER: Final = re.compile(r"-?[0-9]{1,18}")
+
+
+def integer_of(text: str) -> int | None:
+    """A decimal integer written in ASCII digits, or None: ``str.isdigit`` also takes digits
+    ``int`` refuses (``"²"``) and numbers longer than ``int`` parses, each then an
+    InternalFailure instead of the client's error."""
+    return int(text) if _INTEGER.fullmatch(text.strip()) else None
+
+
 def _index(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= MAX_INDEX:
+    n = integer_of(text)
+    if n is None or not 1 <= n <= MAX_INDEX:
         raise SqsError("MalformedQueryString", f"A list index must be 1 to {MAX_INDEX}, got {text[:20]!r}.")
-    return int(text)
+    return n
 
 
 def _scalar(name: str, value: str) -> Any:

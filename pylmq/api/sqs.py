@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import re
+import time
 import uuid as _uuidlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from pylmq.wire.sqs import (
     DEFAULT_REGION,
     MAX_IN_FLIGHT,
     MAX_MESSAGE_BYTES,
+    MAX_SKEW,
     SqsError,
     batch_ids,
     check_signature,
@@ -51,6 +53,7 @@ from pylmq.wire.sqs import (
     encode_error,
     encode_receipt,
     encode_result,
+    integer_of,
     invalid_parameter,
     md5_attributes,
     md5_body,
@@ -63,6 +66,7 @@ from pylmq.wire.sqs import (
     queue_arn,
     queue_name_of,
     queue_url,
+    signature_time,
 )
 
 __all__ = ["SqsApi", "too_large"]
@@ -168,8 +172,9 @@ def _int_param(params: Mapping[str, Any], name: str, lo: int, hi: int, default: 
     value = params.get(name)
     if value is None:
         return default
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value)
+    if isinstance(value, str):
+        n = integer_of(value)
+        value = value if n is None else n
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise invalid_parameter(
             f"Value {str(value)[:80]} for parameter {name} is invalid."
@@ -300,6 +305,22 @@ class SqsApi:
         secret = self.access_keys.get(auth.access_key)
         if secret is None:
             raise SqsError("InvalidClientTokenId", "The security token included in the request is invalid.", status=403)
+        signed_at = signature_time(auth, request.headers)
+        if signed_at is None:
+            raise SqsError(
+                "IncompleteSignature", "The request must carry an X-Amz-Date of its credential's day.", status=403
+            )
+        now = self.clock.now()
+        if abs(now - signed_at) > MAX_SKEW:
+            raise SqsError(
+                "SignatureDoesNotMatch",
+                f"Signature expired: {_amz_time(signed_at)} is now earlier than {_amz_time(now - MAX_SKEW)}"
+                f" ({_amz_time(now)} - 15 min.)"
+                if signed_at < now
+                else f"Signature not yet current: {_amz_time(signed_at)} is still later than"
+                f" {_amz_time(now + MAX_SKEW)} ({_amz_time(now)} + 15 min.)",
+                status=403,
+            )
         if not check_signature(auth, secret, request.method, path, query, request.headers, request.body):
             raise SqsError(
                 "SignatureDoesNotMatch",
@@ -424,17 +445,18 @@ class SqsApi:
             bounds = _RANGES[key]
             if bounds is not None:
                 lo, hi = bounds
-                if not value.isdigit() or not lo <= int(value) <= hi:
+                n = integer_of(value)
+                if n is None or not lo <= n <= hi:
                     raise modeled("InvalidAttributeValue", f"Invalid value for the parameter {key}.")
             if key == "VisibilityTimeout":
                 props["timeout"] = int(value)
             elif key == "RedrivePolicy":
-                props.update(self._redrive(name, value))
+                props.update(self._redrive(name, value, fifo=fifo))
             else:
                 extra[key] = value
         return props, extra
 
-    def _redrive(self, name: str, value: str) -> dict[str, Any]:
+    def _redrive(self, name: str, value: str, *, fifo: bool) -> dict[str, Any]:
         if value == "":
             return {"retry": None, "dead_letter": None}
         bad = f"Value {value[:200]} for parameter RedrivePolicy is invalid. Reason: "
@@ -455,8 +477,13 @@ class SqsApi:
             raise invalid_parameter(bad + "Dead letter target does not exist.")
         if target == name:
             raise invalid_parameter(bad + "Dead letter target cannot be the queue itself.")
-        if isinstance(count, str) and count.isdigit():
-            count = int(count)
+        if self._is_fifo(target) != fifo:
+            # A standard message moved into a FIFO queue has no group, a FIFO one moved into a
+            # standard queue loses its order: AWS refuses both.
+            kind = "a FIFO" if fifo else "a standard"
+            raise invalid_parameter(bad + f"Dead-letter target of {kind} queue must be {kind} queue.")
+        if isinstance(count, str):
+            count = integer_of(count) if integer_of(count) is not None else count
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
             raise invalid_parameter(bad + "Invalid value for maxReceiveCount: must be an integer from 1 to 1000.")
         return {"retry": count - 1, "dead_letter": target}
@@ -951,6 +978,10 @@ def too_large(headers: Mapping[bytes, bytes], limit: int) -> Response:
     with a body no SDK parses; this one botocore reads as ``RequestEntityTooLarge``."""
     error = SqsError("RequestEntityTooLarge", f"The request body is over {limit} bytes.", status=413)
     return _error(protocol_of(headers), error, str(_uuidlib.uuid4()))
+
+
+def _amz_time(t: float) -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t))
 
 
 def _head(ctype: bytes, request_id: str) -> bytes:

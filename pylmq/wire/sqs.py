@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import hashlib
 import hmac
 import json
@@ -38,6 +39,7 @@ __all__ = [
     "JSON_CONTENT_TYPE",
     "MAX_BATCH_ENTRIES",
     "MAX_MESSAGE_BYTES",
+    "MAX_SKEW",
     "NAMESPACE",
     "Authorization",
     "SqsError",
@@ -47,6 +49,7 @@ __all__ = [
     "encode_error",
     "encode_receipt",
     "encode_result",
+    "integer_of",
     "md5_attributes",
     "md5_body",
     "parse_authorization",
@@ -54,6 +57,7 @@ __all__ = [
     "queue_arn",
     "queue_name_of",
     "queue_url",
+    "signature_time",
 ]
 
 NAMESPACE: Final = "http://queue.amazonaws.com/doc/2012-11-05/"
@@ -214,10 +218,21 @@ _INTEGERS: Final = frozenset(
 )
 
 
+_INTEGER: Final = re.compile(r"-?[0-9]{1,18}")
+
+
+def integer_of(text: str) -> int | None:
+    """A decimal integer written in ASCII digits, or None: ``str.isdigit`` also takes digits
+    ``int`` refuses (``"²"``) and numbers longer than ``int`` parses, each then an
+    InternalFailure instead of the client's error."""
+    return int(text) if _INTEGER.fullmatch(text.strip()) else None
+
+
 def _index(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= MAX_INDEX:
+    n = integer_of(text)
+    if n is None or not 1 <= n <= MAX_INDEX:
         raise SqsError("MalformedQueryString", f"A list index must be 1 to {MAX_INDEX}, got {text[:20]!r}.")
-    return int(text)
+    return n
 
 
 def _scalar(name: str, value: str) -> Any:
@@ -511,7 +526,12 @@ def check_signature(
         if value is None:
             return False
         canonical_headers.append(f"{name}:{' '.join(value.decode('latin-1').split())}\n")
-    payload = _header(headers, b"x-amz-content-sha256") or hashlib.sha256(body).hexdigest()
+    payload = hashlib.sha256(body).hexdigest()
+    claimed = _header(headers, b"x-amz-content-sha256")
+    if claimed and claimed != payload:
+        # The signature covers the hash, so the hash must be of the body actually sent: else a
+        # captured signature would carry any body.
+        return False
     canonical = "\n".join(
         (
             method,
@@ -530,6 +550,24 @@ def check_signature(
         key = _hmac(key, part)
     expected = hmac.new(key, to_sign.encode("utf-8"), hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected, auth.signature)
+
+
+MAX_SKEW: Final = 900.0
+"""Seconds a SigV4 signature's time may be from the server's (AWS's 15 minutes): a captured
+request cannot be replayed later than that."""
+
+
+def signature_time(auth: Authorization, headers: Mapping[bytes, bytes]) -> float | None:
+    """The Unix time a SigV4 request was signed at (its ``X-Amz-Date``, which must fall on the
+    credential scope's day), or None when it has none."""
+    amz_date = _header(headers, b"x-amz-date")
+    try:
+        signed = datetime.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return None
+    if amz_date[:8] != auth.date:
+        return None
+    return signed.timestamp()
 
 
 def batch_ids(entries: Sequence[Any]) -> None:

@@ -3,13 +3,34 @@ configured only requests signed by one of them are, others get AWS's errors."""
 
 from __future__ import annotations
 
+import datetime
+import hashlib
+import json
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
+import botocore.auth
 import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from pylmq.node.testing import NodeThread
-from tests.sqs.sqs_helpers import KEY, NS, SECRET, client, signed_query, sqs_node, text, unsigned_json
+from tests.sqs.sqs_helpers import (
+    KEY,
+    NS,
+    REGION,
+    SECRET,
+    client,
+    endpoint,
+    signed_query,
+    sqs_node,
+    text,
+    unsigned_json,
+)
 
 
 def test_by_default_unsigned_and_any_signed_requests_are_served() -> None:
@@ -54,3 +75,56 @@ def test_an_unsigned_request_is_refused(locked: NodeThread) -> None:
     assert status == 403
     assert answer["__type"].endswith("#MissingAuthenticationToken")
     assert headers["x-amzn-query-error"] == "MissingAuthenticationToken;Sender"
+
+
+def _signed_json(node: NodeThread, action: str, body: dict[str, Any]) -> dict[str, str]:
+    """The headers botocore's signer gives a JSON-protocol request with ``body``."""
+    req = AWSRequest(
+        method="POST",
+        url=endpoint(node) + "/",
+        data=json.dumps(body),
+        headers={"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": f"AmazonSQS.{action}"},
+    )
+    SigV4Auth(Credentials(KEY, SECRET), "sqs", REGION).add_auth(req)
+    # Content-Length is not signed; urllib sets the one of the body it sends.
+    return {k: v for k, v in req.prepare().headers.items() if k.lower() != "content-length"}
+
+
+def _post(node: NodeThread, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, Any]]:
+    raw = urllib.request.Request(endpoint(node) + "/", data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(raw, timeout=10) as resp:
+            return resp.status, json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_a_signed_request_with_another_body_is_refused(locked: NodeThread) -> None:
+    # A captured signature must not carry another body: an unsigned x-amz-content-sha256 naming
+    # the signed body's hash must not stand in for the hash of the body actually sent.
+    url = client(locked).create_queue(QueueName="tamper")["QueueUrl"]
+    signed = {"QueueUrl": url, "MessageBody": "the signed body"}
+    headers = _signed_json(locked, "SendMessage", signed)
+    headers["X-Amz-Content-SHA256"] = hashlib.sha256(json.dumps(signed).encode()).hexdigest()
+    forged = json.dumps({"QueueUrl": url, "MessageBody": "a forged body"}).encode()
+    status, answer = _post(locked, headers, forged)
+    assert status == 403 and answer["__type"].endswith("#SignatureDoesNotMatch")
+    assert "Messages" not in client(locked).receive_message(QueueUrl=url)
+
+
+def test_a_signature_of_long_ago_is_refused(locked: NodeThread, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SigV4 requests expire (AWS allows 15 minutes of skew): a captured request cannot be replayed
+    # an hour later.
+    url = client(locked).create_queue(QueueName="replay")["QueueUrl"]
+    body = {"QueueUrl": url, "MessageBody": "replayed"}
+    old = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: old)
+    headers = _signed_json(locked, "SendMessage", body)
+    monkeypatch.undo()
+    status, answer = _post(locked, headers, json.dumps(body).encode())
+    assert status == 403 and answer["__type"].endswith("#SignatureDoesNotMatch")
+    assert "Signature expired" in answer["message"]
+    assert "Messages" not in client(locked).receive_message(QueueUrl=url)
+    # A fresh signature of the same request is served.
+    status, _ = _post(locked, _signed_json(locked, "SendMessage", body), json.dumps(body).encode())
+    assert status == 200

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pylmq.node.testing import NodeThread
-from tests.sqs.sqs_helpers import endpoint, sqs_node, unsigned_json
+from tests.sqs.sqs_helpers import endpoint, signed_query, sqs_node, text, unsigned_json
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +56,15 @@ BAD = "InvalidParameterValue"
         ("CreateQueue", {"QueueName": "raw2", "Attributes": {"RedrivePolicy": "{not json"}}, BAD),
         ("ListQueues", {"NextToken": "%%%"}, BAD),
         ("TagQueue", {"QueueUrl": "raw"}, "InvalidAction"),
+        # Digits str.isdigit takes and int refuses, and numbers longer than int parses: the
+        # client's error, not an InternalFailure.
+        ("ReceiveMessage", {"QueueUrl": "raw", "MaxNumberOfMessages": "\u00b2"}, BAD),
+        ("ReceiveMessage", {"QueueUrl": "raw", "WaitTimeSeconds": "9" * 5000}, BAD),
+        ("CreateQueue", {"QueueName": "raw2", "Attributes": {"VisibilityTimeout": "\u00b2"}},
+         "InvalidAttributeValue"),
+        ("CreateQueue", {"QueueName": "raw2", "Attributes": {"RedrivePolicy": json.dumps(
+            {"maxReceiveCount": "\u00b2", "deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:raw"})}},
+         BAD),
     ],
 )  # fmt: skip
 def test_malformed_requests_get_aws_errors(node: NodeThread, action: str, body: Any, shape: str | None) -> None:
@@ -127,3 +136,13 @@ def test_a_request_body_over_the_limit_is_an_sqs_error_in_the_requests_protocol(
     ns = "{http://queue.amazonaws.com/doc/2012-11-05/}"
     assert root.findtext(f"{ns}Error/{ns}Code") == "RequestEntityTooLarge"
     assert root.findtext(f"{ns}Error/{ns}Type") == "Sender"
+
+
+@pytest.mark.parametrize("index", ["\u00b2", "9" * 5000])
+def test_a_query_list_index_int_refuses_is_malformed(node: NodeThread, index: str) -> None:
+    status, root, _ = signed_query(
+        node,
+        {"Action": "SendMessage", "QueueUrl": "raw", "MessageBody": "x", f"MessageAttribute.{index}.Name": "a"},
+    )
+    assert (status, text(root, "Error/Code")) == (400, "MalformedQueryString")
+    assert node.node.store.size("raw") == 0

@@ -6,6 +6,7 @@ based, the 5-minute window on a ManualClock, the scope), SequenceNumber, and AWS
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -299,3 +300,36 @@ async def _until_waiting(node: NodeThread, name: str) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("the receive never waited")
+
+
+def test_a_dead_letter_queue_is_of_its_source_queues_kind(node: NodeThread) -> None:
+    # AWS: a FIFO queue's dead-letter queue is a FIFO queue, a standard queue's a standard one
+    # (a standard message moved into a FIFO queue has no group; a FIFO one into a standard
+    # queue loses its order).
+    sqs = client(node)
+    sqs.create_queue(QueueName="kind-std")
+    sqs.create_queue(QueueName="kind-dlq.fifo", Attributes={"FifoQueue": "true"})
+    arn = "arn:aws:sqs:us-east-1:000000000000:"
+    to_std = json.dumps({"maxReceiveCount": 1, "deadLetterTargetArn": arn + "kind-std"})
+    to_fifo = json.dumps({"maxReceiveCount": 1, "deadLetterTargetArn": arn + "kind-dlq.fifo"})
+    refused: list[tuple[str, dict[str, str]]] = [
+        ("kind-src.fifo", {"FifoQueue": "true", "RedrivePolicy": to_std}),
+        ("kind-src", {"RedrivePolicy": to_fifo}),
+    ]
+    for name, attributes in refused:
+        with pytest.raises(ClientError) as e:
+            sqs.create_queue(QueueName=name, Attributes=attributes)
+        assert e.value.response["Error"]["Code"] == "InvalidParameterValue"
+        assert "Dead-letter target" in e.value.response["Error"]["Message"]
+    assert sqs.list_queues(QueueNamePrefix="kind-src").get("QueueUrls") is None
+    fifo = sqs.create_queue(QueueName="kind-src.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    std = sqs.create_queue(QueueName="kind-src")["QueueUrl"]
+    for url, policy in ((fifo, to_std), (std, to_fifo)):
+        with pytest.raises(ClientError) as e:
+            sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": policy})
+        assert e.value.response["Error"]["Code"] == "InvalidParameterValue"
+    # Of the same kind, both are taken.
+    sqs.set_queue_attributes(QueueUrl=fifo, Attributes={"RedrivePolicy": to_fifo})
+    sqs.set_queue_attributes(QueueUrl=std, Attributes={"RedrivePolicy": to_std})
+    got = sqs.get_queue_attributes(QueueUrl=fifo, AttributeNames=["RedrivePolicy"])["Attributes"]
+    assert json.loads(got["RedrivePolicy"])["deadLetterTargetArn"] == arn + "kind-dlq.fifo"

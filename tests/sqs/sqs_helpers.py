@@ -14,12 +14,15 @@ from contextlib import contextmanager
 from typing import Any
 
 import boto3
+import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
+from botocore.exceptions import ClientError
 
 from pylmq.client import HttpClient
+from pylmq.node.lmq_node import LMQNode
 from pylmq.node.testing import NodeThread, local_options
 
 REGION = "us-east-1"
@@ -33,13 +36,13 @@ def sqs_node(**overrides: Any) -> Iterator[NodeThread]:
         yield node
 
 
-def endpoint(node: NodeThread) -> str:
-    address = node.node.sqs_address
+def endpoint(node: NodeThread | LMQNode) -> str:
+    address = (node.node if isinstance(node, NodeThread) else node).sqs_address
     assert address is not None, "the node serves no SQS"
     return f"http://{address[0]}:{address[1]}"
 
 
-def client(node: NodeThread, key: str = KEY, secret: str = SECRET) -> Any:
+def client(node: NodeThread | LMQNode, key: str = KEY, secret: str = SECRET) -> Any:
     """boto3's SQS client (JSON protocol) on the node, no retries: an error shows at once."""
     return boto3.client(
         "sqs",
@@ -49,6 +52,11 @@ def client(node: NodeThread, key: str = KEY, secret: str = SECRET) -> Any:
         aws_secret_access_key=secret,
         config=Config(retries={"max_attempts": 1}, read_timeout=30),
     )
+
+
+def error_code(e: pytest.ExceptionInfo[ClientError]) -> str:
+    """The AWS error code of a boto3 ClientError."""
+    return str(e.value.response["Error"]["Code"])
 
 
 def http(node: NodeThread) -> HttpClient:

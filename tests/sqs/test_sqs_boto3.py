@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from pylmq.node.testing import NodeThread
-from tests.sqs.sqs_helpers import client, endpoint, sqs_node
+from tests.sqs.sqs_helpers import client, endpoint, error_code, sqs_node
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +26,6 @@ def node() -> Iterator[NodeThread]:
 @pytest.fixture
 def sqs(node: NodeThread) -> Any:
     return client(node)
-
-
-def error_code(e: pytest.ExceptionInfo[ClientError]) -> str:
-    return str(e.value.response["Error"]["Code"])
 
 
 def test_create_get_url_list_delete(node: NodeThread, sqs: Any) -> None:

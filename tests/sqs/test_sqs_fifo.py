@@ -19,8 +19,8 @@ from botocore.exceptions import ClientError
 from pylmq.core.clock import ManualClock
 from pylmq.node.lmq_node import LMQNode
 from pylmq.node.testing import NodeThread, local_options
-from tests.sqs.sqs_helpers import client, sqs_node
-from tests.sqs.test_sqs_retention import boto, call
+from tests.sqs.sqs_helpers import client, error_code, sqs_node
+from tests.sqs.test_sqs_retention import call
 
 CBD = {"FifoQueue": "true", "ContentBasedDeduplication": "true"}
 
@@ -34,10 +34,6 @@ def node() -> Iterator[NodeThread]:
 @pytest.fixture
 def sqs(node: NodeThread) -> Any:
     return client(node)
-
-
-def error_code(e: pytest.ExceptionInfo[ClientError]) -> str:
-    return str(e.value.response["Error"]["Code"])
 
 
 def send_groups(sqs: Any, url: str, groups: str, n: int) -> None:
@@ -192,7 +188,7 @@ async def test_a_visibility_timeout_gives_the_groups_head_back_first() -> None:
     node = LMQNode(local_options(sqs=("127.0.0.1", 0), rpc=None), clock=clock)
     await node.start()
     try:
-        sqs = boto(node)
+        sqs = client(node)
         url = (await call(sqs.create_queue, QueueName="vis.fifo", Attributes=CBD))["QueueUrl"]
         for i in range(3):
             await call(sqs.send_message, QueueUrl=url, MessageBody=f"h{i}", MessageGroupId="g")
@@ -216,7 +212,7 @@ async def test_deduplication_within_and_after_the_window() -> None:
     node = LMQNode(local_options(sqs=("127.0.0.1", 0), rpc=None), clock=clock)
     await node.start()
     try:
-        sqs = boto(node)
+        sqs = client(node)
         url = (await call(sqs.create_queue, QueueName="dedup.fifo", Attributes=CBD))["QueueUrl"]
 
         async def send(body: str, **kw: Any) -> dict[str, Any]:
@@ -261,7 +257,7 @@ async def test_deduplication_ids_are_rebuilt_from_the_queue_when_forgotten() -> 
     node = LMQNode(local_options(sqs=("127.0.0.1", 0), rpc=None), clock=clock)
     await node.start()
     try:
-        sqs = boto(node)
+        sqs = client(node)
         url = (await call(sqs.create_queue, QueueName="rebuild.fifo", Attributes=CBD))["QueueUrl"]
         first = await call(
             sqs.send_message, QueueUrl=url, MessageBody="b", MessageGroupId="g", MessageDeduplicationId="k"

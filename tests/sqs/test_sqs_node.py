@@ -8,9 +8,7 @@ import threading
 import time
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from pylmq.cluster.mnesia_store import erlang_props_problem, mixed_options_problem
@@ -37,24 +35,11 @@ class ClusterRules(MemoryStore):
             raise NotSupported(problem)
 
 
-def boto(node: LMQNode) -> Any:
-    assert node.sqs_address is not None
-    host, port = node.sqs_address
-    return boto3.client(
-        "sqs",
-        endpoint_url=f"http://{host}:{port}",
-        region_name="us-east-1",
-        aws_access_key_id="k",
-        aws_secret_access_key="s",
-        config=Config(retries={"max_attempts": 1}),
-    )
-
-
 async def test_what_an_erlang_cluster_cannot_hold_is_refused_with_aws_codes() -> None:
     node = LMQNode(local_options(sqs=("127.0.0.1", 0), rpc=None), store=ClusterRules(SystemClock()))
     await node.start()
     try:
-        sqs = boto(node)
+        sqs = client(node)
         with pytest.raises(ClientError) as e:
             await asyncio.to_thread(sqs.create_queue, QueueName="unlimited")
         assert e.value.response["Error"]["Code"] == "InvalidParameterValue"

@@ -8,25 +8,10 @@ import asyncio
 import json
 from typing import Any
 
-import boto3
-from botocore.config import Config
-
 from pylmq.core.clock import ManualClock
 from pylmq.node.lmq_node import LMQNode
 from pylmq.node.testing import local_options
-
-
-def boto(node: LMQNode) -> Any:
-    assert node.sqs_address is not None
-    host, port = node.sqs_address
-    return boto3.client(
-        "sqs",
-        endpoint_url=f"http://{host}:{port}",
-        region_name="us-east-1",
-        aws_access_key_id="k",
-        aws_secret_access_key="s",
-        config=Config(retries={"max_attempts": 1}),
-    )
+from tests.sqs.sqs_helpers import client
 
 
 async def call(f: Any, /, **kwargs: Any) -> Any:
@@ -43,7 +28,7 @@ async def test_a_message_older_than_the_retention_is_never_received_nor_dead_let
     node = LMQNode(local_options(sqs=("127.0.0.1", 0), rpc=None), clock=clock)
     await node.start()
     try:
-        sqs = boto(node)
+        sqs = client(node)
         dlq = (await call(sqs.create_queue, QueueName="ret-dlq"))["QueueUrl"]
         policy = json.dumps({"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:ret-dlq", "maxReceiveCount": 5})
         attrs = {"MessageRetentionPeriod": "60", "RedrivePolicy": policy}
@@ -69,7 +54,7 @@ async def test_a_queue_made_over_lmq_has_no_retention_until_sqs_gives_it_attribu
     node = LMQNode(local_options(sqs=("127.0.0.1", 0), rpc=None), clock=clock)
     await node.start()
     try:
-        sqs = boto(node)
+        sqs = client(node)
         await node.manager.update_props("lmq", {"retry": None})
         url = (await call(sqs.get_queue_url, QueueName="lmq"))["QueueUrl"]
         await call(sqs.send_message, QueueUrl=url, MessageBody="kept")

@@ -77,6 +77,7 @@ from pylmq.wire.compound import (
     item_headers,
     multipart_content_type,
 )
+from pylmq.wire.numbers import whole_number
 
 __all__ = [
     "DEFAULT_MAX_BODY",
@@ -223,8 +224,7 @@ DEFAULT_PULL_MANY = 100
 def _count(value: str | None, default: int = DEFAULT_PULL_MANY, top: int = MAX_BATCH) -> int:
     if value is None:
         return default
-    # isascii: str.isdigit() is also true of digits int() refuses ("²").
-    n = int(value) if value.isascii() and value.isdigit() and len(value) <= 9 else 0
+    n = whole_number(value, 9) or 0
     if not 1 <= n <= top:
         raise BadRequest(f"n must be a whole number of messages from 1 to {top}, got {value!r:.40}")
     return n

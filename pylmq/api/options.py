@@ -34,6 +34,7 @@ from pylmq.core.message import Inherit, Item, PushOptions
 from pylmq.core.options import check_options, relative_options
 from pylmq.core.queue import Queue
 from pylmq.errors import BadRequest, InvalidOptions
+from pylmq.wire.numbers import whole_number
 
 __all__ = ["OPTION_NAMES", "has_options", "push_all_with", "push_many_with", "push_options"]
 
@@ -42,7 +43,6 @@ OPTION_NAMES: Final = ("delay", "ttl", "retry", "interval", "priority", "once")
 # A plain decimal (what a query string carries): no sign, no "nan"/"inf", no "0x", and ASCII
 # digits only (float() and int() would also read other scripts' digits, such as "\uff11").
 _DECIMAL = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
-_INTEGER = re.compile(r"\d{1,20}", re.ASCII)
 _TRUE: Final = ("1", "true", b"1", b"true")
 _FALSE: Final = ("0", "false", b"0", b"false")
 
@@ -69,8 +69,8 @@ def _number(name: str, value: Any) -> Any:
 def _integer(name: str, value: Any) -> Any:
     value = _text(value)
     if isinstance(value, str):
-        if _INTEGER.fullmatch(value):
-            return int(value)
+        if (n := whole_number(value, 20)) is not None:
+            return n
         raise InvalidOptions(f"'{name}' must be a whole number, got {value!r:.40}")
     return value
 

@@ -33,6 +33,7 @@ from pylmq.core.manager import MAX_BATCH
 from pylmq.erlang.terms import Atom, Term, to_text
 from pylmq.errors import LMQError
 from pylmq.node import console
+from pylmq.wire.numbers import whole_number
 
 __all__ = ["main"]
 
@@ -118,7 +119,7 @@ async def run(root: Path, command: str, node_arg: str | None, parsed: argparse.N
 
 def _count(top: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
-        n = int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else 0
+        n = whole_number(text, 9) or 0
         if not 1 <= n <= top:
             raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {top}, got {text!r}")
         return n

@@ -31,6 +31,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 from xml.sax.saxutils import escape
 
 from pylmq.errors import LMQError
+from pylmq.wire.numbers import whole_number
 
 __all__ = [
     "DEFAULT_ACCOUNT",
@@ -218,14 +219,11 @@ _INTEGERS: Final = frozenset(
 )
 
 
-_INTEGER: Final = re.compile(r"-?[0-9]{1,18}")
-
-
 def integer_of(text: str) -> int | None:
     """A decimal integer written in ASCII digits, or None: ``str.isdigit`` also takes digits
     ``int`` refuses (``"²"``) and numbers longer than ``int`` parses, each then an
     InternalFailure instead of the client's error."""
-    return int(text) if _INTEGER.fullmatch(text.strip()) else None
+    return whole_number(text.strip(), 18, signed=True)
 
 
 def _index(text: str) -> int:

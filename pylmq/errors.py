@@ -168,6 +168,14 @@ class JournalCorrupt(StoreError):
         self.what = what
 
 
+class StoreUnavailable(StoreError):
+    """The store's database cannot be reached (PostgreSQL down, restarting, failing over): the
+    operation was not carried out, or its outcome is unknown and nothing was answered as done.
+    The node reconnects by itself; try again."""
+
+    reason = "store_unavailable"
+
+
 class ShuttingDown(StoreError):
     reason = "shutting_down"
 

@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sqs", help="Amazon SQS API address HOST:PORT (default: the HTTP host, port 9324); off: none")
     p.add_argument("--store", choices=STORE_KINDS, help="queue store (default durable)")
     p.add_argument("--data-dir", help="durable store directory (default data)")
+    p.add_argument("--dsn", help="postgres store: the database, postgresql://USER@HOST:PORT/DB (libpq syntax)")
     p.add_argument("--fsync", choices=FSYNC_POLICIES, help=f"durability policy (default {DEFAULT_FSYNC})")
     p.add_argument("--stats-interval", help="ms between StatsD size/memory gauges; 0 turns them off")
     p.add_argument("--max-connections", help="open connections per API port (default 0: from the fd limit)")
@@ -79,6 +80,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     o: dict[str, Any] = {
         "store": args.store,
         "data_dir": args.data_dir,
+        "pg_dsn": args.dsn,
         "fsync": args.fsync,
         "stats_interval": args.stats_interval,
         "max_connections": args.max_connections,

@@ -28,6 +28,8 @@ from pylmq.core.store import (
     DEFAULT_FSYNC,
     DEFAULT_FSYNC_INTERVAL,
     DEFAULT_JOURNAL_MAX_BYTES,
+    DEFAULT_PG_POOL_SIZE,
+    DEFAULT_PG_TIMEOUT,
     DEFAULT_STORE,
     FSYNC_POLICIES,
     STORE_KINDS,
@@ -81,6 +83,9 @@ class Settings:
     fsync_interval: int = round(DEFAULT_FSYNC_INTERVAL * 1000)  # ms, for fsync=interval
     journal_max_bytes: int = DEFAULT_JOURNAL_MAX_BYTES  # durable store: pushes refused past it while compaction fails
     disk_reserve_bytes: int = DEFAULT_DISK_RESERVE_BYTES  # durable store: pushes refused below this much free space
+    pg_dsn: str | None = None  # postgres store: the database ({pg_dsn, "postgresql://..."})
+    pg_pool_size: int = DEFAULT_PG_POOL_SIZE  # postgres store: connections kept to the database
+    pg_timeout: int = round(DEFAULT_PG_TIMEOUT * 1000)  # postgres store: ms one statement may take
     # Open connections each API (HTTP, MessagePack-RPC) accepts; 0: from the descriptor limit
     # (pylmq.api._limits.default_max_connections).
     max_connections: int = 0
@@ -108,7 +113,7 @@ _SCALAR_TYPES: dict[str, type] = {
     "http_host": str, "http_port": int, "rpc_host": str, "rpc_port": int, "node_name": str,
     "cookie": str, "hidden": bool, "net_ticktime": int, "stats_interval": int, "statsd_host": str,
     "statsd_port": int, "join": str, "log_dir": Path, "data_dir": Path, "fsync_interval": int,
-    "journal_max_bytes": int, "disk_reserve_bytes": int,
+    "journal_max_bytes": int, "disk_reserve_bytes": int, "pg_dsn": str, "pg_pool_size": int, "pg_timeout": int,
     "max_connections": int, "header_timeout": int, "body_timeout": int, "rpc_timeout": int,
     "stall_timeout": int, "max_buffered_bytes": int, "min_receive_rate": int,
     "qs_enabled": bool, "qs_host": str, "qs_port": int, "qs_max_request": int, "qs_udp_max": int,
@@ -123,13 +128,13 @@ _PORTS = ("http_port", "rpc_port", "statsd_port", "qs_port", "sqs_port")
 _AT_LEAST: dict[str, int] = {
     "max_connections": 0, "header_timeout": 1, "body_timeout": 1, "journal_max_bytes": 0, "disk_reserve_bytes": 0,
     "rpc_timeout": 1, "stall_timeout": 0, "max_buffered_bytes": 0, "min_receive_rate": 0,
-    "qs_max_request": 64, "qs_udp_max": 64, "qs_idle_timeout": 1,
+    "qs_max_request": 64, "qs_udp_max": 64, "qs_idle_timeout": 1, "pg_pool_size": 1, "pg_timeout": 1,
 }  # fmt: skip
 # The pylmq section's keys (app.config or -pylmq Key Value in vm.args).
 _PYLMQ_KEYS = ("store", "data_dir", "fsync", "fsync_interval", "rpc_host", "log_dir", "max_connections",
                "header_timeout", "body_timeout", "journal_max_bytes", "disk_reserve_bytes", "rpc_timeout",
                "stall_timeout", "max_buffered_bytes", "min_receive_rate", "qs", "qs_max_request", "qs_udp_max",
-               "qs_idle_timeout", "sqs", "sqs_access_keys")  # fmt: skip
+               "qs_idle_timeout", "sqs", "sqs_access_keys", "pg_dsn", "pg_pool_size", "pg_timeout")  # fmt: skip
 # Override keys that are not Settings fields.
 _EXTRA_OVERRIDES = ("cookie_file",)
 

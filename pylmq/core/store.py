@@ -26,6 +26,8 @@ __all__ = [
     "DEFAULT_FSYNC",
     "DEFAULT_FSYNC_INTERVAL",
     "DEFAULT_JOURNAL_MAX_BYTES",
+    "DEFAULT_PG_POOL_SIZE",
+    "DEFAULT_PG_TIMEOUT",
     "DEFAULT_STORE",
     "FSYNC_POLICIES",
     "STORE_KINDS",
@@ -41,7 +43,7 @@ possibly a queue the store has just created: its waiters are to be woken."""
 
 # The one definition of what the configuration may choose; app.config, the command line and
 # NodeOptions all check against these.
-StoreKind = Literal["memory", "durable"]
+StoreKind = Literal["memory", "durable", "postgres"]
 """Stores a node can be configured with (``mnesia`` is not one: a node gets it by joining)."""
 STORE_KINDS: Final[tuple[StoreKind, ...]] = get_args(StoreKind)
 DEFAULT_STORE: Final[StoreKind] = "durable"
@@ -64,6 +66,11 @@ DEFAULT_FSYNC_INTERVAL: Final[float] = 1.0
 DEFAULT_DATA_DIR: Final[str] = "data"
 DEFAULT_JOURNAL_MAX_BYTES: Final[int] = 1 << 30
 DEFAULT_DISK_RESERVE_BYTES: Final[int] = 64 << 20
+
+# The PostgreSQL store's defaults (pylmq.pgstore): connections each node keeps to the database,
+# and how long one statement may take before the operation is answered 503 store_unavailable.
+DEFAULT_PG_POOL_SIZE: Final[int] = 10
+DEFAULT_PG_TIMEOUT: Final[float] = 5.0
 
 
 DEDUP_WINDOW: Final[float] = 300.0

@@ -30,6 +30,8 @@ from pylmq.core.store import (
     DEFAULT_FSYNC,
     DEFAULT_FSYNC_INTERVAL,
     DEFAULT_JOURNAL_MAX_BYTES,
+    DEFAULT_PG_POOL_SIZE,
+    DEFAULT_PG_TIMEOUT,
     DEFAULT_STORE,
     FSYNC_POLICIES,
     STORE_KINDS,
@@ -92,6 +94,11 @@ class NodeOptions:
     # pushes with 503 store_full rather than let its journal grow or the disk fill.
     journal_max_bytes: int = DEFAULT_JOURNAL_MAX_BYTES
     disk_reserve_bytes: int = DEFAULT_DISK_RESERVE_BYTES
+    # The PostgreSQL store (pylmq.pgstore): its database (a libpq URI or key=value string; several
+    # hosts for failover), connections kept to it, and seconds one statement may take.
+    dsn: str | None = None
+    pg_pool_size: int = DEFAULT_PG_POOL_SIZE
+    pg_timeout: float = DEFAULT_PG_TIMEOUT
     # Open connections each API accepts (None: from the descriptor limit), HTTP read timeouts.
     max_connections: int | None = None
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
@@ -136,6 +143,12 @@ def make_store(opts: NodeOptions, clock: Clock) -> Store:
             journal_max_bytes=opts.journal_max_bytes,
             disk_reserve_bytes=opts.disk_reserve_bytes,
         )
+    if opts.store == "postgres":
+        if not opts.dsn:
+            raise ConfigError('store postgres needs a database: --dsn postgresql://... or {pg_dsn, "..."}')
+        from pylmq.pgstore import PostgresStore
+
+        return PostgresStore(opts.dsn, clock=clock, pool_size=opts.pg_pool_size, timeout=opts.pg_timeout)
     raise ConfigError(f"store must be one of {', '.join(STORE_KINDS)}, got {opts.store!r}")
 
 

@@ -45,6 +45,9 @@ def node_options(s: Settings) -> NodeOptions:
         fsync_interval=s.fsync_interval / 1000.0,
         journal_max_bytes=s.journal_max_bytes,
         disk_reserve_bytes=s.disk_reserve_bytes,
+        dsn=s.pg_dsn,
+        pg_pool_size=s.pg_pool_size,
+        pg_timeout=s.pg_timeout / 1000.0,
         max_connections=s.max_connections or None,
         header_timeout=s.header_timeout / 1000.0,
         body_timeout=s.body_timeout / 1000.0,
@@ -75,10 +78,15 @@ class Service:
         self.statsd = StatsdEmitter(settings.statsd_host, settings.statsd_port) if statsd else None
         self.metrics = QueueMetrics(self.statsd)
         opts = node_options(settings)
+        if opts.store == "postgres" and settings.join:
+            raise ConfigError(
+                "store postgres shares its queues through the database: a node on it cannot join an Erlang cluster"
+            )
         # A node with an Erlang name can join a mixed cluster: its store can switch to Mnesia.
+        # A node on PostgreSQL keeps its store: its peers are the other nodes on that database.
         self.store = (
             MnesiaStore(_local_store(opts), rpc_timeout=settings.rpc_timeout / 1000.0)
-            if settings.node_name is not None
+            if settings.node_name is not None and opts.store != "postgres"
             else None
         )
         self.node = LMQNode(opts, observer=self.metrics, store=self.store)

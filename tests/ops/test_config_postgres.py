@@ -17,7 +17,9 @@ DSN = "postgresql://lmq@db1.example:5432,db2.example:5432/lmq?target_session_att
 
 
 def test_app_config_sets_the_store_and_its_database(tmp_path: Path) -> None:
-    opts = options_from(tmp_path, f'{{store, postgres}}, {{pg_dsn, "{DSN}"}}, {{pg_pool_size, 4}}, {{pg_timeout, 2500}}')
+    opts = options_from(
+        tmp_path, f'{{store, postgres}}, {{pg_dsn, "{DSN}"}}, {{pg_pool_size, 4}}, {{pg_timeout, 2500}}'
+    )
     assert (opts.store, opts.dsn, opts.pg_pool_size, opts.pg_timeout) == ("postgres", DSN, 4, 2.5)
 
 
@@ -51,7 +53,7 @@ def test_postgres_store_needs_a_database() -> None:
 
 def test_a_postgres_node_cannot_join_an_erlang_cluster(tmp_path: Path) -> None:
     app = tmp_path / "app.config"
-    app.write_text(f'[{{lmq, [{{join, \'lmq@host\'}}]}}, {{pylmq, [{{store, postgres}}, {{pg_dsn, "{DSN}"}}]}}].\n')
+    app.write_text(f"[{{lmq, [{{join, 'lmq@host'}}]}}, {{pylmq, [{{store, postgres}}, {{pg_dsn, \"{DSN}\"}}]}}].\n")
     settings = load_settings(None, app, {"cookie_file": tmp_path / "none"})
     with pytest.raises(ConfigError, match="cannot join an Erlang cluster"):
         Service(settings, statsd=False)

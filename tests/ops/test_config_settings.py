@@ -147,7 +147,7 @@ def test_malformed_app_config_reports_file_line_column(tmp_path: Path) -> None:
         ("[{lmq, [{http, 9980}]}].", r"lmq.http: expected \{Ip, Port\}, got 9980"),
         ("[{lmq, [{port, \"18800\"}]}].", r"lmq.port: rpc_port must be an integer, got '18800'"),
         ("[{lmq, [{port, 70000}]}].", r"lmq.port: rpc_port must be a port number 0..65535, got 70000"),
-        ("[{pylmq, [{store, disk}]}].", r"pylmq.store: store must be one of memory, durable, got Atom"),
+        ("[{pylmq, [{store, disk}]}].", r"pylmq.store: store must be one of memory, durable, postgres, got Atom"),
         ("[{pylmq, [{stor, memory}]}].", r"pylmq.stor: unknown pylmq setting"),
         ("[{lager, [{handlers, [{lager_file_backend, [{file, \"x.log\"}, {level, loud}]}]}]}].",
          r"level: unknown lager level 'loud'"),

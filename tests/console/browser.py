@@ -44,7 +44,9 @@ def wait_text(driver: WebDriver, css: str, want: str, timeout: float = WAIT) -> 
                 return el
         return None
 
-    return wait_for(driver, ready, timeout)
+    found = wait_for(driver, ready, timeout)
+    assert found is not None  # until() returns only a truthy value
+    return found
 
 
 def open_console(driver: WebDriver, base_url: str, route: str = "/") -> None:
@@ -56,7 +58,8 @@ def open_console(driver: WebDriver, base_url: str, route: str = "/") -> None:
 def severe_entries(driver: WebDriver) -> list[dict[str, Any]]:
     """The browser log's SEVERE entries since the last call (a JS error, a CSP violation, a
     failed request); reading the log empties it."""
-    return [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    entries: list[dict[str, Any]] = driver.get_log("browser")  # type: ignore[no-untyped-call]  # untyped in selenium
+    return [e for e in entries if e.get("level") == "SEVERE"]
 
 
 def screenshot(driver: WebDriver, directory: Path, name: str) -> Path:

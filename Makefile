@@ -24,7 +24,9 @@ deps: $(STAMP)
 #   java:      the Spark tests run a local Spark (pyspark 4 needs Java 17+)
 #   wrk, nginx: the bench's generator and its no-op ceiling (tests/bench and `make bench QUICK=1`)
 #   npm:       the StatsD daemon of tests/ops/test_statsd_daemon.py
-APT_TOOLS := erl:erlang-nox erlc:erlang-dev java:openjdk-17-jre-headless wrk:wrk nginx:nginx-light npm:npm
+#   chromium, chromedriver: the web console's browser tests (tests/console)
+APT_TOOLS := erl:erlang-nox erlc:erlang-dev java:openjdk-17-jre-headless wrk:wrk nginx:nginx-light npm:npm \
+	chromium:chromium chromedriver:chromium-driver
 
 tools:
 	@missing=""; for pair in $(APT_TOOLS); do bin=$${pair%%:*}; pkg=$${pair#*:}; 	  command -v $$bin >/dev/null 2>&1 || [ -x /usr/sbin/$$bin ] || missing="$$missing $$pkg"; done; 	if [ -n "$$missing" ]; then 	  echo "installing missing Debian packages:$$missing"; 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing 	    || { echo "apt-get could not install:$$missing (run make test as root, or install them)"; exit 1; }; 	fi

@@ -107,6 +107,14 @@ class ConnectionClosed(LMQError):
     http_status = 400
 
 
+class Unauthorized(LMQError):
+    """The request lacks the credential the node is configured with (``http_auth``), or
+    carries a wrong one. The detail never quotes what was sent."""
+
+    reason = "unauthorized"
+    http_status = 401
+
+
 class NotFound(LMQError):
     reason = "not_found"
     http_status = 404

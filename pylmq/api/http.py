@@ -66,6 +66,7 @@ from pylmq.errors import (
     LMQError,
     MessageTooLarge,
     NotFound,
+    Unauthorized,
     shown_detail,
 )
 from pylmq.metrics import HistogramStats, MeterRates, QueueStats
@@ -80,8 +81,12 @@ from pylmq.wire.compound import (
 from pylmq.wire.numbers import whole_number
 
 __all__ = [
+    "CONSOLE_PREFIX",
     "DEFAULT_MAX_BODY",
     "MAX_REPLY_BODY",
+    "Authenticator",
+    "ConsoleResponder",
+    "Handler",
     "HttpApi",
     "Request",
     "Response",
@@ -109,6 +114,34 @@ class StatsSource(Protocol):
     :class:`pylmq.metrics.QueueMetrics` is one."""
 
     def stats(self, queue: str) -> QueueStats | None: ...
+
+
+CONSOLE_PREFIX = "/console"
+"""Where the web console lives: ``/console`` and every path under ``/console/``."""
+
+
+class Authenticator(Protocol):
+    """The optional credential check of ``http_auth`` (None: everything is open, as in LMQ).
+
+    :meth:`HttpApi.respond` asks :meth:`protects` about the handler a request is routed to and,
+    when it says yes, calls :meth:`check`, which raises :class:`~pylmq.errors.Unauthorized`
+    unless the request carries a configured credential. The console checks its own JSON routes."""
+
+    def protects(self, handler: Handler) -> bool: ...
+
+    def check(self, headers: Mapping[bytes, bytes]) -> None: ...
+
+
+class ConsoleResponder(Protocol):
+    """The web console (:class:`pylmq.api.web.WebConsole`): answers what :class:`HttpApi` does
+    not route under :data:`CONSOLE_PREFIX`. Errors it raises are answered as the API's are."""
+
+    async def respond(self, request: Request) -> Response: ...
+
+
+def is_console_path(path: str) -> bool:
+    """``/console`` or anything under ``/console/`` (not ``/consoles``)."""
+    return path.startswith(CONSOLE_PREFIX) and (len(path) == len(CONSOLE_PREFIX) or path[len(CONSOLE_PREFIX)] == "/")
 
 
 # A queue nobody pushed to or pulled from yet (on this node) shows zero meters, same shape.
@@ -198,8 +231,14 @@ def error_response(status: int, reason: str, detail: str, extra_head: bytes = b"
     return Response(status, _JSON_HEAD + extra_head, body)
 
 
+_CHALLENGE = b'WWW-Authenticate: Bearer realm="pylmq"\r\n'
+
+
 def _lmq_error(e: LMQError) -> Response:
-    return error_response(e.http_status, e.reason, e.detail)
+    # A 401 says which scheme to use (RFC 6750); Basic is never offered, so that a browser
+    # never asks for, and then keeps sending, a credential by itself.
+    extra = _CHALLENGE if isinstance(e, Unauthorized) else b""
+    return error_response(e.http_status, e.reason, e.detail, extra)
 
 
 # -- request parsing ---------------------------------------------------------------------------
@@ -538,11 +577,20 @@ class HttpApi:
     """The HTTP API over one queue manager: :meth:`respond` answers any request."""
 
     def __init__(
-        self, manager: QueueManager, *, metrics: StatsSource | None = None, node_name: str = "nonode@nohost"
+        self,
+        manager: QueueManager,
+        *,
+        metrics: StatsSource | None = None,
+        node_name: str = "nonode@nohost",
+        auth: Authenticator | None = None,
+        console: ConsoleResponder | None = None,
     ) -> None:
         self.manager = manager
         self.metrics = metrics
         self.node_name = node_name
+        # Both None: the API answers exactly as LMQ's (no extra header, /console is a 404).
+        self.auth = auth
+        self.console = console
 
     def allows(self, method: str, path: str) -> bool:
         """Whether a request would reach a handler (the server asks before ``100 Continue``)."""
@@ -723,12 +771,17 @@ class HttpApi:
                 detail = f"the request target must be a path (/messages/...), got {request.target!r}"
                 resp = error_response(400, "bad_request", detail)
             elif found is None:
-                resp = error_response(404, "not_found", f"no such resource: {unquote(path)}")
+                if self.console is not None and is_console_path(path):
+                    resp = await self.console.respond(request)
+                else:
+                    resp = error_response(404, "not_found", f"no such resource: {unquote(path)}")
             elif (handler := found[0].methods.get(request.method)) is None:
                 allow = found[0].allow
                 detail = f"{request.method} not allowed here; allowed: {allow}"
                 resp = error_response(405, "method_not_allowed", detail, b"Allow: " + allow.encode() + b"\r\n")
             else:
+                if self.auth is not None and self.auth.protects(handler):
+                    self.auth.check(request.headers)
                 self.manager.check_available()
                 resp = await handler(self, request, *found[1])
             status = resp.status

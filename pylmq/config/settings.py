@@ -10,6 +10,7 @@ given").
 from __future__ import annotations
 
 import dataclasses
+import re
 import socket
 import stat
 from collections.abc import Mapping
@@ -104,6 +105,12 @@ class Settings:
     # Virtual queues of app.config ({virtual_queues, [{<<"v">>, [<<"a">>, <<"b">>]}]}): name ->
     # its real queues. The node binds each at start unless its journal already holds that name.
     virtual_queues: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The web console at /console/ ({console, false} turns it off).
+    console: bool = True
+    # http_auth ({http_auth, [{tokens, ["..."]}, {protect, mutating | all}]}): the credential of
+    # the HTTP API and the console; none (the default) leaves them open, as LMQ is.
+    http_tokens: tuple[str, ...] = field(default=(), repr=False)
+    http_protect: str = "mutating"
     # Things read but without effect in pylmq (Erlang VM flags, InfluxDB, ...): for the log.
     notices: tuple[str, ...] = ()
 
@@ -117,7 +124,7 @@ _SCALAR_TYPES: dict[str, type] = {
     "max_connections": int, "header_timeout": int, "body_timeout": int, "rpc_timeout": int,
     "stall_timeout": int, "max_buffered_bytes": int, "min_receive_rate": int,
     "qs_enabled": bool, "qs_host": str, "qs_port": int, "qs_max_request": int, "qs_udp_max": int,
-    "qs_idle_timeout": int, "sqs_enabled": bool, "sqs_host": str, "sqs_port": int,
+    "qs_idle_timeout": int, "sqs_enabled": bool, "sqs_host": str, "sqs_port": int, "console": bool,
 }  # fmt: skip
 _CHOICES: dict[str, tuple[str, ...]] = {
     "name_mode": get_args(NameMode),
@@ -134,7 +141,8 @@ _AT_LEAST: dict[str, int] = {
 _PYLMQ_KEYS = ("store", "data_dir", "fsync", "fsync_interval", "rpc_host", "log_dir", "max_connections",
                "header_timeout", "body_timeout", "journal_max_bytes", "disk_reserve_bytes", "rpc_timeout",
                "stall_timeout", "max_buffered_bytes", "min_receive_rate", "qs", "qs_max_request", "qs_udp_max",
-               "qs_idle_timeout", "sqs", "sqs_access_keys", "pg_dsn", "pg_pool_size", "pg_timeout")  # fmt: skip
+               "qs_idle_timeout", "sqs", "sqs_access_keys", "pg_dsn", "pg_pool_size", "pg_timeout",
+               "console")  # fmt: skip
 # Override keys that are not Settings fields.
 _EXTRA_OVERRIDES = ("cookie_file",)
 
@@ -275,6 +283,47 @@ def _access_keys(value: Term, where: str) -> dict[str, str]:
     return out
 
 
+_TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+HTTP_PROTECT = ("mutating", "all")
+
+
+def _http_auth(value: Term, where: str) -> tuple[tuple[str, ...], str]:
+    """``[{tokens, ["..."]}, {protect, mutating | all}]``: the tokens (16 to 256 characters of
+    RFC 6750's token68) and what they guard. Errors never quote a token: a config error is
+    printed and logged. (``token_file`` is left to the full http_auth support.)"""
+    if not isinstance(value, list) or not all(
+        isinstance(e, tuple) and len(e) == 2 and isinstance(e[0], Atom) for e in value
+    ):
+        raise ConfigError(f"{where}: expected [{{tokens, [...]}}, {{protect, mutating | all}}]")
+    tokens: list[str] = []
+    protect = "mutating"
+    for entry in value:
+        assert isinstance(entry, tuple) and isinstance(entry[0], Atom)
+        key, item = entry[0].name, entry[1]
+        if key == "tokens":
+            if not isinstance(item, list) or not item:
+                raise ConfigError(f'{where}.tokens: expected a non-empty list of strings ["..."]')
+            for i, raw in enumerate(item, 1):
+                try:
+                    token = _text(raw, where)
+                except ConfigError:
+                    raise ConfigError(f"{where}.tokens: token {i} is not a string") from None
+                if not 16 <= len(token) <= 256 or not _TOKEN68.fullmatch(token):
+                    raise ConfigError(
+                        f"{where}.tokens: token {i} must be 16 to 256 characters of A-Z a-z 0-9 - . _ ~ + / (then =)"
+                    )
+                tokens.append(token)
+        elif key == "protect":
+            if not isinstance(item, Atom) or item.name not in HTTP_PROTECT:
+                raise ConfigError(f"{where}.protect: expected mutating or all, got {item!r:.80}")
+            protect = item.name
+        else:
+            raise ConfigError(f"{where}: unknown key {key!r:.40} (known: tokens, protect)")
+    if not tokens:
+        raise ConfigError(f"{where}: no tokens given")
+    return tuple(tokens), protect
+
+
 def _apply_app(app: str, props: dict[str, Term], acc: dict[str, Any], notices: list[str], where: str) -> None:
     """Map one application's settings into ``acc`` (Settings field -> value)."""
     for key, value in props.items():
@@ -314,10 +363,14 @@ def _apply_app(app: str, props: dict[str, Term], acc: dict[str, Any], notices: l
                 _apply_qs(value, acc, kw, "sqs")
             elif key == "sqs_access_keys":
                 acc["sqs_access_keys"] = _access_keys(value, kw)
+            elif key == "http_auth":
+                acc["http_tokens"], acc["http_protect"] = _http_auth(value, kw)
             elif key in _PYLMQ_KEYS:
                 acc[key] = _coerce(key, value, kw)
             else:
-                raise ConfigError(f"{kw}: unknown pylmq setting (known: {', '.join(_PYLMQ_KEYS)}, virtual_queues)")
+                raise ConfigError(
+                    f"{kw}: unknown pylmq setting (known: {', '.join(_PYLMQ_KEYS)}, virtual_queues, http_auth)"
+                )
 
 
 def _read_app_config(path: Path, acc: dict[str, Any], notices: list[str], depth: int = 0) -> None:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from pylmq.api.http_server import HttpServer
     from pylmq.api.qs_server import QsServer
     from pylmq.api.sqs import SqsApi
+    from pylmq.api.web import WebConsole
 
 __all__ = ["LMQNode", "NodeOptions", "make_store", "parse_hostport"]
 
@@ -123,6 +124,12 @@ class NodeOptions:
     sqs_access_keys: Mapping[str, str] = field(default_factory=dict)
     # In-flight messages per standard SQS queue before a receive is answered OverLimit (SQS's).
     sqs_max_in_flight: int = MAX_IN_FLIGHT
+    # The web console at /console/ on the HTTP port (pylmq.api.web); False: /console is a 404.
+    console: bool = True
+    # http_auth: tokens of the HTTP API and the console (none: open, as LMQ), and what they
+    # guard ("mutating": all but monitoring's reads; "all"). Never shown in a repr.
+    http_tokens: tuple[str, ...] = field(default=(), repr=False)
+    http_protect: str = "mutating"
 
 
 def make_store(opts: NodeOptions, clock: Clock) -> Store:
@@ -179,6 +186,9 @@ class LMQNode:
         self._sqs: HttpServer | None = None
         self.sqs_api: SqsApi | None = None
         self.sqs_address: tuple[str, int] | None = None
+        # The console of the HTTP port, once it listens (opts.console); the node that runs a
+        # cluster sets its cluster_view.
+        self.web: WebConsole | None = None
 
     async def start(self) -> None:
         await self.store.open()
@@ -228,11 +238,18 @@ class LMQNode:
         return self.store.kind in ("memory", "durable")
 
     async def _start_http(self, host: str, port: int) -> None:
+        from pylmq.api._auth import TokenAuth
         from pylmq.api.http import HttpApi
         from pylmq.api.http_server import HttpServer
+        from pylmq.api.web import WebConsole
 
-        api = HttpApi(self.manager, metrics=self.metrics, node_name=self.opts.node_name)
         opts = self.opts
+        auth = TokenAuth(opts.http_tokens, opts.http_protect) if opts.http_tokens else None
+        if opts.console:
+            self.web = WebConsole(
+                self.manager, metrics=self.metrics, node_name=opts.node_name, auth=auth, protect=opts.http_protect
+            )
+        api = HttpApi(self.manager, metrics=self.metrics, node_name=opts.node_name, auth=auth, console=self.web)
         server = HttpServer(
             api,
             eager=self._in_process,

@@ -61,6 +61,9 @@ def node_options(s: Settings) -> NodeOptions:
         qs_idle_timeout=s.qs_idle_timeout / 1000.0,
         sqs=(s.http_host if s.sqs_host is None else s.sqs_host, s.sqs_port) if s.sqs_enabled else None,
         sqs_access_keys=s.sqs_access_keys,
+        console=s.console,
+        http_tokens=s.http_tokens,
+        http_protect=s.http_protect,
     )
 
 

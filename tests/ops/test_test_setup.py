@@ -27,6 +27,8 @@ NEEDED_BINARIES = {
     "erlc": "the Erlang test peer (interop/)",
     "java": "the Spark tests",
     "npm": "the StatsD daemon test",
+    "chromium": "the web console's browser tests (tests/console)",
+    "chromedriver": "the web console's browser tests (Selenium drives chromium through it)",
 }
 
 

@@ -1,0 +1,292 @@
+"""The documents of the console's JSON routes, computed from the queue manager and the meters.
+
+Shapes (the page's contract; CONSOLE-PLAN section 2): :func:`session_doc`, :func:`overview_doc`
+(a page of queues, totals, node rates, the cluster) and :func:`queue_doc` (one queue). Reading
+never creates a queue. Work over every queue (filtering, sorting by a count, totals) yields to
+the loop every :data:`YIELD_EVERY` queues, so that a node of many queues keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pylmq.api.http import Authenticator, StatsSource
+from pylmq.core.manager import QueueManager
+from pylmq.core.props import export_props
+from pylmq.errors import BadRequest, QueueNotFound, Unauthorized
+from pylmq.metrics import QueueStats
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "MAX_FILTER",
+    "MAX_LIMIT",
+    "SORTS",
+    "ConsoleState",
+    "OverviewParams",
+    "cluster_doc",
+    "overview_doc",
+    "overview_params",
+    "queue_doc",
+    "session_doc",
+    "since_param",
+]
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+MAX_FILTER = 255
+MAX_OFFSET = 10**9
+SORTS = ("name", "size", "in_flight", "push", "pull")
+RATE_STEP = 2
+"""Seconds between two points of the rate history (the node keeps 15 minutes of them)."""
+YIELD_EVERY = 1000
+
+
+class ConsoleState(Protocol):
+    """What the views read of :class:`pylmq.api.web.WebConsole`."""
+
+    manager: QueueManager
+    metrics: StatsSource | None
+    node_name: str
+    auth: Authenticator | None
+    protect: str
+    cluster_view: Callable[[], dict[str, Any]] | None
+
+
+@dataclass(frozen=True, slots=True)
+class OverviewParams:
+    offset: int = 0
+    limit: int = DEFAULT_LIMIT
+    filter: str = ""
+    sort: str = "name"
+    order: str = "asc"
+    since: int | None = None
+
+
+def _whole(query: Mapping[str, str], key: str, low: int, high: int, default: int) -> int:
+    value = query.get(key)
+    if value is None:
+        return default
+    if not (value.isascii() and value.isdigit() and len(value) <= 10) or not low <= int(value) <= high:
+        raise BadRequest(f"{key} must be a whole number from {low} to {high}, got {value!r:.40}")
+    return int(value)
+
+
+def since_param(query: Mapping[str, str]) -> int | None:
+    """``since``: the sequence number of the last rate point the page has (None: send all)."""
+    if "since" not in query:
+        return None
+    return _whole(query, "since", 0, 2**53, 0)
+
+
+def overview_params(query: Mapping[str, str]) -> OverviewParams:
+    """The query of ``/console/api/overview``, checked: 400 ``bad_request`` naming the bad one."""
+    flt = query.get("filter", "")
+    if len(flt) > MAX_FILTER:
+        raise BadRequest(f"filter holds at most {MAX_FILTER} characters, got {len(flt)}")
+    sort, order = query.get("sort", "name"), query.get("order", "asc")
+    if sort not in SORTS:
+        raise BadRequest(f"sort must be one of {', '.join(SORTS)}, got {sort!r:.40}")
+    if order not in ("asc", "desc"):
+        raise BadRequest(f"order must be asc or desc, got {order!r:.40}")
+    return OverviewParams(
+        offset=_whole(query, "offset", 0, MAX_OFFSET, 0),
+        limit=_whole(query, "limit", 1, MAX_LIMIT, DEFAULT_LIMIT),
+        filter=flt,
+        sort=sort,
+        order=order,
+        since=since_param(query),
+    )
+
+
+def _features(manager: QueueManager) -> dict[str, bool]:
+    # Serving an Erlang cluster's Mnesia tables, the node refuses dead letters and push options
+    # (their records have no room for them): the page hides what would only fail.
+    extended = manager.store.kind != "mnesia"
+    return {"dead_letters": extended, "push_options": extended, "purge": True}
+
+
+def session_doc(console: ConsoleState, headers: Mapping[bytes, bytes]) -> dict[str, Any]:
+    authorized = True
+    if console.auth is not None:
+        try:
+            console.auth.check(headers)
+        except Unauthorized:
+            authorized = False
+    return {
+        "auth": "off" if console.auth is None else "on",
+        "authorized": authorized,
+        "protect": console.protect,
+        "node": console.node_name,
+        "features": _features(console.manager),
+    }
+
+
+def cluster_doc(console: ConsoleState) -> dict[str, Any]:
+    """The node's cluster, from the node's view when it has one, else this node alone."""
+    if console.cluster_view is not None:
+        return console.cluster_view()
+    me = {"name": console.node_name, "runtime": "python", "self": True, "state": "active", "silent_for": None}
+    return {
+        "node": console.node_name,
+        "runtime": "python",
+        "store": console.manager.store.kind,
+        "mode": None,
+        "mode_detail": None,
+        "nodes": [me],
+    }
+
+
+def _stats(console: ConsoleState, name: str) -> QueueStats | None:
+    return None if console.metrics is None else console.metrics.stats(name)
+
+
+def _row(console: ConsoleState, name: str) -> dict[str, Any] | None:
+    manager = console.manager
+    q = manager.get(name)
+    if q is None:
+        return None  # deleted since its name was taken
+    store = manager.store
+    counts = store.counts(name)
+    stats = _stats(console, name)
+    push_1m = stats.push.one if stats else 0.0
+    pull_1m = stats.pull.one if stats else 0.0
+    dead_letter = q.props.dead_letter
+    dead_letters = store.size(dead_letter) if dead_letter is not None and manager.get(dead_letter) else None
+    return {
+        "name": name,
+        "size": store.size(name),
+        "visible": counts.visible,
+        "in_flight": counts.in_flight,
+        "delayed": counts.delayed,
+        "memory": store.memory(name),
+        # The live 2-s rate comes with the rate history; until then the one-minute meter.
+        "push_rate": push_1m,
+        "pull_rate": pull_1m,
+        "push_1m": push_1m,
+        "pull_1m": pull_1m,
+        "dead_letter": dead_letter,
+        "dead_letters": dead_letters,
+    }
+
+
+def _sort_key(console: ConsoleState, sort: str) -> Callable[[str], float]:
+    store = console.manager.store
+    if sort == "size":
+        return lambda n: float(store.size(n))
+    if sort == "in_flight":
+        return lambda n: float(store.counts(n).in_flight)
+    side = sort  # push or pull
+
+    def rate(n: str) -> float:
+        s = _stats(console, n)
+        return 0.0 if s is None else (s.push.one if side == "push" else s.pull.one)
+
+    return rate
+
+
+async def _matching(console: ConsoleState, params: OverviewParams) -> list[str]:
+    names = console.manager.queue_names()
+    if params.filter:
+        needle = params.filter.casefold()
+        kept: list[str] = []
+        for i in range(0, len(names), YIELD_EVERY):
+            kept += [n for n in names[i : i + YIELD_EVERY] if needle in n.casefold()]
+            await asyncio.sleep(0)
+        names = kept
+    if params.sort != "name":
+        key = _sort_key(console, params.sort)
+        keyed: list[tuple[float, str]] = []
+        for i in range(0, len(names), YIELD_EVERY):
+            keyed += [(key(n), n) for n in names[i : i + YIELD_EVERY]]
+            await asyncio.sleep(0)
+        keyed.sort(key=lambda kn: (-kn[0], kn[1]) if params.order == "desc" else kn)
+        return [n for _, n in keyed]
+    return names[::-1] if params.order == "desc" else names
+
+
+async def _totals(console: ConsoleState, names: list[str]) -> dict[str, Any]:
+    store = console.manager.store
+    messages = in_flight = 0
+    push = pull = 0.0
+    for i in range(0, len(names), YIELD_EVERY):
+        for n in names[i : i + YIELD_EVERY]:
+            messages += store.size(n)
+            in_flight += store.counts(n).in_flight
+            s = _stats(console, n)
+            if s is not None:
+                push += s.push.one
+                pull += s.pull.one
+        await asyncio.sleep(0)
+    return {"queues": len(names), "messages": messages, "in_flight": in_flight, "push_rate": push, "pull_rate": pull}
+
+
+async def overview_doc(console: ConsoleState, params: OverviewParams) -> dict[str, Any]:
+    manager = console.manager
+    unavailable = manager.unavailable
+    # Node rate points (seq, t, push, pull) come with the rate history; none are kept yet.
+    rates: dict[str, Any] = {"step": RATE_STEP, "seq": 0, "t": [], "push": [], "pull": []}
+    doc: dict[str, Any] = {
+        "node": console.node_name,
+        "time": manager.clock.now(),
+        "unavailable": None if unavailable is None else unavailable.detail,
+        "cluster": cluster_doc(console),
+        "rates": rates,
+    }
+    if unavailable is not None:  # the queues cannot be read: say why, list none
+        doc["totals"] = {"queues": 0, "messages": 0, "in_flight": 0, "push_rate": 0.0, "pull_rate": 0.0}
+        doc["page"] = {"total": 0, "matched": 0, "offset": params.offset, "limit": params.limit, "queues": []}
+        return doc
+    every = manager.queue_names()
+    doc["totals"] = await _totals(console, every)
+    matched = await _matching(console, params)
+    rows = [_row(console, n) for n in matched[params.offset : params.offset + params.limit]]
+    doc["page"] = {
+        "total": len(every),
+        "matched": len(matched),
+        "offset": params.offset,
+        "limit": params.limit,
+        "queues": [r for r in rows if r is not None],
+    }
+    return doc
+
+
+def queue_doc(console: ConsoleState, name: str, since: int | None) -> dict[str, Any]:
+    """One queue; :class:`QueueNotFound` (404) for a name that is no queue (never created)."""
+    manager = console.manager
+    manager.check_available()
+    q = manager.get(name)
+    if q is None:
+        raise QueueNotFound(f"no queue named {name!r}")
+    store = manager.store
+    counts = store.counts(name)
+    own = store.queue_props(name)
+    stats = _stats(console, name)
+    dead_letter = q.props.dead_letter
+    meters = {
+        side: {"count": m.count, "one": m.one, "five": m.five, "fifteen": m.fifteen}
+        for side, m in (("push", stats.push), ("pull", stats.pull))
+    } if stats else {
+        side: {"count": 0, "one": 0.0, "five": 0.0, "fifteen": 0.0} for side in ("push", "pull")
+    }  # fmt: skip
+    retention = stats.to_json()["retention"] if stats else None
+    return {
+        "name": name,
+        "counts": {
+            "size": store.size(name),
+            "visible": counts.visible,
+            "in_flight": counts.in_flight,
+            "delayed": counts.delayed,
+        },
+        "memory": store.memory(name),
+        "props": export_props(q.props),
+        "own_props": None if own is None else export_props(own),
+        "dead_letter": dead_letter,
+        "dead_letters": store.size(dead_letter) if dead_letter is not None and manager.get(dead_letter) else None,
+        "virtual_of": sorted(v for v, members in manager.virtual_queues().items() if name in members),
+        "meters": meters,
+        "retention": retention,
+        "rates": None,  # per-queue history comes with the rate history (since: its last point)
+    }

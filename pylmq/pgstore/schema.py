@@ -92,7 +92,7 @@ CREATE TABLE lmq.message (
 CREATE INDEX message_due ON lmq.message (queue_id, ts, uuid) WHERE NOT held;
 -- The same order for the waiting grouped records (empty in queues without groups): peek merges it.
 CREATE INDEX message_held ON lmq.message (queue_id, ts, uuid) WHERE held;
--- Records with a priority, highest level first, FIFO (id order) within a level.
+-- Records with a priority: their levels, and each level's records in id order (FIFO).
 CREATE INDEX message_priority ON lmq.message (queue_id, priority DESC, ts, uuid) WHERE priority > 0 AND NOT held;
 -- A group's head (held false) and its waiting records in push order (held true, by seq).
 CREATE INDEX message_group ON lmq.message (queue_id, grp, held, seq) WHERE grp IS NOT NULL;
@@ -267,13 +267,23 @@ DECLARE
     nr bigint;
     reason text;
     origin text;
+    level integer;
 BEGIN
     ndead := 0;
     LOOP
-        SELECT * INTO r FROM lmq.message x
-        WHERE x.queue_id = q AND x.priority > 0 AND NOT x.held AND x.ts <= now_
-        ORDER BY x.priority DESC, x.ts, x.uuid LIMIT 1 FOR UPDATE SKIP LOCKED;
-        IF NOT FOUND THEN
+        -- The highest level with a due record: a walk of the levels (two probes each), not of
+        -- their records, which may be many and not due yet.
+        level := 256;
+        LOOP
+            SELECT max(x.priority) INTO level FROM lmq.message x
+            WHERE x.queue_id = q AND x.priority > 0 AND x.priority < level AND NOT x.held;
+            EXIT WHEN level IS NULL;
+            SELECT * INTO r FROM lmq.message x
+            WHERE x.queue_id = q AND x.priority = level AND NOT x.held AND x.ts <= now_
+            ORDER BY x.ts, x.uuid LIMIT 1 FOR UPDATE SKIP LOCKED;
+            EXIT WHEN FOUND;
+        END LOOP;
+        IF level IS NULL THEN
             SELECT * INTO r FROM lmq.message x
             WHERE x.queue_id = q AND NOT x.held AND x.ts <= now_
             ORDER BY x.ts, x.uuid LIMIT 1 FOR UPDATE SKIP LOCKED;

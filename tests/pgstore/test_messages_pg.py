@@ -292,3 +292,13 @@ async def test_the_queue_tables_vacuum_after_a_fixed_number_of_dead_rows(conn: a
     assert {"autovacuum_vacuum_scale_factor=0", "autovacuum_vacuum_insert_scale_factor=0"} <= opts["message"]
     assert {"autovacuum_vacuum_scale_factor=0", "fillfactor=50"} <= opts["queue_count"]
     assert await migrate(conn) == 1  # applied once: a second node finds it done
+
+
+async def test_helpers_called_from_plpgsql_are_plpgsql(conn: asyncpg.Connection) -> None:
+    """A SQL function called from PL/pgSQL (not inlined) is planned again at every call: only
+    msg_key, a single expression PostgreSQL inlines, stays SQL."""
+    rows = await conn.fetch(
+        "SELECT p.proname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang"
+        " WHERE p.pronamespace = 'lmq'::regnamespace AND l.lanname = 'sql'"
+    )
+    assert [r["proname"] for r in rows] == ["msg_key"]

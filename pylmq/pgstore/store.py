@@ -117,6 +117,10 @@ class PostgresStore:
         self._own_pids: set[int] = set()
         self._transfers: TransferListener | None = None
         self._events: RemoteEvents | None = None
+        # This node's own metadata changes, numbered: a read of the database that began before
+        # one must not undo it in the mirror (keys "q:<name>", "d", "v:<name>").
+        self._changes = 0
+        self._touched: dict[str, int] = {}
         # Work the notifications leave for the follower task, coalesced (bounded by the queues).
         self._meta_pending: set[str] = set()
         self._unknown_due: dict[int, float] = {}
@@ -265,19 +269,28 @@ class PostgresStore:
             )
             return queues, defaults, virtual, dedup
 
+        start = self._changes
         queues, defaults_text, virtual_rows, dedup_rows = await self._run("load the queues", read, retry=True)
         seen: set[str] = set()
         for row in queues:
             seen.add(row["name"])
-            self._adopt(row["id"], row["name"], decode_props(row["props"]))
-        for name in [n for n in self._ids if n not in seen]:
+            if not self._changed_since(start, "q:" + row["name"]):
+                self._adopt(row["id"], row["name"], decode_props(row["props"]))
+        for name in [n for n in self._ids if n not in seen and not self._changed_since(start, "q:" + n)]:
             self._forget(name)
         defaults = decode_defaults(defaults_text)
-        if defaults != self._defaults:
+        if defaults != self._defaults and not self._changed_since(start, "d"):
             self._defaults = defaults
             if self._events is not None:
                 self._events.refresh_props()
         virtual = {r["name"]: list(r["members"]) for r in virtual_rows}
+        for name in {*virtual, *self._virtual}:
+            if self._changed_since(start, "v:" + name):
+                virtual.pop(name, None)
+                if name in self._virtual:
+                    virtual[name] = self._virtual[name]
+        if len(self._touched) > 10_000:
+            self._touched = {k: n for k, n in self._touched.items() if n > start}
         if virtual != self._virtual:
             self._virtual = virtual
             if self._events is not None:
@@ -287,6 +300,14 @@ class PostgresStore:
             if owner is not None:
                 self.dedup_ids(owner).setdefault(r["key"], (r["sent"], r["message_id"], r["sequence"]))
         await self._read_states(list(self._summaries))
+
+    def _touch(self, key: str) -> None:
+        self._changes += 1
+        self._touched[key] = self._changes
+
+    def _changed_since(self, start: int, key: str) -> bool:
+        """Whether this node changed ``key`` after a read that began at ``start``."""
+        return self._touched.get(key, 0) > start
 
     def _adopt(self, qid: int, name: str, props: RawProps) -> None:
         """Mirror a queue row read from the database; tell the manager if it is news."""
@@ -406,10 +427,13 @@ class PostgresStore:
 
     async def _reload(self, payload: str) -> None:
         kind, _, arg = payload.partition(":")
+        start = self._changes
         if kind == "q":
             row = await self._run(
                 "read a queue", lambda c: c.fetchrow("SELECT id, props::text FROM lmq.queue WHERE name = $1", arg)
             )
+            if self._changed_since(start, payload):
+                return  # this node changed it since: its mirror is newer than what was read
             if row is None:
                 self._forget(arg)
             else:
@@ -420,6 +444,8 @@ class PostgresStore:
                 "read the default props",
                 lambda c: c.fetchval("SELECT value::text FROM lmq.setting WHERE key = 'defaults'"),
             )
+            if self._changed_since(start, "d"):
+                return
             self._defaults = decode_defaults(text)
             if self._events is not None:
                 self._events.refresh_props()
@@ -427,6 +453,8 @@ class PostgresStore:
             members = await self._run(
                 "read a virtual queue", lambda c: c.fetchval("SELECT members FROM lmq.virtual WHERE name = $1", arg)
             )
+            if self._changed_since(start, payload):
+                return
             if members is None:
                 self._virtual.pop(arg, None)
             else:
@@ -440,10 +468,11 @@ class PostgresStore:
 
     async def _reload_id(self, qid: int, ts: float) -> None:
         """A queue this node had not heard of got a record: mirror it, then wake it."""
+        start = self._changes
         row = await self._run(
             "read a queue", lambda c: c.fetchrow("SELECT name, props::text FROM lmq.queue WHERE id = $1", qid)
         )
-        if row is None:
+        if row is None or self._changed_since(start, "q:" + row["name"]):
             return
         self._adopt(qid, row["name"], decode_props(row["props"]))
         self._summaries[qid].due(ts)
@@ -514,6 +543,7 @@ class PostgresStore:
             known = self._ids.get(name)
             if known is not None and known != qid:
                 self._forget(name)
+            self._touch("q:" + name)
             self._ids[name], self._names[qid], self._props[name] = qid, name, stored
             self._summaries.setdefault(qid, Summary(qid))
             return qid, created and known is None
@@ -536,11 +566,8 @@ class PostgresStore:
                 return qid
 
         qid, unknown = await self._run_unknown(f"delete queue {name}", drop, retry=True)
-        events, self._events = self._events, None  # our own delete: the manager does its part
-        try:
-            self._forget(name)
-        finally:
-            self._events = events
+        self._touch("q:" + name)
+        self._forget_local(name)  # our own delete: the manager does its part
         return qid is not None or unknown
 
     async def set_queue_props(self, name: str, props: RawProps) -> None:
@@ -557,6 +584,7 @@ class PostgresStore:
                 await c.execute("SELECT pg_notify('lmq_meta', 'd')")
 
         await self._run("set the default props", write, retry=True)
+        self._touch("d")
         self._defaults = list(defaults)
 
     def check_props(self, props: RawProps) -> None:
@@ -617,6 +645,7 @@ class PostgresStore:
                 await c.execute("SELECT pg_notify('lmq_meta', $1)", "v:" + name)
 
         await self._run(f"set virtual queue {name}", write, retry=True)
+        self._touch("v:" + name)
         if members:
             self._virtual[name] = members
         else:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from typing import Any
 
+import asyncpg
 import pytest
 
 from pylmq.core.props import DefaultList, RawProps
@@ -118,3 +120,40 @@ async def test_open_without_the_database_fails_naming_the_cause() -> None:
         await store.open()
     assert "postgresql unreachable" in e.value.detail and "cannot start" in e.value.detail
     assert "secret" not in e.value.detail
+
+
+async def test_a_read_begun_before_an_own_change_does_not_undo_it(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with opened(pg_dsn, resync_interval=3600) as a:
+        await a.create("q", {"retry": 1})
+        await a.create("gone")
+        run = a._run
+        raced = False
+
+        async def change_after_the_read(what: str, fn: Any, *, retry: bool = False) -> Any:
+            nonlocal raced
+            result = await run(what, fn, retry=retry)
+            if what == "load the queues" and not raced:
+                raced = True  # committed after the read's snapshot, applied before its result
+                await a.set_queue_props("q", {"retry": 9})
+                await a.delete("gone")
+            return result
+
+        monkeypatch.setattr(a, "_run", change_after_the_read)
+        await a._load_all()
+        assert raced
+        assert a.queue_props("q") == {"retry": 9}
+        assert "gone" not in a.queue_names()
+
+
+async def test_a_statement_past_the_timeout_is_store_unavailable(pg_dsn: str) -> None:
+    async with opened(pg_dsn, timeout=0.5) as a:
+        blocker = await asyncpg.connect(pg_dsn)
+        try:
+            async with blocker.transaction():
+                await blocker.execute("LOCK TABLE lmq.queue IN ACCESS EXCLUSIVE MODE")
+                with pytest.raises(StoreUnavailable) as e:
+                    await a.create("q")
+            assert "postgresql unreachable" in e.value.detail and "create queue q" in e.value.detail
+            assert await a.create("q") is True  # the lock gone, the same store goes on
+        finally:
+            await blocker.close()

@@ -49,6 +49,7 @@ from pylmq.core.store import (
     TransferListener,
 )
 from pylmq.core.table import AccumResult, QueueCounts
+from pylmq.errors import StoreUnavailable
 from pylmq.pgstore import messages as m
 from pylmq.pgstore.listener import Listener
 from pylmq.pgstore.meta import check_text, decode_defaults, decode_props, encode_defaults, encode_props
@@ -718,8 +719,12 @@ class PostgresStore:
         if moved and dead_letter is not None:
             dlq = self._ids.get(dead_letter)
             if dlq is not None:
-                self._dirty.add(dlq)
-                self._work.set()
+                try:
+                    # Its size is exact when the pull is answered, as after a local move.
+                    await self._read_states([dlq])
+                except StoreUnavailable:
+                    self._dirty.add(dlq)  # the delivery is not lost for it: read it later
+                    self._work.set()
             if self._transfers is not None:
                 self._transfers(dead_letter)
         if got is not None:

@@ -12,7 +12,7 @@ import pytest
 
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.errors import InvalidProps, StoreUnavailable
-from pylmq.pgstore import PostgresStore
+from pylmq.pgstore import PostgresStore, messages
 from tests.pg_helpers import PgServer
 from tests.pgstore.pg_store_helpers import WAIT, Recorder, opened
 
@@ -157,3 +157,57 @@ async def test_a_statement_past_the_timeout_is_store_unavailable(pg_dsn: str) ->
             assert await a.create("q") is True  # the lock gone, the same store goes on
         finally:
             await blocker.close()
+
+
+def _lost_after(real: Any) -> Any:
+    """``real``, which commits, then the connection drops before the answer comes back."""
+    calls: list[int] = []
+
+    async def lost(*args: Any) -> Any:
+        result = await real(*args)
+        calls.append(1)
+        if len(calls) == 1:
+            raise asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+        return result
+
+    lost.calls = calls  # type: ignore[attr-defined]
+    return lost
+
+
+async def test_a_push_whose_answer_is_lost_is_not_made_twice(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with opened(pg_dsn) as a:
+        await a.create("q")
+        lost = _lost_after(messages.enqueue)
+        monkeypatch.setattr(messages, "enqueue", lost)
+        with pytest.raises(StoreUnavailable) as e:
+            await a.enqueue("q", ((), b"once"), None, 0.0)
+        assert "outcome is unknown" in e.value.detail and "not retried" in e.value.detail
+        assert lost.calls == [1]
+        assert [msg.items() for msg in await a.load_messages("q")] == [[((), b"once")]]
+
+
+async def test_an_ack_whose_answer_is_lost_is_tried_again_and_answered_done(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with opened(pg_dsn) as a:
+        await a.enqueue("q", ((), b"m"), None, 0.0)
+        got = await a.dequeue("q", 30.0)
+        assert got is not None
+        lost = _lost_after(messages.done)
+        monkeypatch.setattr(messages, "done", lost)
+        assert await a.done("q", got[0].uuid) is True  # the retry finds it gone: the first did it
+        assert lost.calls == [1, 1]
+        assert a.size("q") == 0 and await a.load_messages("q") == []
+
+
+async def test_a_pull_moving_exhausted_records_answers_with_the_dead_letter_queue_sized(pg_dsn: str) -> None:
+    async with opened(pg_dsn) as a:
+        moved: list[str] = []
+        a.listen_transfers(moved.append)
+        await a.enqueue("q", ((), b"m"), 0, 0.0)
+        first = await a.dequeue("q", 0.0, "dlq")  # its one delivery, deadline now
+        assert first is not None
+        assert await a.dequeue("q", 30.0, "dlq") is None  # no retry left: dead-lettered
+        assert moved == ["dlq"]
+        assert (a.size("q"), a.size("dlq")) == (0, 1)
+        assert a.waittime("dlq") == 0

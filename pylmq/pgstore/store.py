@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Container, Iterable, Sequence
 from typing import Any, Final, Protocol, TypeVar
 
 import asyncpg
@@ -121,6 +121,9 @@ class PostgresStore:
         # This node's own metadata changes, numbered: a read of the database that began before
         # one must not undo it in the mirror (keys "q:<name>", "d", "v:<name>").
         self._changes = 0
+        # Operations in flight per queue id, and queues where some overlapped (see _tracked).
+        self._inflight: dict[int, int] = {}
+        self._overlap: set[int] = set()
         self._touched: dict[str, int] = {}
         # Work the notifications leave for the follower task, coalesced (bounded by the queues).
         self._meta_pending: set[str] = set()
@@ -350,22 +353,58 @@ class PostgresStore:
         task = asyncio.get_running_loop().create_task(run(), name=name)
         self._tasks.append(task)
 
-    async def _read_states(self, qids: Sequence[int]) -> None:
+    async def _read_states(self, qids: Sequence[int], *, settle: bool = False) -> None:
         """Re-read these queues' states in one statement (per queue: its counter shards and
         one index probe, lmq.queue_state)."""
         if not qids:
             return
-        sinces = {q: self._since(q) for q in qids}
-        rows = await self._run(
-            "read the queues' states",
-            lambda c: c.fetch(
-                "SELECT u.q, s.* FROM unnest($1::bigint[]) u (q), LATERAL lmq.queue_state(u.q) s", list(qids)
-            ),
-            retry=True,
-        )
-        for r in rows:
-            state = m.QueueState(r["st_size"], r["st_nbytes"], r["st_in_flight"], r["st_first"])
-            self._applied(r["q"], state, sinces[r["q"]])
+        async with self._tracked(qids, settle=settle) as sinces:
+            rows = await self._run(
+                "read the queues' states",
+                lambda c: c.fetch(
+                    "SELECT u.q, s.* FROM unnest($1::bigint[]) u (q), LATERAL lmq.queue_state(u.q) s", list(qids)
+                ),
+                retry=True,
+            )
+            for r in rows:
+                state = m.QueueState(r["st_size"], r["st_nbytes"], r["st_in_flight"], r["st_first"])
+                self._applied(r["q"], state, sinces[r["q"]])
+
+    @contextlib.asynccontextmanager
+    async def _tracked(self, qids: Sequence[int], *, settle: bool = True) -> AsyncIterator[dict[int, int]]:
+        """Around an operation on these queues whose answer carries their states: yields each
+        one's :attr:`Summary.heard` before the call. Answers of concurrent operations on one
+        queue come back in any order, so the state applied last may not be the last committed:
+        when operations overlapped, the last one to end re-reads the queue's state (``settle``;
+        else the follower task does, ``refresh_delay`` later)."""
+        qids = list(dict.fromkeys(qids))
+        sinces: dict[int, int] = {}
+        for q in qids:
+            n = self._inflight.get(q, 0)
+            if n:
+                self._overlap.add(q)
+            self._inflight[q] = n + 1
+            sinces[q] = self._since(q)
+        quiet: list[int] = []
+        try:
+            yield sinces
+        finally:
+            for q in qids:
+                n = self._inflight.pop(q) - 1
+                if n:
+                    self._inflight[q] = n
+                elif q in self._overlap:
+                    self._overlap.discard(q)
+                    quiet.append(q)
+            if quiet and not settle:
+                self._dirty.update(quiet)
+                self._work.set()
+        if quiet and settle:
+            try:
+                await self._read_states(quiet)
+            except StoreUnavailable:
+                self._dirty.update(quiet)  # the operation itself is done: read them later
+                self._work.set()
 
     def _heard(self, pid: int, channel: str, payload: str) -> None:
         """A notification (from the LISTEN session's callback: no I/O here)."""
@@ -669,15 +708,15 @@ class PostgresStore:
         created if missing, or created again if another node deleted it meanwhile."""
         for attempt in range(2):
             qid = await self._qid(name)
-            since = self._since(qid)
             try:
-                result, state = await self._run(what, _bound(fn, qid))
+                async with self._tracked([qid]) as sinces:
+                    result, state = await self._run(what, _bound(fn, qid))
+                    self._applied(qid, state, sinces[qid])
             except asyncpg.ForeignKeyViolationError:
                 if attempt:
                     raise
                 self._forget_local(name)  # nothing was written: the queue is gone
                 continue
-            self._applied(qid, state, since)
             return result
         raise AssertionError("unreachable")
 
@@ -707,15 +746,16 @@ class PostgresStore:
         dead: tuple[int, Retry] | None = None
         if dead_letter is not None and dead_letter != name:
             dead = (await self._qid(dead_letter), self._retry_of(dead_letter))
-        since, now = self._since(qid), self.clock.now()
-        # Retried once: a first attempt that committed left a processing record nobody was
-        # handed, which comes back after its timeout (LMQ's own rule for a lost delivery).
-        got, state, moved = await self._run(
-            f"pull from {name}", lambda c: m.dequeue(c, qid, timeout, now, dead), retry=True
-        )
-        s = self._applied(qid, state, since)
-        if got is None and s is not None:
-            s.missed(since, self.clock.now())
+        now = self.clock.now()
+        async with self._tracked([qid]) as sinces:
+            # Retried once: a first attempt that committed left a processing record nobody was
+            # handed, which comes back after its timeout (LMQ's own rule for a lost delivery).
+            got, state, moved = await self._run(
+                f"pull from {name}", lambda c: m.dequeue(c, qid, timeout, now, dead), retry=True
+            )
+            s = self._applied(qid, state, sinces[qid])
+            if got is None and s is not None:
+                s.missed(sinces[qid], self.clock.now())
         if moved and dead_letter is not None:
             dlq = self._ids.get(dead_letter)
             if dlq is not None:
@@ -769,12 +809,12 @@ class PostgresStore:
                     targets[origin] = (await self._qid(origin), self._retry_of(origin))
         now = self.clock.now()
         touched = [dlq_id, *(t[0] for t in targets.values()), *([] if target is None else [target[0]])]
-        sinces = {q: self._since(q) for q in touched}
-        landed, states = await self._run(
-            f"requeue from {dlq}", lambda c: m.requeue(c, dlq_id, count, target, targets, kept, now)
-        )
-        for qid, state in states.items():
-            self._applied(qid, state, sinces.get(qid, 0))
+        async with self._tracked(touched) as sinces:
+            landed, states = await self._run(
+                f"requeue from {dlq}", lambda c: m.requeue(c, dlq_id, count, target, targets, kept, now)
+            )
+            for qid, state in states.items():
+                self._applied(qid, state, sinces.get(qid, 0))
         for qid, n in landed.items():
             name = self._names.get(qid)
             if n and name is not None and self._transfers is not None:
@@ -816,9 +856,9 @@ class PostgresStore:
         qid = self._ids.get(name)
         if qid is None:
             return False
-        since = self._since(qid)
-        (ok, state), unknown = await self._run_unknown(f"{what} in {name}", lambda c: fn(c, qid), retry=True)
-        self._applied(qid, state, since)
+        async with self._tracked([qid]) as sinces:
+            (ok, state), unknown = await self._run_unknown(f"{what} in {name}", lambda c: fn(c, qid), retry=True)
+            self._applied(qid, state, sinces[qid])
         # Not found on the second try after a lost answer: the first one did it.
         return ok or unknown
 
@@ -855,11 +895,12 @@ class PostgresStore:
         qid = self._ids.get(name)
         if qid is None:
             return [None] * len(uuids)
-        since, now = self._since(qid), self.clock.now()
-        got, state = await self._run(
-            f"claim in {name}", lambda c: m.claim(c, qid, uuids, timeout, now, max_bytes), retry=True
-        )
-        self._applied(qid, state, since)
+        now = self.clock.now()
+        async with self._tracked([qid]) as sinces:
+            got, state = await self._run(
+                f"claim in {name}", lambda c: m.claim(c, qid, uuids, timeout, now, max_bytes), retry=True
+            )
+            self._applied(qid, state, sinces[qid])
         for msg in got:
             if msg is not None:
                 self._remember(name, msg)

@@ -211,3 +211,29 @@ async def test_a_pull_moving_exhausted_records_answers_with_the_dead_letter_queu
         assert moved == ["dlq"]
         assert (a.size("q"), a.size("dlq")) == (0, 1)
         assert a.waittime("dlq") == 0
+
+
+async def test_sizes_are_exact_once_concurrent_operations_end(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with opened(pg_dsn, resync_interval=3600) as a:
+        await a.create("q")
+        real = messages.enqueue
+        others_done = asyncio.Event()
+
+        async def first_answer_last(*args: Any) -> Any:
+            result = await real(*args)
+            if args[2][1] == b"m0":  # committed first, answered last: its state is the oldest
+                await others_done.wait()
+            return result
+
+        monkeypatch.setattr(messages, "enqueue", first_answer_last)
+        first = asyncio.ensure_future(a.enqueue("q", ((), b"m0"), None, 0.0))
+
+        async def committed() -> None:
+            while not await a.peek("q", None, 1):
+                await asyncio.sleep(0.001)
+
+        await asyncio.wait_for(committed(), WAIT)  # m0 is in, its answer held back
+        await asyncio.gather(*(a.enqueue("q", ((), b"m%d" % i), None, 0.0) for i in range(1, 50)))
+        others_done.set()
+        await first
+        assert (a.size("q"), a.memory("q")) == (50, sum(len(b"m%d" % i) for i in range(50)))

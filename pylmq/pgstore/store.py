@@ -405,6 +405,17 @@ class PostgresStore:
             except StoreUnavailable:
                 self._dirty.update(quiet)  # the operation itself is done: read them later
                 self._work.set()
+            else:
+                self._wake_due(quiet)
+
+    def _wake_due(self, qids: Iterable[int]) -> None:
+        """After a re-read: a queue whose first record is due may have waiters that an older
+        state sent to sleep."""
+        now = self.clock.now()
+        for q in qids:
+            s, name = self._summaries.get(q), self._names.get(q)
+            if s is not None and name is not None and s.waittime(now) == 0:
+                self._wake(name)
 
     def _heard(self, pid: int, channel: str, payload: str) -> None:
         """A notification (from the LISTEN session's callback: no I/O here)."""
@@ -458,7 +469,9 @@ class PostgresStore:
                     await self._reload(payload)
                 for qid, ts in unknown.items():
                     await self._reload_id(qid, ts)
-                await self._read_states([q for q in dirty if q in self._summaries])
+                fresh = [q for q in dirty if q in self._summaries]
+                await self._read_states(fresh)
+                self._wake_due(fresh)
             except asyncio.CancelledError:
                 raise
             except Exception as e:

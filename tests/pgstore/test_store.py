@@ -237,3 +237,31 @@ async def test_sizes_are_exact_once_concurrent_operations_end(pg_dsn: str, monke
         others_done.set()
         await first
         assert (a.size("q"), a.memory("q")) == (50, sum(len(b"m%d" % i) for i in range(50)))
+
+
+async def test_a_pull_answered_after_a_push_does_not_put_the_queue_to_sleep(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with opened(pg_dsn, resync_interval=3600) as a:
+        await a.create("q")
+        woken: list[str] = []
+        a.listen_transfers(woken.append)
+        real = messages.dequeue
+        ran, pushed = asyncio.Event(), asyncio.Event()
+
+        async def answered_after_the_push(*args: Any) -> Any:
+            result = await real(*args)  # found the queue empty
+            ran.set()
+            await pushed.wait()
+            return result
+
+        monkeypatch.setattr(messages, "dequeue", answered_after_the_push)
+        pull = asyncio.ensure_future(a.dequeue("q", 30.0))
+        await asyncio.wait_for(ran.wait(), WAIT)
+        await a.enqueue("q", ((), b"m"), None, 0.0)
+        assert a.waittime("q") == 0
+        pushed.set()
+        assert await pull is None
+        # Its answer said "empty", older than the push's: the queue is read again and woken.
+        assert a.waittime("q") == 0
+        assert woken == ["q"]

@@ -9,11 +9,17 @@ What each node keeps (all of it caches, rebuilt from the database at any time):
   each makes this node re-read just that row;
 - per queue a :class:`~pylmq.pgstore.summary.Summary` (size, bytes, in flight, first ts) for
   the synchronous reads: exact after this node's operations (each returns the committed
-  :class:`~pylmq.pgstore.messages.QueueState`); ``lmq_due`` notifications from other nodes
-  lower ``first_ts`` and wake the queue's waiters at once, and mark the queue for a re-read of
-  its state ``refresh_delay`` later (coalesced); every ``resync_interval`` every queue's state
-  is re-read, which bounds how stale size/memory/counts are after other nodes' pulls and acks
-  (which do not notify);
+  :class:`~pylmq.pgstore.messages.QueueState`; when this node's operations on a queue
+  overlapped, the last to end re-reads its state, as their answers come in any order);
+  ``lmq_due`` notifications from other nodes lower ``first_ts`` and wake the queue's waiters
+  at once, and mark the queue for a re-read of its state ``refresh_delay`` later (coalesced);
+  every ``resync_interval`` every queue's state is re-read (one statement), which bounds how
+  stale size/memory/counts are after other nodes' pulls and acks (which do not notify).
+  ``waittime`` may be too early (a waiter pulls, finds nothing, and the pull's state corrects
+  it; a hold backs off while the first record looks due but another node is taking it) but
+  never later than a record any node made deliverable while the LISTEN session was up;
+  ``counts`` splits the records by in-flight and the first record's ts only (approximate, as
+  SQS's: a delayed record behind a due one counts as visible);
 - the deliveries this node handed out (for queue_server's integer ``msg_id``: a client acks on
   the node it pulled from, over its own connection).
 
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Container, Iterable, Sequence
@@ -171,12 +178,12 @@ class PostgresStore:
 
     async def close(self) -> None:
         self._closing = True
-        for task in self._tasks:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._tasks = []
         with contextlib.suppress(Exception):
             await self.barrier()  # dedup ids not written yet: try once more
         await self._shut()
@@ -348,7 +355,8 @@ class PostgresStore:
             except Exception:
                 log.exception("%s failed", name)
             finally:
-                self._tasks.remove(task)
+                with contextlib.suppress(ValueError):  # close() took the list
+                    self._tasks.remove(task)
 
         task = asyncio.get_running_loop().create_task(run(), name=name)
         self._tasks.append(task)
@@ -535,14 +543,19 @@ class PostgresStore:
     async def _resync_loop(self) -> None:
         """The slow safety net: changes that notify nobody (other nodes' pulls and acks) show in
         sizes within ``resync_interval``; old deduplication ids leave the table."""
+        pruned = self.clock.now()
         while True:
             await asyncio.sleep(self.resync_interval)
             try:
                 await self._load_all()
-                await self._run(
-                    "forget old deduplication ids",
-                    lambda c: c.execute("DELETE FROM lmq.dedup WHERE sent < $1", self.clock.now() - DEDUP_WINDOW),
-                )
+                now = self.clock.now()
+                if now - pruned >= DEDUP_WINDOW / 10:  # a scan of lmq.dedup: not every time
+                    horizon = now - DEDUP_WINDOW
+                    await self._run(
+                        "forget old deduplication ids",
+                        functools.partial(_execute, "DELETE FROM lmq.dedup WHERE sent < $1", horizon),
+                    )
+                    pruned = now
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -599,7 +612,7 @@ class PostgresStore:
             self._touch("q:" + name)
             self._ids[name], self._names[qid], self._props[name] = qid, name, stored
             self._summaries.setdefault(qid, Summary(qid))
-            return qid, created and known is None
+            return qid, created
         raise unavailable("the queue keeps being deleted by other nodes", f"creating {name} gave up")
 
     async def _qid(self, name: str) -> int:
@@ -952,6 +965,11 @@ class PostgresStore:
         """The records as of the last :meth:`load_messages` of the queue (a synchronous read
         cannot ask the database; status uses size and memory, not this)."""
         return list(self._snapshots.get(name, []))
+
+
+async def _execute(sql: str, arg: object, c: Conn) -> str:
+    result: str = await c.execute(sql, arg)
+    return result
 
 
 def _bound(fn: Callable[[Conn, int], Awaitable[T]], qid: int) -> Callable[[Conn], Awaitable[T]]:

@@ -1,0 +1,66 @@
+"""The PostgreSQL bench section: its baseline driver runs the plain SKIP LOCKED cycle on a real
+database, and the section measures the baseline and pylmq nodes sharing one database (no speed
+asserted)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from bench.drivers import PG_SCHEMA, PG_TABLE, make_driver
+from bench.model import Cell
+from bench.pg import WORKLOAD, limit, run_pg, summary_md
+from tests.bench.bench_helpers import run_cycles
+
+
+async def test_pg_driver_runs_the_cycle(pg_dsn: str) -> None:
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await conn.execute(PG_SCHEMA)
+        d = make_driver("pg", pg_dsn)
+        await d.connect()
+        await run_cycles(d, "q", int)
+        # a delivered, unacked row is not delivered again before its deadline
+        await d.push("q", b"y")
+        assert isinstance(await d.pull("q", 0), int)
+        assert await d.pull("q", 0) is None
+        await d.close()
+        assert await conn.fetchval(f"SELECT count(*) FROM {PG_TABLE} WHERE queue = 'q'") == 1
+    finally:
+        await conn.close()
+
+
+def test_limit_names_what_held_a_cell_back() -> None:
+    def cell(server: float, gen: float, pg: float = 50.0) -> Cell:
+        return Cell(
+            "t", "http", WORKLOAD, "c=16", server_cpu_pct=server, gen_cpu_pct=gen, extra={"postgres_cpu_pct": pg}
+        )
+
+    assert limit(cell(server=100, gen=90), cpus=2) == "generator-bound"
+    assert limit(cell(server=150, gen=30, pg=90), cpus=2).startswith("host CPU (180% of 200%; PostgreSQL 90%)")
+    assert limit(cell(server=60, gen=20), cpus=2).startswith("not CPU (80% of 200%)")
+    assert limit(Cell("t", "http", WORKLOAD, ""), cpus=2) == ""
+
+
+@pytest.mark.slow  # a PostgreSQL, node processes and generator processes
+def test_pg_section_measures_the_baseline_and_each_node_count() -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        cells, info = run_pg(Path(scratch), seconds=0.5, log=print, clients=4, nodes=(1, 2))
+    assert [c.target for c in cells] == ["postgres-skip-locked", "pylmq-postgres-x1", "pylmq-postgres-x2"]
+    for c in cells:
+        assert c.workload == WORKLOAD and c.msgs > 0 and c.error is None, c
+        assert c.gen_cpu_pct is not None and c.extra["postgres_cpu_pct"] is not None
+        assert c.extra["write_xacts_per_cycle"] and c.extra["wal_bytes_per_cycle"]
+        if info["pg_stat_statements"]:
+            assert c.extra["statements_per_cycle"] and c.extra["top_statements"]
+    # the baseline is three statements, three transactions a cycle, by construction
+    if info["pg_stat_statements"]:
+        assert cells[0].extra["statements_per_cycle"] == 3.0
+    assert len(cells[1].extra["per_node"]) == 1 and len(cells[2].extra["per_node"]) == 2
+    assert all(p["msgs_per_s"] > 0 and p["cpu_pct"] is not None for p in cells[2].extra["per_node"])
+    md = summary_md(cells)
+    assert "| postgres-skip-locked |" in md and "| pylmq-postgres-x2 |" in md
+    assert info["settings"]["fsync"] == "on"

@@ -8,6 +8,8 @@ database, each with the same C clients (``--pg-clients``, 16 by default) on queu
   row chosen by ``SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1`` (the delivery, its visibility
   deadline pushed on) and a DELETE (bench/drivers.py ``PgDriver``): what an application gets
   from PostgreSQL alone with the same driver, three round trips a message;
+- ``baseline psycopg``: the same statements through psycopg 3 (async, prepared), the driver
+  check: whether pylmq's choice of asyncpg costs the database anything (skipped without it);
 - ``pylmq x1``, ``x2``, ``x3``: 1, 2, 3 pylmq node processes on the database, the C clients
   spread over them round-robin, each repeating push, pull (t=0) and ack over LMQ's HTTP API.
 
@@ -42,10 +44,13 @@ from bench.model import Cell, Skip, percentile
 from bench.procs import GroupUsage, Proc, free_port, group_usage, wait_port
 from bench.pygen import Lane, LaneSet, Workers
 
-__all__ = ["NODES", "WORKLOAD", "run_pg", "summary_md"]
+__all__ = ["BASELINES", "NODES", "WORKLOAD", "limit", "run_pg", "summary_md"]
 
 WORKLOAD = "pg_cycle"
 NODES = (1, 2, 3)
+BASELINE = "postgres-skip-locked"
+# generator driver -> (target, protocol) of the baseline cells; the first is the one compared with
+BASELINES = {"pg": (BASELINE, "asyncpg"), "pg-psycopg": (f"{BASELINE}-psycopg", "psycopg")}
 _QUOTA = 10**9  # rounds per lane: the time bound ends a cell
 _WARM_ROUNDS = 5  # per lane before a cell: queues created, statements prepared, caches warm
 # What pg_stat_statements counts of the bench's own probes (psql): left out of the figures.
@@ -230,7 +235,8 @@ def run_pg(
             "seconds_per_cell": seconds,
             "generator": "bench/pygen.py (uvloop): 2 processes for one node or the baseline, else one per node",
         }
-        cells.append(_baseline(pg, clients, seconds, log))
+        for driver in BASELINES:
+            cells.append(_baseline(pg, driver, clients, seconds, log))
         for n in nodes:
             cells.append(_nodes(pg, scratch / f"x{n}", n, clients, seconds, log))
     finally:
@@ -238,11 +244,19 @@ def run_pg(
     return cells, info
 
 
-def _baseline(pg: Postgres, clients: int, seconds: float, log: Callable[[str], None]) -> Cell:
+def _baseline(pg: Postgres, driver: str, clients: int, seconds: float, log: Callable[[str], None]) -> Cell:
+    target, protocol = BASELINES[driver]
+    cell = Cell(target, protocol, WORKLOAD, f"c={clients}", generator="pygen")
+    if driver == "pg-psycopg":
+        try:
+            import psycopg  # noqa: F401
+        except ImportError as e:
+            cell.error = f"skipped: psycopg 3 is not installed (the bench extra has it): {e}"
+            log(f"  {target}: {cell.error}")
+            return cell
     dsn = pg.database()
     pg.server.psql(PG_SCHEMA, _db(dsn))
-    cell = Cell("postgres-skip-locked", "asyncpg", WORKLOAD, f"c={clients}", generator="pygen")
-    _measure(cell, pg, dsn, "pg", [dsn], [], clients, seconds)
+    _measure(cell, pg, dsn, driver, [dsn], [], clients, seconds)
     _log(cell, log)
     return cell
 
@@ -372,7 +386,7 @@ def limit(cell: Cell, cpus: int) -> str:
 def summary_md(cells: list[Cell], cpus: int | None = None) -> str:
     cpus = cpus or os.cpu_count() or 1
     mine = [c for c in cells if c.workload == WORKLOAD]
-    base = next((c.msgs_per_s for c in mine if c.target == "postgres-skip-locked"), None)
+    base = next((c.msgs_per_s for c in mine if c.target == BASELINE), None)
     rows = []
     for c in mine:
         x = c.extra

@@ -2,13 +2,14 @@
 
 Each test starts three ``python -m pylmq --store postgres`` processes on one throwaway database,
 pushes 20,000 uniquely numbered bodies across them and lets six consumers (two per node) pull
-and ack until everything is acked. The clients keep a ledger of what each request was answered:
+and ack until everything is acked: on each node one consumer pulls and acks one message a
+request, the other ten (pull_many, then reply_many). The clients keep a ledger of what each request was answered:
 
 - a push answered 2xx is *confirmed*; one answered 503 (or cut off) may or may not have been
   stored: its bodies are pushed again under new names and the old ones are only *unsure*;
-- an ack answered 2xx is *acked*; one answered 503 (or cut off) may have been committed: the
-  body is *unsure-acked* (if it was not, the message comes back after the queue's timeout and is
-  acked then);
+- an ack answered 2xx is *acked* (of a batch ack: the ids it says it acked); one answered 503
+  (or cut off) may have been committed: the body is *unsure-acked* (if it was not, the message
+  comes back after the queue's timeout and is acked then);
 - a delivery of a body that was already acked is a violation (an ack that came back).
 
 At the end, every confirmed body was acked exactly once or is unsure-acked, no body was acked
@@ -45,6 +46,7 @@ MESSAGES = 20_000
 NODES = 3
 CONSUMERS_PER_NODE = 2
 PUSH_BATCH = 50  # bodies per push_many request
+PULL_BATCH = 10  # messages per pull_many request of the batch consumers
 QUEUE = "multi"
 READY = re.compile(r"pylmq ready .*\bhttp=\('([\d.]+)', (\d+)\)")
 
@@ -180,30 +182,44 @@ async def produce(client: AsyncHttpClient, bodies: list[str], ledger: Ledger, de
         ledger.confirmed.update(batch)
 
 
-async def consume(client: AsyncHttpClient, ledger: Ledger, stop: asyncio.Event, deadline: float) -> None:
+async def consume(client: AsyncHttpClient, ledger: Ledger, stop: asyncio.Event, deadline: float, batch: int) -> None:
+    """Pull and ack until ``stop``: one message a request when ``batch`` is 1, else up to
+    ``batch`` a pull (pull_many) acked in one request (reply_many)."""
     while not stop.is_set() and time.monotonic() < deadline:
         try:
-            msg = await client.pull(QUEUE, timeout=0.5)
+            if batch == 1:
+                msg = await client.pull(QUEUE, timeout=0.5)
+                got = [] if msg is None else [msg]
+            else:
+                got = await client.pull_many(QUEUE, batch, timeout=0.5)
         except LMQError as e:
             ledger.note(e)
             await asyncio.sleep(0.05)
             continue
-        if msg is None:
+        bodies = {m.id: m.body.decode() for m in got}
+        for body in bodies.values():
+            if body in ledger.acked:
+                ledger.came_back.append(body)
+            ledger.delivered[body] += 1
+        if not got:
             continue
-        body = msg.body.decode()
-        if body in ledger.acked:
-            ledger.came_back.append(body)
-        ledger.delivered[body] += 1
         try:
-            await client.ack(QUEUE, msg.id)
+            if batch == 1:
+                await client.ack(QUEUE, got[0].id)
+                ok, stale = [got[0].id], []
+            else:
+                result = await client.reply_many(QUEUE, "ack", list(bodies))
+                ok, stale = list(result.ok), list(result.not_found)
         except MessageNotFound:
             ledger.stale_acks += 1
             continue
         except LMQError as e:
             ledger.note(e)
-            ledger.unsure_ack.add(body)
+            ledger.unsure_ack.update(bodies.values())
             continue
-        ledger.acked[body] += 1
+        for i in ok:
+            ledger.acked[bodies[i]] += 1
+        ledger.stale_acks += len(stale)
 
 
 async def run_load(
@@ -227,7 +243,11 @@ async def run_load(
     stop = asyncio.Event()
     bodies = [f"m{k}" for k in range(MESSAGES)]
     try:
-        consuming = [asyncio.create_task(consume(c, ledger, stop, deadline)) for c in consumers]
+        # Half the consumers take one message a request, the other half PULL_BATCH.
+        consuming = [
+            asyncio.create_task(consume(c, ledger, stop, deadline, 1 if k % 2 == 0 else PULL_BATCH))
+            for k, c in enumerate(consumers)
+        ]
         producing = asyncio.gather(*(produce(p, bodies[i::NODES], ledger, deadline) for i, p in enumerate(producers)))
         disturbed = disturb is None
         while time.monotonic() < deadline:

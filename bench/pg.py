@@ -58,6 +58,29 @@ _PROBES = ("pg_stat_statements", "pg_current_wal_lsn")
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
+# What asyncpg's pool sends, as one message, each time a connection goes back to the pool (its
+# reset): pg_stat_statements counts four statements, the network sees one round trip.
+_RESET = ("RESET ALL", "CLOSE ALL", "UNLISTEN *", "SELECT pg_advisory_unlock_all()")
+
+
+def host_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole host so far, every process of every user: the
+    cell's own processes are not all that runs on a shared machine."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    total = sum(fields[:8])
+    return (total - idle) / _TICK, total / _TICK
+
+
+def round_trips(statements: list[tuple[int, str]]) -> int:
+    """Top-level statements, with each pool reset counted once (see :data:`_RESET`)."""
+    calls = sum(c for c, _ in statements)
+    by_query = dict((q, c) for c, q in statements)
+    if _RESET[0] in by_query:
+        calls -= sum(by_query.get(q, 0) for q in _RESET[1:])
+    return calls
+
+
 def _children(ppid: int) -> list[int]:
     out = []
     for entry in os.listdir("/proc"):
@@ -297,11 +320,11 @@ def _measure(
             return
         pg.reset_statements(dsn)
         lsn, xid = pg.snapshot(dsn)
-        pg0, nodes0 = pg.usage(), [node.usage() for node in nodes]
+        pg0, nodes0, host0 = pg.usage(), [node.usage() for node in nodes], host_busy()
         t0 = time.monotonic()
         results = _run(_groups(driver, addrs, clients, _QUOTA), seconds)
         wall = time.monotonic() - t0
-        pg1, nodes1 = pg.usage(), [node.usage() for node in nodes]
+        pg1, nodes1, host1 = pg.usage(), [node.usage() for node in nodes], host_busy()
         wal = pg.wal_since(dsn, lsn)
         xacts = pg.snapshot(dsn)[1] - xid - 1  # the second probe's own transaction id
         statements = pg.statements(dsn)
@@ -335,13 +358,17 @@ def _measure(
             }
         )
     calls = sum(c for c, _ in statements)
+    host_total = host1[1] - host0[1]
     cell.extra = {
+        # of all cores: 100 = the whole host busy, with whatever else runs on it
+        "host_busy_pct": round((host1[0] - host0[0]) / host_total * 100, 1) if host_total > 0 else None,
         "per_node": per_node,
         "mean_ms": round(statistics.fmean(lat), 3) if lat else None,
         "empties": sum(r.empties for r in results),
         "postgres_cpu_pct": round(pg_cpu, 1),
         "pylmq_cpu_pct": round(sum(node_cpu), 1) if nodes else None,
         "statements_per_cycle": round(calls / cycles, 2) if cycles and statements else None,
+        "round_trips_per_cycle": round(round_trips(statements) / cycles, 2) if cycles and statements else None,
         "write_xacts_per_cycle": round(xacts / cycles, 2) if cycles else None,
         "wal_bytes_per_cycle": round(wal / cycles) if cycles else None,
         "top_statements": [{"per_cycle": round(c / cycles, 3), "query": q[:160]} for c, q in statements[:6] if cycles],
@@ -361,26 +388,33 @@ def _log(cell: Cell, log: Callable[[str], None]) -> None:
         f"  {cell.target:22} {cell.msgs_per_s:>8,.0f} cycles/s"
         + (f" (per node {nodes})" if len(x["per_node"]) > 1 else "")
         + f"  p50 {fmt(cell.p50_ms, 2)} ms p99 {fmt(cell.p99_ms, 2)} ms"
-        f"  stmts/cycle {fmt(x['statements_per_cycle'], 2)} xacts/cycle {fmt(x['write_xacts_per_cycle'], 2)}"
+        f"  stmts/cycle {fmt(x['statements_per_cycle'], 2)} round trips/cycle {fmt(x['round_trips_per_cycle'], 2)}"
+        f" xacts/cycle {fmt(x['write_xacts_per_cycle'], 2)}"
         f" WAL {fmt(x['wal_bytes_per_cycle'])} B/cycle"
         f"  CPU pg {x['postgres_cpu_pct']}% pylmq {x['pylmq_cpu_pct']}% gen {cell.gen_cpu_pct}%"
-        + (f"  error: {cell.error}" if cell.error else "")
+        f" host busy {x['host_busy_pct']}%" + (f"  error: {cell.error}" if cell.error else "")
     )
 
 
 def limit(cell: Cell, cpus: int) -> str:
-    """What held a cell back, from its CPU figures: the host's CPU when PostgreSQL, the nodes and
-    the generator together took nearly all of it, the generator when it took most of what the
-    others left, else waiting (commit flushes, round trips)."""
+    """What held a cell back, from its CPU figures: the generator when it took most of what the
+    others left; the host's CPU when it was nearly all busy (by the cell's processes, or by
+    others on a shared machine: both are said); else waiting (commit flushes, round trips)."""
     if cell.server_cpu_pct is None or cell.gen_cpu_pct is None:
         return ""
-    total = cell.server_cpu_pct + cell.gen_cpu_pct
+    ours = cell.server_cpu_pct + cell.gen_cpu_pct
+    pg = cell.extra.get("postgres_cpu_pct") or 0.0
+    host = cell.extra.get("host_busy_pct")
     if cell.gen_cpu_pct >= 0.8 * (cpus * 100 - cell.server_cpu_pct):
         return "generator-bound"
-    if total >= 0.85 * cpus * 100:
-        pg = cell.extra.get("postgres_cpu_pct") or 0.0
-        return f"host CPU ({total:.0f}% of {cpus * 100}%; PostgreSQL {pg:.0f}%)"
-    return f"not CPU ({total:.0f}% of {cpus * 100}%): waits (commit flush, round trips)"
+    if ours >= 0.85 * cpus * 100:
+        return f"host CPU ({ours:.0f}% of {cpus * 100}%; PostgreSQL {pg:.0f}%)"
+    if host is not None and host >= 85:
+        return (
+            f"host CPU, shared: {host:.0f}% busy, this cell {ours:.0f}% of {cpus * 100}% "
+            f"(PostgreSQL {pg:.0f}%), other processes the rest"
+        )
+    return f"not CPU ({ours:.0f}% of {cpus * 100}%): waits (commit flush, round trips)"
 
 
 def summary_md(cells: list[Cell], cpus: int | None = None) -> str:
@@ -395,23 +429,26 @@ def summary_md(cells: list[Cell], cpus: int | None = None) -> str:
         cpu = f"{fmt(x.get('postgres_cpu_pct'))} / {fmt(x.get('pylmq_cpu_pct'))} / {fmt(c.gen_cpu_pct)}" if x else "-"
         rows.append(
             f"| {c.target} | {fmt(c.msgs_per_s)} | {ratio} | {per_node} | {fmt(c.p50_ms, 2)} | {fmt(c.p99_ms, 2)} "
-            f"| {fmt(x.get('statements_per_cycle'), 2)} | {fmt(x.get('write_xacts_per_cycle'), 2)} "
+            f"| {fmt(x.get('round_trips_per_cycle'), 2)} ({fmt(x.get('statements_per_cycle'), 2)}) "
+            f"| {fmt(x.get('write_xacts_per_cycle'), 2)} "
             f"| {fmt(x.get('wal_bytes_per_cycle'))} | {cpu} | {c.error or limit(c, cpus)} |"
         )
     tops = []
     for c in mine:
-        for s in c.extra.get("top_statements", [])[:4]:
+        for s in c.extra.get("top_statements", [])[:7]:
             tops.append(f"| {c.target} | {s['per_cycle']} | `{s['query'][:110].replace('|', '/')}` |")
     md = (
         f"## pylmq nodes sharing one PostgreSQL ({cpus} CPUs; fsync on; one cycle = push + pull + ack, "
         "or the baseline's INSERT + UPDATE ... SKIP LOCKED + DELETE)\n\n"
-        "| target | cycles/s | x baseline | per node | p50 ms | p99 ms | statements/cycle | write xacts/cycle "
+        "| target | cycles/s | x baseline | per node | p50 ms | p99 ms | round trips (statements)/cycle "
+        "| write xacts/cycle "
         "| WAL B/cycle | CPU % pg / pylmq / gen | limit |\n"
         "|---|---:|---:|---|---:|---:|---:|---:|---:|---|---|\n" + "\n".join(rows) + "\n"
     )
     if tops:
         md += (
-            "\nTop statements (pg_stat_statements, top level: one a round trip)\n\n"
+            "\nTop statements (pg_stat_statements, top level: each a round trip, but asyncpg's pool reset "
+            "sends its four statements in one)\n\n"
             "| target | calls/cycle | statement |\n|---|---:|---|\n" + "\n".join(tops) + "\n"
         )
     return md

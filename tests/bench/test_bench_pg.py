@@ -12,7 +12,7 @@ import pytest
 
 from bench.drivers import PG_SCHEMA, PG_TABLE, make_driver
 from bench.model import Cell
-from bench.pg import WORKLOAD, limit, run_pg, summary_md
+from bench.pg import WORKLOAD, limit, round_trips, run_pg, summary_md
 from tests.bench.bench_helpers import run_cycles
 
 
@@ -46,6 +46,13 @@ def test_limit_names_what_held_a_cell_back() -> None:
     assert limit(Cell("t", "http", WORKLOAD, ""), cpus=2) == ""
 
 
+def test_round_trips_count_a_pool_reset_once() -> None:
+    reset = [(7, "RESET ALL"), (7, "CLOSE ALL"), (7, "UNLISTEN *"), (7, "SELECT pg_advisory_unlock_all()")]
+    assert round_trips([(5, "SELECT lmq.push($1)"), *reset]) == 12
+    # without a RESET ALL, every statement is a round trip of its own
+    assert round_trips([(5, "SELECT 1"), (3, "CLOSE ALL")]) == 8
+
+
 @pytest.mark.slow  # a PostgreSQL, node processes and generator processes
 def test_pg_section_measures_the_baseline_and_each_node_count() -> None:
     with tempfile.TemporaryDirectory() as scratch:
@@ -62,12 +69,14 @@ def test_pg_section_measures_the_baseline_and_each_node_count() -> None:
         assert c.extra["write_xacts_per_cycle"] and c.extra["wal_bytes_per_cycle"]
         if info["pg_stat_statements"]:
             assert c.extra["statements_per_cycle"] and c.extra["top_statements"]
+            assert c.extra["round_trips_per_cycle"] <= c.extra["statements_per_cycle"]
+        assert c.extra["host_busy_pct"] is not None
     # a baseline is three statements, three transactions a cycle, by construction, either driver
     for base in cells[:2]:
         # (autovacuum's analyze may take a transaction id of its own)
         assert abs(base.extra["write_xacts_per_cycle"] - 3.0) < 0.05 and base.extra["per_node"] == []
         if info["pg_stat_statements"]:
-            assert base.extra["statements_per_cycle"] == 3.0
+            assert base.extra["statements_per_cycle"] == base.extra["round_trips_per_cycle"] == 3.0
     assert len(cells[2].extra["per_node"]) == 1 and len(cells[3].extra["per_node"]) == 2
     assert all(p["msgs_per_s"] > 0 and p["cpu_pct"] is not None for p in cells[3].extra["per_node"])
     md = summary_md(cells)

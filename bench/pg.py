@@ -72,10 +72,21 @@ def host_busy() -> tuple[float, float]:
     return (total - idle) / _TICK, total / _TICK
 
 
-def round_trips(statements: list[tuple[int, str]]) -> int:
+@dataclass(frozen=True)
+class Stmt:
+    """One row of pg_stat_statements."""
+
+    calls: int
+    toplevel: bool
+    ms: float  # total execution time
+    query: str
+
+
+def round_trips(statements: list[Stmt]) -> int:
     """Top-level statements, with each pool reset counted once (see :data:`_RESET`)."""
-    calls = sum(c for c, _ in statements)
-    by_query = dict((q, c) for c, q in statements)
+    top = [st for st in statements if st.toplevel]
+    calls = sum(st.calls for st in top)
+    by_query = {st.query: st.calls for st in top}
     if _RESET[0] in by_query:
         calls -= sum(by_query.get(q, 0) for q in _RESET[1:])
     return calls
@@ -106,7 +117,9 @@ class Postgres:
             raise Skip(reason)
         base = {"shared_buffers": "256MB", "max_wal_size": "4GB"}
         try:
-            self.server = PgServer(fsync=True, settings={**base, "shared_preload_libraries": "pg_stat_statements"})
+            # track = all: the statements inside pylmq's functions too, to see where their time goes
+            preload = {"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"}
+            self.server = PgServer(fsync=True, settings={**base, **preload})
             self.stat_statements = True
         except subprocess.CalledProcessError:
             # Without the contrib module the figures per statement are missing, not the run.
@@ -152,22 +165,23 @@ class Postgres:
         if self.stat_statements:
             self.server.psql("SELECT pg_stat_statements_reset()", _db(dsn))
 
-    def statements(self, dsn: str) -> list[tuple[int, str]]:
-        """(calls, query) of the database's top-level statements since the reset, most first."""
+    def statements(self, dsn: str) -> list[Stmt]:
+        """The database's statements since the reset, top-level (sent by a client) and nested
+        (run inside a function), the most time first."""
         if not self.stat_statements:
             return []
         out = self.server.psql(
-            "SELECT calls, regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_statements "
-            "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "SELECT calls, toplevel, total_exec_time, regexp_replace(query, '\\s+', ' ', 'g') "
+            "FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
             + "".join(f"AND query NOT LIKE '%{p}%' " for p in _PROBES)
-            + "ORDER BY calls DESC",
+            + "ORDER BY total_exec_time DESC",
             _db(dsn),
         )
         rows = []
         for line in out.splitlines():
-            calls, _, query = line.partition("|")
-            if calls.strip().isdigit():
-                rows.append((int(calls), query))
+            parts = line.split("|", 3)
+            if len(parts) == 4 and parts[0].isdigit():
+                rows.append(Stmt(int(parts[0]), parts[1] == "t", float(parts[2]), parts[3]))
         return rows
 
     def close(self) -> None:
@@ -357,7 +371,7 @@ def _measure(
                 "cpu_pct": round(cpu, 1),
             }
         )
-    calls = sum(c for c, _ in statements)
+    calls = sum(st.calls for st in statements if st.toplevel)
     host_total = host1[1] - host0[1]
     cell.extra = {
         # of all cores: 100 = the whole host busy, with whatever else runs on it
@@ -371,7 +385,24 @@ def _measure(
         "round_trips_per_cycle": round(round_trips(statements) / cycles, 2) if cycles and statements else None,
         "write_xacts_per_cycle": round(xacts / cycles, 2) if cycles else None,
         "wal_bytes_per_cycle": round(wal / cycles) if cycles else None,
-        "top_statements": [{"per_cycle": round(c / cycles, 3), "query": q[:160]} for c, q in statements[:6] if cycles],
+        # CPU per cycle does not depend on what else runs on the host: the robust figure on a
+        # shared machine (the rates do)
+        "postgres_cpu_ms_per_cycle": round((pg1.cpu_s - pg0.cpu_s) * 1000 / cycles, 3) if cycles else None,
+        "pylmq_cpu_ms_per_cycle": (
+            round(sum(b.cpu_s - a.cpu_s for a, b in zip(nodes0, nodes1, strict=True)) * 1000 / cycles, 3)
+            if cycles and nodes
+            else None
+        ),
+        "top_statements": [
+            {
+                "per_cycle": round(st.calls / cycles, 3),
+                "us_per_cycle": round(st.ms * 1000 / cycles, 1),
+                "toplevel": st.toplevel,
+                "query": st.query[:160],
+            }
+            for st in statements[:10]
+            if cycles
+        ],
     }
     errors = [r.error_text for r in results if r.errors]
     if errors:
@@ -392,6 +423,7 @@ def _log(cell: Cell, log: Callable[[str], None]) -> None:
         f" xacts/cycle {fmt(x['write_xacts_per_cycle'], 2)}"
         f" WAL {fmt(x['wal_bytes_per_cycle'])} B/cycle"
         f"  CPU pg {x['postgres_cpu_pct']}% pylmq {x['pylmq_cpu_pct']}% gen {cell.gen_cpu_pct}%"
+        f" ({fmt(x['postgres_cpu_ms_per_cycle'], 2)} / {fmt(x['pylmq_cpu_ms_per_cycle'], 2)} ms a cycle)"
         f" host busy {x['host_busy_pct']}%" + (f"  error: {cell.error}" if cell.error else "")
     )
 
@@ -431,24 +463,31 @@ def summary_md(cells: list[Cell], cpus: int | None = None) -> str:
             f"| {c.target} | {fmt(c.msgs_per_s)} | {ratio} | {per_node} | {fmt(c.p50_ms, 2)} | {fmt(c.p99_ms, 2)} "
             f"| {fmt(x.get('round_trips_per_cycle'), 2)} ({fmt(x.get('statements_per_cycle'), 2)}) "
             f"| {fmt(x.get('write_xacts_per_cycle'), 2)} "
-            f"| {fmt(x.get('wal_bytes_per_cycle'))} | {cpu} | {c.error or limit(c, cpus)} |"
+            f"| {fmt(x.get('wal_bytes_per_cycle'))} | {cpu} "
+            f"| {fmt(x.get('postgres_cpu_ms_per_cycle'), 2)} / {fmt(x.get('pylmq_cpu_ms_per_cycle'), 2)} "
+            f"| {c.error or limit(c, cpus)} |"
         )
     tops = []
     for c in mine:
         for s in c.extra.get("top_statements", [])[:7]:
-            tops.append(f"| {c.target} | {s['per_cycle']} | `{s['query'][:110].replace('|', '/')}` |")
+            level = "top" if s["toplevel"] else "nested"
+            query = s["query"][:110].replace("|", "/")
+            tops.append(f"| {c.target} | {s['per_cycle']} | {s['us_per_cycle']} | {level} | `{query}` |")
     md = (
         f"## pylmq nodes sharing one PostgreSQL ({cpus} CPUs; fsync on; one cycle = push + pull + ack, "
         "or the baseline's INSERT + UPDATE ... SKIP LOCKED + DELETE)\n\n"
         "| target | cycles/s | x baseline | per node | p50 ms | p99 ms | round trips (statements)/cycle "
         "| write xacts/cycle "
-        "| WAL B/cycle | CPU % pg / pylmq / gen | limit |\n"
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---|---|\n" + "\n".join(rows) + "\n"
+        "| WAL B/cycle | CPU % pg / pylmq / gen | CPU ms/cycle pg / pylmq | limit |\n"
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---|---|---|\n" + "\n".join(rows) + "\n"
     )
     if tops:
         md += (
-            "\nTop statements (pg_stat_statements, top level: each a round trip, but asyncpg's pool reset "
-            "sends its four statements in one)\n\n"
-            "| target | calls/cycle | statement |\n|---|---:|---|\n" + "\n".join(tops) + "\n"
+            "\nWhere PostgreSQL's time goes (pg_stat_statements, most execution time first; top-level "
+            "statements are round trips, except asyncpg's pool reset: four statements in one message; "
+            "nested ones run inside pylmq's functions, their time inside the caller's)\n\n"
+            "| target | calls/cycle | exec µs/cycle | level | statement |\n|---|---:|---:|---|---|\n"
+            + "\n".join(tops)
+            + "\n"
         )
     return md

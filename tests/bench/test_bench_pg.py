@@ -12,7 +12,7 @@ import pytest
 
 from bench.drivers import PG_SCHEMA, PG_TABLE, make_driver
 from bench.model import Cell
-from bench.pg import WORKLOAD, limit, round_trips, run_pg, summary_md
+from bench.pg import WORKLOAD, Stmt, limit, round_trips, run_pg, summary_md
 from tests.bench.bench_helpers import run_cycles
 
 
@@ -47,10 +47,13 @@ def test_limit_names_what_held_a_cell_back() -> None:
 
 
 def test_round_trips_count_a_pool_reset_once() -> None:
-    reset = [(7, "RESET ALL"), (7, "CLOSE ALL"), (7, "UNLISTEN *"), (7, "SELECT pg_advisory_unlock_all()")]
-    assert round_trips([(5, "SELECT lmq.push($1)"), *reset]) == 12
-    # without a RESET ALL, every statement is a round trip of its own
-    assert round_trips([(5, "SELECT 1"), (3, "CLOSE ALL")]) == 8
+    queries = ("RESET ALL", "CLOSE ALL", "UNLISTEN *", "SELECT pg_advisory_unlock_all()")
+    reset = [Stmt(7, True, 1.0, q) for q in queries]
+    call = Stmt(5, True, 9.0, "SELECT lmq.push($1)")
+    nested = Stmt(5, False, 8.0, "INSERT INTO lmq.message VALUES ($1)")
+    assert round_trips([call, nested, *reset]) == 12
+    # without a RESET ALL, every top-level statement is a round trip of its own
+    assert round_trips([Stmt(5, True, 1.0, "SELECT 1"), Stmt(3, True, 1.0, "CLOSE ALL"), nested]) == 8
 
 
 @pytest.mark.slow  # a PostgreSQL, node processes and generator processes
@@ -70,7 +73,7 @@ def test_pg_section_measures_the_baseline_and_each_node_count() -> None:
         if info["pg_stat_statements"]:
             assert c.extra["statements_per_cycle"] and c.extra["top_statements"]
             assert c.extra["round_trips_per_cycle"] <= c.extra["statements_per_cycle"]
-        assert c.extra["host_busy_pct"] is not None
+        assert c.extra["host_busy_pct"] is not None and c.extra["postgres_cpu_ms_per_cycle"] is not None
     # a baseline is three statements, three transactions a cycle, by construction, either driver
     for base in cells[:2]:
         # (autovacuum's analyze may take a transaction id of its own)
@@ -79,6 +82,10 @@ def test_pg_section_measures_the_baseline_and_each_node_count() -> None:
             assert base.extra["statements_per_cycle"] == base.extra["round_trips_per_cycle"] == 3.0
     assert len(cells[2].extra["per_node"]) == 1 and len(cells[3].extra["per_node"]) == 2
     assert all(p["msgs_per_s"] > 0 and p["cpu_pct"] is not None for p in cells[3].extra["per_node"])
+    assert cells[3].extra["pylmq_cpu_ms_per_cycle"] is not None and cells[0].extra["pylmq_cpu_ms_per_cycle"] is None
+    if info["pg_stat_statements"]:
+        # the functions' own statements are seen, not only the calls
+        assert any(not s["toplevel"] for s in cells[3].extra["top_statements"])
     md = summary_md(cells)
     assert "| postgres-skip-locked |" in md and "| pylmq-postgres-x2 |" in md
     assert info["settings"]["fsync"] == "on"

@@ -306,7 +306,7 @@ async def timed(what: str) -> AsyncIterator[None]:
 async def test_three_nodes_ack_every_message_exactly_once(pg: PgServer, tmp_path: Path) -> None:
     with three_nodes(pg, tmp_path) as (nodes, dsn):
         async with timed("three nodes, 20,000 messages"):
-            ledger = await run_load(nodes, timeout=60.0, deadline_s=120)
+            ledger = await run_load(nodes, timeout=60.0, deadline_s=300)
         check(ledger, await rows_left(dsn))
         # Nothing went wrong, so nothing is unsure and no message was delivered twice: no two
         # consumers ever got the same delivery.
@@ -330,7 +330,7 @@ async def test_kill_9_of_a_node_under_load_loses_nothing(pg: PgServer, tmp_path:
 
         async with timed("kill -9 of one node"):
             # quiet: a delivery the dead node made and nobody acked comes back after the timeout
-            ledger = await run_load(nodes, timeout=timeout, deadline_s=150, disturb=kill_third, quiet=timeout + 1.5)
+            ledger = await run_load(nodes, timeout=timeout, deadline_s=300, disturb=kill_third, quiet=timeout + 1.5)
         assert not victim.alive()
         check(ledger, await rows_left(dsn))
         # The victim's clients noticed and moved on; its unacked deliveries came back elsewhere.
@@ -352,7 +352,7 @@ async def test_postgres_restart_under_load_gives_503s_then_recovers(pg: PgServer
             return True
 
         async with timed("PostgreSQL restart"):
-            ledger = await run_load(nodes, timeout=timeout, deadline_s=150, disturb=restart_pg, quiet=timeout + 1.5)
+            ledger = await run_load(nodes, timeout=timeout, deadline_s=300, disturb=restart_pg, quiet=timeout + 1.5)
         assert restarted.is_set()
         check(ledger, await rows_left(dsn))
         # Clients were told the store was unavailable (503 store_unavailable), and the same node

@@ -15,7 +15,7 @@ from pylmq.pgstore import PostgresStore
 from tests.api.api_helpers import Api, base_url
 from tests.pg_helpers import PgServer
 
-StartPgNode = Callable[[], Awaitable[tuple[LMQNode, Api]]]
+StartPgNode = Callable[..., Awaitable[tuple[LMQNode, Api]]]
 JSON_CT = {"Content-Type": "application/json"}
 
 
@@ -30,8 +30,12 @@ async def start(pg_dsn: str, session: aiohttp.ClientSession) -> AsyncIterator[St
     """Starts nodes on one fresh database, each with its own HTTP port."""
     nodes: list[LMQNode] = []
 
-    async def _start() -> tuple[LMQNode, Api]:
+    async def _start(*, resync_interval: float | None = None) -> tuple[LMQNode, Api]:
         node = LMQNode(NodeOptions(http=("127.0.0.1", 0), rpc=None, store="postgres", dsn=pg_dsn, pg_timeout=3.0))
+        if resync_interval is not None:
+            # Tests of the wake-ups: the periodic re-read, a safety net, must not be what wakes.
+            assert isinstance(node.store, PostgresStore)
+            node.store.resync_interval = resync_interval
         await node.start()
         nodes.append(node)
         return node, Api(session, base_url(node))
@@ -76,7 +80,7 @@ async def test_props_defaults_status_and_delete(start: StartPgNode) -> None:
 
 async def test_a_pull_waiting_on_one_node_wakes_when_another_pushes(start: StartPgNode) -> None:
     _, api_a = await start()
-    _, api_b = await start()
+    _, api_b = await start(resync_interval=3600)
     await api_b.set_props("w", timeout=30)  # b made it: no news of it can be pending on b
     await api_a.push("w", b"warm-up")
     assert (await api_b.pull("w", t=2)).body == b"warm-up"
@@ -130,7 +134,7 @@ async def test_database_down_is_503_store_unavailable_then_served_again(
 
 async def test_a_push_missed_while_the_listen_session_was_down_wakes_the_waiter(start: StartPgNode) -> None:
     _, api_a = await start()
-    b, api_b = await start()
+    b, api_b = await start(resync_interval=3600)
     assert isinstance(b.store, PostgresStore)
     await api_b.set_props("w", timeout=30)  # b made it: no news of it can be pending on b
     await api_a.push("w", b"warm-up")

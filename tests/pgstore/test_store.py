@@ -265,3 +265,19 @@ async def test_a_pull_answered_after_a_push_does_not_put_the_queue_to_sleep(
         # Its answer said "empty", older than the push's: the queue is read again and woken.
         assert a.waittime("q") == 0
         assert woken == ["q"]
+
+
+async def test_another_nodes_pushes_pulls_and_acks_show_in_sizes(pg_dsn: str) -> None:
+    async with opened(pg_dsn) as a, opened(pg_dsn, resync_interval=0.2) as b:
+        await a.create("q")
+        await b.create("q")
+
+        async def size_on_b(n: int) -> None:
+            while b.size("q") != n:
+                await asyncio.sleep(0.01)
+
+        await a.enqueue("q", ((), b"m"), None, 0.0)
+        await asyncio.wait_for(size_on_b(1), WAIT)  # the push notified: re-read soon after
+        got = await a.dequeue("q", 30.0)
+        assert got is not None and await a.done("q", got[0].uuid)
+        await asyncio.wait_for(size_on_b(0), WAIT)  # no notification: the periodic re-read

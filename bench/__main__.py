@@ -10,6 +10,7 @@
     python -m bench --spark          # only the Spark data source (bench/spark.py, about 2 minutes)
     python -m bench --qs             # only queue_server's protocol beside HTTP and RPC (bench/qs.py)
     python -m bench --sqs            # only Amazon SQS's API: pylmq against moto's server (bench/sqs.py)
+    python -m bench --pg             # only 1, 2, 3 pylmq nodes on one PostgreSQL vs plain SKIP LOCKED (bench/pg.py)
     make bench SPARK=1               # the same; --spark-rows N sets the rows per step
 
 The external LMQ (target ``lmq``) is spoken to over RPC in old-spec msgpack (no str8/bin), the
@@ -97,6 +98,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--sqs-seconds", type=float, default=4.0, help="seconds per cell of the --sqs section")
     p.add_argument("--sqs-stores", default="memory,durable", help="the pylmq stores of the --sqs section (comma list)")
+    p.add_argument(
+        "--pg",
+        action="store_true",
+        help="the push->pull->ack cycle on 1, 2 and 3 pylmq nodes sharing one PostgreSQL (fsync on) against "
+        "the plain SKIP LOCKED queue with the same driver (bench/pg.py); alone unless --targets is given too",
+    )
+    p.add_argument("--pg-seconds", type=float, default=6.0, help="seconds per cell of the --pg section")
+    p.add_argument("--pg-clients", type=int, default=16, help="clients of every cell of the --pg section")
+    p.add_argument("--pg-nodes", default="1,2,3", help="the node counts of the --pg section (comma list)")
     p.add_argument("--qs-store", choices=("memory", "durable"), default="memory", help="the --qs node's store")
     p.add_argument("--spark-rows", type=int, default=200_000, help="rows per step of the Spark target")
     p.add_argument("--mixed-rounds", type=int, default=3, help="rounds of the mixed targets (medians; default 3)")
@@ -141,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         budget = replace(budget, cell_seconds=args.cell_seconds)
     total = args.budget or (150.0 if args.quick else 800.0)
     names = args.targets.split(",") if args.targets else list(QUICK_TARGETS if args.quick else FULL_TARGETS)
-    if (args.mixed or args.spark or args.qs or args.sqs) and not args.targets:
+    if (args.mixed or args.spark or args.qs or args.sqs or args.pg) and not args.targets:
         names = []
     workloads = args.workloads.split(",") if args.workloads else list(ALL_WORKLOADS)
     for n in names:
@@ -249,6 +259,30 @@ def main(argv: list[str] | None = None) -> int:
             cells += got
             targets_meta["sqs"] = info
             sqs_md = sqs_summary_md(got)
+    pg_md = ""
+    if args.pg:
+        log("== pylmq nodes sharing one PostgreSQL")
+        from bench.pg import run_pg
+        from bench.pg import summary_md as pg_summary_md
+
+        try:
+            counts = tuple(int(n) for n in args.pg_nodes.split(",") if n)
+        except ValueError:
+            counts = ()
+        if not counts or any(n < 1 for n in counts):
+            print(f"bench: --pg-nodes takes a comma list of node counts, not {args.pg_nodes!r}", file=sys.stderr)
+            return 2
+        with tempfile.TemporaryDirectory(prefix="pylmq-bench-pg-") as scratch:
+            try:
+                got, info = run_pg(
+                    Path(scratch), seconds=args.pg_seconds, log=log, clients=args.pg_clients, nodes=counts
+                )
+                cells += got
+                targets_meta["pg"] = info
+                pg_md = pg_summary_md(got)
+            except Skip as e:
+                log(f"  skipped: {e}")
+                targets_meta["pg"] = {"skipped": str(e)}
     spark_md = ""
     if args.spark:
         log("== spark")
@@ -288,6 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         md += "\n" + sqs_md
         with open(out / "results.md", "a") as f:
             f.write("\n" + sqs_md)
+    if pg_md:
+        md += "\n" + pg_md
+        with open(out / "results.md", "a") as f:
+            f.write("\n" + pg_md)
     if spark_md:
         md += "\n" + spark_md
         with open(out / "results.md", "a") as f:

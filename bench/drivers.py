@@ -18,6 +18,10 @@ little client-side work as possible so that the generator measures the server:
   server routes a request by it; neither it nor pylmq checks signatures by default, so the
   generator spends no CPU on signing); a server that closes the connection after an answer
   (moto's) is dialled again for the next request.
+- ``pg``: no LMQ at all: the plain ``FOR UPDATE SKIP LOCKED`` queue on PostgreSQL through asyncpg
+  (bench/pg.py's baseline), one connection, autocommit: an INSERT, an UPDATE of the first due
+  row chosen by a locking sub-select (its visibility deadline pushed on), a DELETE.
+  ``pg-psycopg``: the same statements through psycopg 3 (async, server-side prepared).
 """
 
 from __future__ import annotations
@@ -518,6 +522,91 @@ class RedisDriver(Driver):
                 await self.client.aclose()
 
 
+# -- the plain SKIP LOCKED queue on PostgreSQL ------------------------------------------------------
+
+PG_TABLE = "bench_queue"
+PG_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {PG_TABLE} (
+    id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue  text NOT NULL,
+    vt     timestamptz NOT NULL DEFAULT now(),  -- visible from: the deadline of a delivery
+    body   bytea NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {PG_TABLE}_due ON {PG_TABLE} (queue, vt);
+"""
+
+
+_PG_PUSH = f"INSERT INTO {PG_TABLE} (queue, body) VALUES ($1, $2)"
+_PG_PULL = (
+    f"UPDATE {PG_TABLE} SET vt = now() + interval '30 seconds' WHERE id = ("
+    f"SELECT id FROM {PG_TABLE} WHERE queue = $1 AND vt <= now() ORDER BY vt, id "
+    "LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id"
+)
+_PG_ACK = f"DELETE FROM {PG_TABLE} WHERE id = $1"
+_PG_DELETE = f"DELETE FROM {PG_TABLE} WHERE queue = $1"
+
+
+class PgDriver(Driver):
+    """What an application writes on PostgreSQL without a broker: one round trip a step."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.conn: Any = None
+
+    async def connect(self) -> None:
+        import asyncpg  # a dependency of pylmq's postgres store; only this driver needs it here
+
+        self.conn = await asyncpg.connect(self.dsn)
+
+    async def push(self, queue: str, body: bytes) -> None:
+        await self.conn.execute(_PG_PUSH, queue, body)
+
+    async def pull(self, queue: str, timeout: float) -> Any | None:
+        return await self.conn.fetchval(_PG_PULL, queue)
+
+    async def ack(self, queue: str, handle: Any) -> None:
+        await self.conn.execute(_PG_ACK, handle)
+
+    async def delete(self, queue: str) -> None:
+        await self.conn.execute(_PG_DELETE, queue)
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            await self.conn.close()
+
+
+def _psycopg_sql(sql: str) -> str:
+    # psycopg's placeholders are %s; each statement above takes its parameters in order.
+    return sql.replace("$1", "%s").replace("$2", "%s")
+
+
+class PsycopgDriver(PgDriver):
+    """:class:`PgDriver`'s statements through psycopg 3 (the ``bench`` extra), prepared on the
+    server from their first use, as asyncpg does."""
+
+    async def connect(self) -> None:
+        import psycopg
+
+        self.conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True, prepare_threshold=0)
+
+    async def _run(self, sql: str, *args: Any) -> Any:
+        cur = await self.conn.execute(_psycopg_sql(sql), args)
+        return cur
+
+    async def push(self, queue: str, body: bytes) -> None:
+        await self._run(_PG_PUSH, queue, body)
+
+    async def pull(self, queue: str, timeout: float) -> Any | None:
+        row = await (await self._run(_PG_PULL, queue)).fetchone()
+        return None if row is None else row[0]
+
+    async def ack(self, queue: str, handle: Any) -> None:
+        await self._run(_PG_ACK, handle)
+
+    async def delete(self, queue: str) -> None:
+        await self._run(_PG_DELETE, queue)
+
+
 def make_driver(kind: str, addr: list[Any] | str, *, rpc_oldspec: bool = False) -> Driver:
     """A driver of ``kind``; ``rpc_oldspec`` makes an ``rpc`` one pack old-spec msgpack."""
     if kind == "rpc":
@@ -535,7 +624,10 @@ def make_driver(kind: str, addr: list[Any] | str, *, rpc_oldspec: bool = False) 
         return QsUdpDriver(addr[0], int(addr[1]))
     if kind == "sqs":
         return SqsDriver(addr[0], int(addr[1]))
+    if kind in ("pg", "pg-psycopg"):
+        assert isinstance(addr, str)
+        return PgDriver(addr) if kind == "pg" else PsycopgDriver(addr)
     raise ValueError(f"unknown driver {kind!r}")
 
 
-DRIVERS = ("rpc", "http", "amqp", "redis", "qs-tcp", "qs-udp", "sqs")
+DRIVERS = ("rpc", "http", "amqp", "redis", "qs-tcp", "qs-udp", "sqs", "pg", "pg-psycopg")

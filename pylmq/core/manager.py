@@ -148,6 +148,12 @@ class QueueManager:
         self._matching: asyncio.Task[None] | None = None  # the task that shows them (owned here)
         self._matching_turn = asyncio.Lock()  # held for a slice of regex matching (_matching_slice)
         self._created = 0  # queues attached so far: the serial number of the last one
+        # Moves whenever a queue is attached or dropped: a reader that keeps something derived
+        # from the set of names (the console's sorted list) knows when to make it again.
+        self.names_version = 0
+        # Purges under way, by queue name: a second purge of the queue waits for the first
+        # rather than finding it between its deletion and its re-creation (404).
+        self._purging: dict[str, tuple[asyncio.Lock, int]] = {}  # the lock, purges holding or awaiting it
         self._recent: deque[str] = deque(maxlen=RECENT_NAMES)  # the last ones, oldest first
         self._selections: OrderedDict[str, _Selection] = OrderedDict()
         self._selected = 0  # names in self._selections
@@ -209,6 +215,7 @@ class QueueManager:
             q = Queue(name, self.store, self, self.observer, self.clock)
             self._queues[name] = q
             self._created += 1
+            self.names_version += 1
             self._recent.append(name)
             if self._any_waiters:
                 # Matched in a task of its own, in time slices: each waiting regex may cost up
@@ -368,6 +375,8 @@ class QueueManager:
             self._refuse_virtual(name)
         q = self._queues.pop(name, None)
         self._holders.pop(name, None)
+        if q is not None:
+            self.names_version += 1
         try:
             existed = await self.store.delete(name)
         finally:
@@ -378,6 +387,34 @@ class QueueManager:
         if q is None and not existed:
             raise QueueNotFound(f"no queue named {name!r}")
         await self.store.barrier()
+
+    async def purge(self, name: str) -> int:
+        """Drop every message of the queue, in flight or not, and keep the queue with its own
+        props: how many records it held. The queue is deleted and made again through the store
+        (as SQS's PurgeQueue always did here), so every store does it alike: waiting pulls end
+        empty, and acks of what was in flight find nothing (404)."""
+        self._refuse_virtual(name)
+        lock, users = self._purging.get(name) or (asyncio.Lock(), 0)
+        self._purging[name] = lock, users + 1
+        try:
+            async with lock:
+                own = self.store.queue_props(name)  # None: no such queue, here or in the store
+                if own is None and name not in self._queues:
+                    raise QueueNotFound(f"no queue named {name!r}")
+                held = self.store.size(name)
+                await self.delete(name)
+                if own:
+                    await self.update_props(name, own, merge=False)
+                else:
+                    await self.ensure(name)
+                await self.store.barrier()
+                return held
+        finally:
+            lock, users = self._purging[name]
+            if users == 1:
+                del self._purging[name]
+            else:
+                self._purging[name] = lock, users - 1
 
     async def _close_queue(self, q: Queue) -> None:
         if self.observer is not None:
@@ -895,6 +932,7 @@ class QueueManager:
         q = self._queues.pop(name, None)
         self._holders.pop(name, None)
         if q is not None:
+            self.names_version += 1
             await self._close_queue(q)
 
     # -- status -------------------------------------------------------------------------------------

@@ -167,6 +167,7 @@ class RateHistory:
         return total_push, total_pull
 
     async def _run(self) -> None:
+        await self.sample()  # where counting starts: the first point comes one step later
         while True:
             await asyncio.sleep(self.step)
             await self.sample()

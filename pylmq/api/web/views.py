@@ -14,16 +14,13 @@ import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from pylmq.api.http import Authenticator, StatsSource
 from pylmq.core.manager import QueueManager
 from pylmq.core.props import export_props
 from pylmq.errors import BadRequest, QueueNotFound, Unauthorized
 from pylmq.metrics import QueueStats, RateHistory
-
-if TYPE_CHECKING:
-    from _typeshed import SupportsRichComparison
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -52,7 +49,6 @@ YIELD_EVERY = 1000
 CACHE_SECONDS = 2.0
 """How long an order by a count or rate, and the totals, are reused (the page polls every 2 s)."""
 MAX_CACHED = 16
-_T = TypeVar("_T")
 
 
 class ConsoleState(Protocol):
@@ -215,16 +211,16 @@ def _sort_key(console: ConsoleState, sort: str) -> Callable[[str], float]:
     return rate
 
 
-async def _sliced_sort(items: list[_T], key: Callable[[_T], SupportsRichComparison]) -> list[_T]:
+async def _sliced_sort(items: list[Any], key: Callable[[Any], Any] | None = None) -> list[Any]:
     """``sorted(items, key=key)`` with a pass of the loop every :data:`YIELD_EVERY` items:
     runs of that size are sorted one by one, then merged a slice at a time."""
     if len(items) <= YIELD_EVERY:
         return sorted(items, key=key)
-    runs: list[list[_T]] = []
+    runs: list[list[Any]] = []
     for i in range(0, len(items), YIELD_EVERY):
         runs.append(sorted(items[i : i + YIELD_EVERY], key=key))
         await asyncio.sleep(0)
-    out: list[_T] = []
+    out: list[Any] = []
     merged = heapq.merge(*runs, key=key)
     while chunk := list(itertools.islice(merged, YIELD_EVERY)):
         out += chunk
@@ -257,7 +253,7 @@ class NameIndex:
         async with self._lock:
             version = manager.names_version
             if version != self._version:
-                names = await _sliced_sort(manager.names_unsorted(), str)
+                names = await _sliced_sort(manager.names_unsorted())
                 self._sorted, self._version, self.rebuilds = names, version, self.rebuilds + 1
                 self._lists.clear()
                 self._totals = None

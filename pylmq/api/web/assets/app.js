@@ -4,6 +4,13 @@ import { fmtBytes, fmtNum, fmtRate, h, mount, pager } from "./dom.js";
 
 const routes = [];
 let current = null;
+let sessionDoc = null;
+
+// session() -> the /console/api/session document read at boot ({auth, authorized, protect,
+// node, features}); null before boot.
+export function session() {
+  return sessionDoc;
+}
 
 // route(pattern, view): pattern like "/queue/:name"; params are decoded.
 export function route(pattern, view) {
@@ -101,10 +108,14 @@ const overview = {
 
 async function boot() {
   setUnauthorizedHandler(() => { if (location.hash !== "#/login") location.hash = "#/login"; });
-  const session = await get("/console/api/session");
-  document.querySelector("[data-test=node-name]").textContent = session.node;
-  document.querySelector("[data-test=auth-off-banner]").hidden = session.auth !== "off";
+  const doc = await get("/console/api/session");
+  document.querySelector("[data-test=node-name]").textContent = doc.node;
+  document.querySelector("[data-test=auth-off-banner]").hidden = doc.auth !== "off";
+  sessionDoc = doc;
   route("/", overview);
+  // The other pages register themselves from routes.js (work item D's list). Imported only now,
+  // after this module has run, so they can import from app.js at their top level.
+  await import("./routes.js");
   window.addEventListener("hashchange", dispatch);
   dispatch();
 }

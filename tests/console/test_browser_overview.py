@@ -1,0 +1,83 @@
+"""The overview page in a real browser: queue depths live from the API, the totals, sorting, the
+cluster panel of a standalone node, the auth-off banner, and the node's rate chart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from selenium.webdriver.chrome.webdriver import WebDriver
+
+from pylmq.client import HttpClient
+from pylmq.node.testing import NodeThread
+from tests.console.browser import by_test, open_console, screenshot, wait_for
+from tests.console.overview_page import attr_of, rows, text_of
+
+
+def _depth(driver: WebDriver, queue: str) -> str | None:
+    return next((size for name, size, _ in rows(driver) if name == queue), None)
+
+
+def test_overview_shows_depths_live_totals_and_that_auth_is_off(
+    browser: WebDriver, console_node: NodeThread, shots: Path
+) -> None:
+    with HttpClient(console_node.http_url) as client:
+        for body in (b"a", b"b", b"c"):
+            client.push("orders", body)
+        open_console(browser, console_node.http_url)
+        wait_for(browser, lambda d: _depth(d, "orders") == "3")
+        assert (text_of(browser, "totals-queues"), text_of(browser, "totals-messages")) == ("1", "3")
+        assert by_test(browser, "auth-off-banner")[0].is_displayed()
+        assert not by_test(browser, "nav-login")[0].is_displayed()  # nothing to log in to
+        client.push("orders", b"d")
+        client.push("orders", b"e")
+        wait_for(browser, lambda d: _depth(d, "orders") == "5" and text_of(d, "totals-messages") == "5")
+    assert by_test(browser, "error-banner")[0].is_displayed() is False
+    assert screenshot(browser, shots, "overview").stat().st_size > 0
+
+
+def test_cluster_panel_of_a_standalone_node(browser: WebDriver, console_node: NodeThread) -> None:
+    open_console(browser, console_node.http_url)
+    wait_for(browser, lambda d: text_of(d, "cluster-store") == "memory")
+    assert text_of(browser, "cluster-self-runtime") == "python"
+    assert text_of(browser, "cluster-mode") == "standalone node"
+    (node,) = by_test(browser, "cluster-node")
+    assert node.get_attribute("data-node") == "nonode@nohost"
+    assert node.get_attribute("data-state") == "active"
+    assert "stalled" not in (node.get_attribute("class") or "")
+    assert text_of(browser, "cluster-runtime") == "python"
+    assert by_test(browser, "cluster-stalled") == []
+
+
+def test_sorting_by_a_column_and_back(browser: WebDriver, console_node: NodeThread) -> None:
+    with HttpClient(console_node.http_url) as client:
+        for queue, n in (("a", 1), ("b", 3), ("c", 2)):
+            for i in range(n):
+                client.push(queue, f"{i}")
+    open_console(browser, console_node.http_url)
+
+    def order(d: WebDriver) -> list[str]:
+        return [name for name, _, _ in rows(d)]
+
+    wait_for(browser, lambda d: order(d) == ["a", "b", "c"])
+    by_test(browser, "sort-size")[0].click()  # a new numeric column: largest first
+    wait_for(browser, lambda d: order(d) == ["b", "c", "a"])
+    by_test(browser, "sort-size")[0].click()  # the same column again: flipped
+    wait_for(browser, lambda d: order(d) == ["a", "c", "b"])
+    by_test(browser, "sort-name")[0].click()
+    wait_for(browser, lambda d: order(d) == ["a", "b", "c"])
+
+
+def test_the_node_chart_draws_pushes_from_the_rate_history(browser: WebDriver, console_node: NodeThread) -> None:
+    open_console(browser, console_node.http_url)
+    wait_for(browser, lambda d: by_test(d, "chart-push"))
+    with HttpClient(console_node.http_url) as client:
+        for i in range(200):
+            client.push("busy", f"{i}")
+
+    def peak(d: WebDriver) -> float:
+        return float(attr_of(d, "chart-push", "data-max") or "0")
+
+    wait_for(browser, lambda d: peak(d) > 0)
+    # Points come in by `since`: each poll adds only newer ones, none twice.
+    xs = (attr_of(browser, "chart-push", "points") or "").split()
+    assert len(xs) == len({p.split(",")[0] for p in xs}) > 0

@@ -124,6 +124,10 @@ class QueueMetrics:
             return None
         return QueueStats(entry.push.rates(), entry.pull.rates(), entry.retention.stats())
 
+    def counts(self) -> list[tuple[str, int, int]]:
+        """Every metered queue with its cumulative push and pull counts (for RateHistory)."""
+        return [(q, e.push.count, e.pull.count) for q, e in self._queues.items()]
+
     def all_stats(self) -> dict[str, QueueStats]:
         return {q: s for q in sorted(self._queues) if (s := self.stats(q)) is not None}
 

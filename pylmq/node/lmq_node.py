@@ -38,7 +38,7 @@ from pylmq.core.store import (
     Store,
 )
 from pylmq.errors import ConfigError
-from pylmq.metrics import QueueMetrics
+from pylmq.metrics import QueueMetrics, RateHistory
 from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
 from pylmq.wire.qs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_REQUEST, DEFAULT_UDP_MAX
 from pylmq.wire.sqs import MAX_IN_FLIGHT
@@ -126,6 +126,8 @@ class NodeOptions:
     sqs_max_in_flight: int = MAX_IN_FLIGHT
     # The web console at /console/ on the HTTP port (pylmq.api.web); False: /console is a 404.
     console: bool = True
+    # Seconds between two points of the console's rate charts (15 minutes of them are kept).
+    console_rate_step: float = 2.0
     # http_auth: tokens of the HTTP API and the console (none: open, as LMQ), and what they
     # guard ("mutating": all but monitoring's reads; "all"). Never shown in a repr.
     http_tokens: tuple[str, ...] = field(default=(), repr=False)
@@ -189,6 +191,8 @@ class LMQNode:
         # The console of the HTTP port, once it listens (opts.console); the node that runs a
         # cluster sets its cluster_view.
         self.web: WebConsole | None = None
+        # The console's rate charts: the meters sampled every console_rate_step seconds.
+        self.history: RateHistory | None = None
 
     async def start(self) -> None:
         await self.store.open()
@@ -246,8 +250,16 @@ class LMQNode:
         opts = self.opts
         auth = TokenAuth(opts.http_tokens, opts.http_protect) if opts.http_tokens else None
         if opts.console:
+            if self.metrics is not None and self.history is None:
+                self.history = RateHistory(self.metrics, self.clock, step=opts.console_rate_step)
+                self.history.start()
             self.web = WebConsole(
-                self.manager, metrics=self.metrics, node_name=opts.node_name, auth=auth, protect=opts.http_protect
+                self.manager,
+                metrics=self.metrics,
+                node_name=opts.node_name,
+                auth=auth,
+                protect=opts.http_protect,
+                history=self.history,
             )
         api = HttpApi(self.manager, metrics=self.metrics, node_name=opts.node_name, auth=auth, console=self.web)
         server = HttpServer(
@@ -365,6 +377,9 @@ class LMQNode:
             await self._sqs.close(_CANCEL_GRACE)
             self._sqs = None
         await self.store.close()
+        if self.history is not None:
+            await self.history.stop()
+            self.history = None
         if self.metrics is not None:
             await self.metrics.stop()
         log.info("pylmq node stopped")

@@ -17,7 +17,7 @@ from pylmq.api.http import Authenticator, StatsSource
 from pylmq.core.manager import QueueManager
 from pylmq.core.props import export_props
 from pylmq.errors import BadRequest, QueueNotFound, Unauthorized
-from pylmq.metrics import QueueStats
+from pylmq.metrics import QueueStats, RateHistory
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -53,6 +53,7 @@ class ConsoleState(Protocol):
     auth: Authenticator | None
     protect: str
     cluster_view: Callable[[], dict[str, Any]] | None
+    history: RateHistory | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +144,18 @@ def _stats(console: ConsoleState, name: str) -> QueueStats | None:
     return None if console.metrics is None else console.metrics.stats(name)
 
 
+def _live(console: ConsoleState, name: str, push_1m: float, pull_1m: float) -> tuple[float, float]:
+    """The queue's push and pull rate over the last sample (the one-minute meter without a
+    rate history: a node whose console has none still shows a rate)."""
+    return (push_1m, pull_1m) if console.history is None else console.history.rate(name)
+
+
+def _rates(console: ConsoleState, since: int | None) -> dict[str, Any]:
+    if console.history is None:
+        return {"step": RATE_STEP, "seq": 0, "t": [], "push": [], "pull": []}
+    return console.history.node(since)
+
+
 def _row(console: ConsoleState, name: str) -> dict[str, Any] | None:
     manager = console.manager
     q = manager.get(name)
@@ -153,6 +166,7 @@ def _row(console: ConsoleState, name: str) -> dict[str, Any] | None:
     stats = _stats(console, name)
     push_1m = stats.push.one if stats else 0.0
     pull_1m = stats.pull.one if stats else 0.0
+    push_rate, pull_rate = _live(console, name, push_1m, pull_1m)
     dead_letter = q.props.dead_letter
     dead_letters = store.size(dead_letter) if dead_letter is not None and manager.get(dead_letter) else None
     return {
@@ -162,9 +176,8 @@ def _row(console: ConsoleState, name: str) -> dict[str, Any] | None:
         "in_flight": counts.in_flight,
         "delayed": counts.delayed,
         "memory": store.memory(name),
-        # The live 2-s rate comes with the rate history; until then the one-minute meter.
-        "push_rate": push_1m,
-        "pull_rate": pull_1m,
+        "push_rate": push_rate,
+        "pull_rate": pull_rate,
         "push_1m": push_1m,
         "pull_1m": pull_1m,
         "dead_letter": dead_letter,
@@ -178,11 +191,14 @@ def _sort_key(console: ConsoleState, sort: str) -> Callable[[str], float]:
         return lambda n: float(store.size(n))
     if sort == "in_flight":
         return lambda n: float(store.counts(n).in_flight)
-    side = sort  # push or pull
+    side = 0 if sort == "push" else 1
+    history = console.history
+    if history is not None:  # the live rates, as the rows show them
+        return lambda n: history.rate(n)[side]
 
     def rate(n: str) -> float:
         s = _stats(console, n)
-        return 0.0 if s is None else (s.push.one if side == "push" else s.pull.one)
+        return 0.0 if s is None else (s.push.one, s.pull.one)[side]
 
     return rate
 
@@ -211,23 +227,24 @@ async def _totals(console: ConsoleState, names: list[str]) -> dict[str, Any]:
     store = console.manager.store
     messages = in_flight = 0
     push = pull = 0.0
+    history = console.history
     for i in range(0, len(names), YIELD_EVERY):
         for n in names[i : i + YIELD_EVERY]:
             messages += store.size(n)
             in_flight += store.counts(n).in_flight
-            s = _stats(console, n)
-            if s is not None:
+            if history is None and (s := _stats(console, n)) is not None:
                 push += s.push.one
                 pull += s.pull.one
         await asyncio.sleep(0)
+    if history is not None:  # the node's rate: also that of queues deleted since the sample
+        push, pull = history.node_rate()
     return {"queues": len(names), "messages": messages, "in_flight": in_flight, "push_rate": push, "pull_rate": pull}
 
 
 async def overview_doc(console: ConsoleState, params: OverviewParams) -> dict[str, Any]:
     manager = console.manager
     unavailable = manager.unavailable
-    # Node rate points (seq, t, push, pull) come with the rate history; none are kept yet.
-    rates: dict[str, Any] = {"step": RATE_STEP, "seq": 0, "t": [], "push": [], "pull": []}
+    rates = _rates(console, params.since)
     doc: dict[str, Any] = {
         "node": console.node_name,
         "time": manager.clock.now(),
@@ -288,5 +305,6 @@ def queue_doc(console: ConsoleState, name: str, since: int | None) -> dict[str, 
         "virtual_of": sorted(v for v, members in manager.virtual_queues().items() if name in members),
         "meters": meters,
         "retention": retention,
-        "rates": None,  # per-queue history comes with the rate history (since: its last point)
+        # None: the queue moved in the window, but more did than the history keeps rings for.
+        "rates": _rates(console, since) if console.history is None else console.history.queue(name, since),
     }

@@ -27,7 +27,7 @@ def rows(driver: WebDriver) -> list[tuple[str, str, str]]:
 def text_of(driver: WebDriver, name: str) -> str | None:
     """The text of the first ``data-test=name`` element (None when there is none)."""
     got: Any = driver.execute_script(
-        "const e = document.querySelector(`[data-test=\"${arguments[0]}\"]`); return e ? e.textContent : null;", name
+        'const e = document.querySelector(`[data-test="${arguments[0]}"]`); return e ? e.textContent : null;', name
     )
     return cast(str | None, got)
 
@@ -35,7 +35,8 @@ def text_of(driver: WebDriver, name: str) -> str | None:
 def attr_of(driver: WebDriver, name: str, attr: str) -> str | None:
     """An attribute of the first ``data-test=name`` element (None when there is none)."""
     got: Any = driver.execute_script(
-        "const e = document.querySelector(`[data-test=\"${arguments[0]}\"]`); return e ? e.getAttribute(arguments[1]) : null;",
+        'const e = document.querySelector(`[data-test="${arguments[0]}"]`);'
+        "return e ? e.getAttribute(arguments[1]) : null;",
         name,
         attr,
     )

@@ -24,7 +24,9 @@ def guarded_node() -> Iterator[NodeThread]:
         yield node
 
 
-def _call(url: str, method: str = "GET", token: str | None = None, body: bytes | None = None) -> tuple[int, dict[str, str]]:
+def _call(
+    url: str, method: str = "GET", token: str | None = None, body: bytes | None = None
+) -> tuple[int, dict[str, str]]:
     req = urllib.request.Request(url, method=method, data=body)
     if token is not None:
         req.add_header("Authorization", f"Bearer {token}")

@@ -69,7 +69,9 @@ def test_sorting_by_a_column_and_back(browser: WebDriver, console_node: NodeThre
 
 def test_the_node_chart_draws_pushes_from_the_rate_history(browser: WebDriver, console_node: NodeThread) -> None:
     open_console(browser, console_node.http_url)
-    wait_for(browser, lambda d: by_test(d, "chart-push"))
+    # The node's history has its first sample (the base its deltas count from).
+    wait_for(browser, lambda d: int(attr_of(d, "chart-push", "data-count") or "0") >= 1)
+    assert float(attr_of(browser, "chart-push", "data-max") or "0") == 0
     with HttpClient(console_node.http_url) as client:
         for i in range(200):
             client.push("busy", f"{i}")
@@ -81,3 +83,41 @@ def test_the_node_chart_draws_pushes_from_the_rate_history(browser: WebDriver, c
     # Points come in by `since`: each poll adds only newer ones, none twice.
     xs = (attr_of(browser, "chart-push", "points") or "").split()
     assert len(xs) == len({p.split(",")[0] for p in xs}) > 0
+
+
+def test_cluster_panel_highlights_a_stalled_peer_and_shows_the_mode(
+    browser: WebDriver, console_node: NodeThread
+) -> None:
+    # The node's cluster view as a joined node would give it (the cluster's own tests check the
+    # real one): an Erlang peer that stopped answering and a Python peer.
+    view = {
+        "node": "py@host",
+        "runtime": "python",
+        "store": "memory",
+        "mode": "standalone",
+        "mode_detail": "no running Mnesia node reachable",
+        "nodes": [
+            {"name": "py@host", "runtime": "python", "self": True, "state": "active", "silent_for": None},
+            {"name": "lmq1@host", "runtime": "erlang", "self": False, "state": "stalled", "silent_for": 4.2},
+            {"name": "py2@host", "runtime": "python", "self": False, "state": "active", "silent_for": 0.3},
+        ],
+    }
+    web = console_node.node.web
+    assert web is not None
+    web.cluster_view = lambda: view
+    open_console(browser, console_node.http_url)
+    wait_for(browser, lambda d: len(by_test(d, "cluster-node")) == 3)
+    states = browser.execute_script(
+        "return [...document.querySelectorAll('[data-test=cluster-node]')].map((r) => "
+        "[r.dataset.node, r.querySelector('[data-test=cluster-runtime]').textContent, r.className, "
+        "r.querySelector('[data-test=cluster-silent]').textContent])"
+    )
+    assert states == [
+        ["py@host", "python", "", "—"],
+        ["lmq1@host", "erlang", "stalled", "silent 4.2 s"],
+        ["py2@host", "python", "", "silent 0.3 s"],
+    ]
+    assert text_of(browser, "cluster-stalled") == "1 node stalled"
+    mode = "cut off from the cluster: serving alone: no running Mnesia node reachable"
+    assert text_of(browser, "cluster-mode") == mode
+    assert "warn" in (attr_of(browser, "cluster-mode", "class") or "")

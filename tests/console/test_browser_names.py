@@ -27,6 +27,9 @@ def test_a_nasty_name_is_text_and_routes_to_its_page(browser: WebDriver, console
     # would raise UnexpectedAlertPresentException on the next command).
     assert browser.find_elements(By.TAG_NAME, "img") == []
     assert browser.execute_script("return document.querySelectorAll('[onerror]').length") == 0
+    # Filtering by a piece of it (sent as a query parameter) finds it alone.
+    browser.find_element(By.CSS_SELECTOR, '[data-test="queue-filter"]').send_keys("%2F?#ü")
+    wait_for(browser, lambda d: [name for name, _, _ in rows(d)] == [NASTY])
     route = "#/queue/" + quote(NASTY, safe="!'()*-._~")  # encodeURIComponent's safe set
     links = browser.find_elements(By.CSS_SELECTOR, '[data-test="queue-link"]')
     link = next(a for a in links if a.text == NASTY)

@@ -36,7 +36,7 @@ export function clusterPanel() {
       h("td", { "data-test": "cluster-node-name" }, n.name, n.self ? h("span", { class: "muted" }, " (this node)") : null),
       h("td", { "data-test": "cluster-runtime" }, n.runtime),
       h("td", { "data-test": "cluster-state" }, n.state),
-      h("td", { class: "num", "data-test": "cluster-silent" }, n.silent_for === null ? "—" : `silent ${fmtAge(n.silent_for)}`)));
+      h("td", { class: "num", "data-test": "cluster-silent" }, n.silent_for === null ? "—" : `${fmtAge(n.silent_for)}`)));
     mount(el,
       h("h2", {}, "Cluster"),
       h("p", { class: mode.warn ? "banner warn" : "mode", "data-test": "cluster-mode", "data-mode": c.mode || "none" },
@@ -50,7 +50,7 @@ export function clusterPanel() {
       stalled ? h("p", { class: "banner error", "data-test": "cluster-stalled" },
         `${stalled} node${stalled > 1 ? "s" : ""} stalled`) : null,
       h("table", { class: "nodes", "data-test": "cluster-nodes" },
-        h("thead", {}, h("tr", {}, h("th", {}, "Node"), h("th", {}, "Runtime"), h("th", {}, "State"), h("th", { class: "num" }, "Heard"))),
+        h("thead", {}, h("tr", {}, h("th", {}, "Node"), h("th", {}, "Runtime"), h("th", {}, "State"), h("th", { class: "num" }, "Silent"))),
         h("tbody", {}, rows)));
   }
   return { el, update };

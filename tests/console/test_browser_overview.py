@@ -3,11 +3,17 @@ cluster panel of a standalone node, the auth-off banner, and the node's rate cha
 
 from __future__ import annotations
 
+import logging
+import re
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
+import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.action_chains import ActionChains
 
 from pylmq.client import HttpClient
+from pylmq.errors import ClusterUnavailable
 from pylmq.node.testing import NodeThread
 from tests.console.browser import by_test, open_console, screenshot, wait_for
 from tests.console.overview_page import attr_of, rows, text_of
@@ -67,7 +73,10 @@ def test_sorting_by_a_column_and_back(browser: WebDriver, console_node: NodeThre
     wait_for(browser, lambda d: order(d) == ["a", "b", "c"])
 
 
-def test_the_node_chart_draws_pushes_from_the_rate_history(browser: WebDriver, console_node: NodeThread) -> None:
+def test_the_node_chart_draws_pushes_from_the_rate_history(
+    browser: WebDriver, console_node: NodeThread, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="pylmq.access")
     open_console(browser, console_node.http_url)
     # The node's history has its first sample (the base its deltas count from).
     wait_for(browser, lambda d: int(attr_of(d, "chart-push", "data-count") or "0") >= 1)
@@ -83,6 +92,32 @@ def test_the_node_chart_draws_pushes_from_the_rate_history(browser: WebDriver, c
     # Points come in by `since`: each poll adds only newer ones, none twice.
     xs = (attr_of(browser, "chart-push", "points") or "").split()
     assert len(xs) == len({p.split(",")[0] for p in xs}) > 0
+    # The page asked for the whole history once, then only for points after the last it had.
+    targets = [r.getMessage().split()[1] for r in caplog.records if "/console/api/overview" in r.getMessage()]
+    since = [int(parse_qs(urlsplit(t).query).get("since", ["-1"])[0]) for t in targets]
+    assert since[0] == -1
+    assert since[1:] == sorted(since[1:]) and since[-1] >= 1
+    # Hovering the chart reads the values out at the nearest point.
+    ActionChains(browser).move_to_element(by_test(browser, "chart")[0]).perform()
+    wait_for(
+        browser,
+        lambda d: re.fullmatch(r"\d\d:\d\d:\d\d UTC: push [\d.]+/s, pull [\d.]+/s", text_of(d, "chart-readout") or ""),
+    )
+
+
+def test_overview_says_why_an_unavailable_node_lists_no_queues(browser: WebDriver, console_node: NodeThread) -> None:
+    with HttpClient(console_node.http_url) as client:
+        client.push("orders", b"x")
+    open_console(browser, console_node.http_url)
+    wait_for(browser, lambda d: rows(d) == [("orders", "1", "orders")])
+    console_node.node.manager.unavailable = ClusterUnavailable("rejoining the cluster")
+    wait_for(browser, lambda d: by_test(d, "overview-unavailable")[0].is_displayed())
+    assert text_of(browser, "overview-unavailable") == "The node cannot serve queues now: rejoining the cluster"
+    assert rows(browser) == []
+    assert text_of(browser, "cluster-store") == "memory"  # the cluster panel still says where it stands
+    console_node.node.manager.unavailable = None
+    wait_for(browser, lambda d: rows(d) == [("orders", "1", "orders")])
+    assert not by_test(browser, "overview-unavailable")[0].is_displayed()
 
 
 def test_cluster_panel_highlights_a_stalled_peer_and_shows_the_mode(

@@ -39,9 +39,10 @@ export function poller(fn, ms = POLL_MS) {
       running = true;
       try {
         await fn();
-        showError(null);
+        if (!stopped) showError(null);
       } catch (e) {
-        showError(e);
+        // A stopped poller's page is gone (e.g. a 401 moved to the login): its error is moot.
+        if (!stopped) showError(e);
         wait = 10000;
       } finally {
         running = false;

@@ -39,17 +39,17 @@ SLICE = 1000
 
 
 class CountSource(Protocol):
-    def counts(self) -> Sequence[tuple[str, int, int]]:
-        """Every metered queue with its cumulative push and pull counts."""
+    def counts(self) -> Sequence[tuple[str, int, int, int]]:
+        """Every metered queue: name, serial number of its meters, cumulative push and pull counts."""
         ...
 
 
 class _Ring:
     __slots__ = ("active", "pull", "push", "start")
 
-    def __init__(self, size: int, start: int) -> None:
-        self.push = array("d", bytes(8 * size))
-        self.pull = array("d", bytes(8 * size))
+    def __init__(self, zeros: array[float], start: int) -> None:
+        self.push = zeros[:]
+        self.pull = zeros[:]
         self.start = start  # the first sample it holds
         self.active = start  # the last sample with traffic
 
@@ -57,9 +57,10 @@ class _Ring:
 class _Seen:
     """A queue's counts at the previous sample and the rates since the one before."""
 
-    __slots__ = ("active", "pull", "pull_rate", "push", "push_rate", "sample")
+    __slots__ = ("active", "pull", "pull_rate", "push", "push_rate", "sample", "serial")
 
-    def __init__(self) -> None:
+    def __init__(self, serial: int) -> None:
+        self.serial = serial
         self.push = self.pull = 0
         self.push_rate = self.pull_rate = 0.0
         self.active = 0  # the last sample that found traffic (0: none yet)
@@ -95,9 +96,10 @@ class RateHistory:
         self.slice_size = slice_size
         self.seq = 0  # samples taken; points are numbered from 1
         self._last_t: float | None = None  # time of the previous sample (None: none yet)
-        self._t = array("d", bytes(8 * self.size))
-        self._push = array("d", bytes(8 * self.size))
-        self._pull = array("d", bytes(8 * self.size))
+        self._zeros = array("d", [0.0]) * self.size
+        self._t = self._zeros[:]
+        self._push = self._zeros[:]
+        self._pull = self._zeros[:]
         self._seen: dict[str, _Seen] = {}
         self._rings: dict[str, _Ring] = {}
         self._task: asyncio.Task[None] | None = None
@@ -135,15 +137,17 @@ class RateHistory:
         for i in range(0, len(counts), self.slice_size):
             if i:
                 await asyncio.sleep(0)
-            for name, push, pull in counts[i : i + self.slice_size]:
+            for name, serial, push, pull in counts[i : i + self.slice_size]:
                 s = seen.get(name)
-                if s is None:
-                    # New since the previous sample: its meters started at zero meanwhile
-                    # (a queue deleted and made again starts a new meter too, see below).
-                    s = seen[name] = _Seen()
-                # Counts only grow; a smaller one is a new meter (the queue was recreated).
-                dpush = push - s.push if push >= s.push else push
-                dpull = pull - s.pull if pull >= s.pull else pull
+                if s is None or s.serial != serial:
+                    # New since the previous sample (or deleted and made again): its meters
+                    # started at zero meanwhile.
+                    rings.pop(name, None)
+                    s = seen[name] = _Seen(serial)
+                elif push == s.push and pull == s.pull and not (s.push_rate or s.pull_rate) and name not in rings:
+                    s.sample = seq  # idle and already shown idle: most queues of a big node
+                    continue
+                dpush, dpull = push - s.push, pull - s.pull
                 s.push, s.pull, s.sample = push, pull, seq
                 if slot is None:  # the first sample: counting starts here
                     continue
@@ -154,7 +158,7 @@ class RateHistory:
                 if dpush or dpull:
                     s.active = seq
                     if ring is None and len(rings) < self.max_tracked:
-                        ring = rings[name] = _Ring(self.size, seq)
+                        ring = rings[name] = _Ring(self._zeros, seq)
                     if ring is not None:
                         ring.active = seq
                 if ring is not None:
@@ -167,6 +171,7 @@ class RateHistory:
         return total_push, total_pull
 
     async def _run(self) -> None:
+        await self.sample()  # where counting starts: the first point comes one step later
         while True:
             await asyncio.sleep(self.step)
             await self.sample()

@@ -7,12 +7,13 @@ tests use. Each server is owned here: started in :meth:`LMQNode.start`, stopped 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pylmq.api._limits import (
     DEFAULT_BODY_TIMEOUT,
@@ -48,8 +49,9 @@ if TYPE_CHECKING:
     from pylmq.api.qs_server import QsServer
     from pylmq.api.sqs import SqsApi
     from pylmq.api.web import WebConsole
+    from pylmq.cluster import Cluster
 
-__all__ = ["LMQNode", "NodeOptions", "make_store", "parse_hostport"]
+__all__ = ["LMQNode", "NodeOptions", "cluster_view", "make_store", "parse_hostport"]
 
 log = logging.getLogger("pylmq.node")
 
@@ -161,6 +163,19 @@ def make_store(opts: NodeOptions, clock: Clock) -> Store:
     raise ConfigError(f"store must be one of {', '.join(STORE_KINDS)}, got {opts.store!r}")
 
 
+def cluster_view(cluster: Cluster) -> dict[str, Any]:
+    """The console's cluster document (pylmq.api.web.views.cluster_doc's shape) of a node that
+    runs ``cluster``: the same facts as ``lmq-admin status``."""
+    return {
+        "node": cluster.dist.name,
+        "runtime": "python",
+        "store": cluster.store.kind,  # "mnesia" while it serves the cluster's queues
+        "mode": cluster.mode,
+        "mode_detail": cluster.mode_detail or None,
+        "nodes": cluster.members(),
+    }
+
+
 class LMQNode:
     def __init__(
         self,
@@ -228,6 +243,12 @@ class LMQNode:
         for name in self.opts.virtual_queues:
             if name in queues:
                 raise ConfigError(f"virtual_queues {name!r}: a queue has that name; a virtual queue needs its own")
+
+    def show_cluster(self, cluster: Cluster | None) -> None:
+        """Let the console show ``cluster`` (its nodes, mode, stalled peers); None: this node
+        alone again. Called by whoever runs the node's distribution, once the node started."""
+        if self.web is not None:
+            self.web.cluster_view = None if cluster is None else functools.partial(cluster_view, cluster)
 
     def budget(self) -> BufferBudget:
         """The one budget for requests partly received, shared by the HTTP and RPC servers."""

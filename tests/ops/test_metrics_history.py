@@ -145,11 +145,15 @@ async def test_idle_rings_are_freed_after_a_window_and_deleted_queues_forgotten(
 async def test_a_recreated_queue_counts_from_its_new_meter(metrics: QueueMetrics, clock: ManualClock) -> None:
     history = RateHistory(metrics, clock)
     _push(metrics, "a", 100)
+    _push(metrics, "b", 4)
     await history.sample()
-    metrics.forget("a")
-    _push(metrics, "a", 4)
+    await _sample(history, clock)  # both idle now
+    for name, pushes in (("a", 4), ("b", 4)):  # deleted and made again between two samples
+        metrics.forget(name)
+        _push(metrics, name, pushes)
     await _sample(history, clock)
     assert history.rate("a") == (2.0, 0.0)
+    assert history.rate("b") == (2.0, 0.0)  # as many pushes as before: still new ones
 
 
 async def test_a_sample_yields_to_the_loop_between_slices(metrics: QueueMetrics, clock: ManualClock) -> None:

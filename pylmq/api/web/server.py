@@ -117,6 +117,7 @@ class WebConsole:
         self.protect = protect
         self.cluster_view: ClusterView | None = None
         self.history = history  # rates of the last minutes (None: the meters' one-minute rates)
+        self.index = views.NameIndex()  # the names as pages show them, kept between requests
         self.assets = load_assets()
 
     async def respond(self, request: Request) -> Response:

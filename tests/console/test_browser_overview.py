@@ -128,9 +128,9 @@ def test_cluster_panel_highlights_a_stalled_peer_and_shows_the_mode(
     view = {
         "node": "py@host",
         "runtime": "python",
-        "store": "memory",
-        "mode": "standalone",
-        "mode_detail": "no running Mnesia node reachable",
+        "store": "mnesia",
+        "mode": "cluster",
+        "mode_detail": None,
         "nodes": [
             {"name": "py@host", "runtime": "python", "self": True, "state": "active", "silent_for": None},
             {"name": "lmq1@host", "runtime": "erlang", "self": False, "state": "stalled", "silent_for": 4.2},
@@ -153,6 +153,11 @@ def test_cluster_panel_highlights_a_stalled_peer_and_shows_the_mode(
         ["py2@host", "python", "", "0.3 s"],
     ]
     assert text_of(browser, "cluster-stalled") == "1 node stalled"
-    mode = "cut off from the cluster: serving alone: no running Mnesia node reachable"
+    assert text_of(browser, "cluster-mode") == "joined: queues kept in the Erlang cluster's Mnesia tables"
+    assert text_of(browser, "cluster-store") == "mnesia"
+    # A node serving alone after a restart is a warning, with the node's reason.
+    view.update(mode="standalone", mode_detail="no running Mnesia node reachable", store="memory")
+    wait_for(browser, lambda d: attr_of(d, "cluster-mode", "data-mode") == "standalone")
+    mode = "serving alone: its cluster was unreachable when it restarted: no running Mnesia node reachable"
     assert text_of(browser, "cluster-mode") == mode
     assert "warn" in (attr_of(browser, "cluster-mode", "class") or "")

@@ -11,9 +11,9 @@ function modeText(c) {
     case "cluster":
       return { text: "joined: queues kept in the Erlang cluster's Mnesia tables", warn: false };
     case "local":
-      return { text: "joined: queues kept in this node's own store", warn: false };
+      return { text: "not joined to a cluster: queues kept in this node's own store", warn: false };
     case "standalone":
-      return { text: "cut off from the cluster: serving alone", warn: true };
+      return { text: "serving alone: its cluster was unreachable when it restarted", warn: true };
     case "rejoining":
       return { text: "rejoining the cluster: queue routes answer 503 meanwhile", warn: true };
     default:

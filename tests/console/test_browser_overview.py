@@ -74,7 +74,7 @@ def test_sorting_by_a_column_and_back(browser: WebDriver, console_node: NodeThre
 
 
 def test_the_node_chart_draws_pushes_from_the_rate_history(
-    browser: WebDriver, console_node: NodeThread, caplog: pytest.LogCaptureFixture
+    browser: WebDriver, console_node: NodeThread, caplog: pytest.LogCaptureFixture, shots: Path
 ) -> None:
     caplog.set_level(logging.INFO, logger="pylmq.access")
     open_console(browser, console_node.http_url)
@@ -89,6 +89,7 @@ def test_the_node_chart_draws_pushes_from_the_rate_history(
         return float(attr_of(d, "chart-push", "data-max") or "0")
 
     wait_for(browser, lambda d: peak(d) > 0)
+    screenshot(browser, shots, "overview-chart")
     # Points come in by `since`: each poll adds only newer ones, none twice.
     xs = (attr_of(browser, "chart-push", "points") or "").split()
     assert len(xs) == len({p.split(",")[0] for p in xs}) > 0

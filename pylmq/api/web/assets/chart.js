@@ -70,7 +70,9 @@ export function lineChart(el, opts = {}) {
     const ticks = [];
     if (t.length) {
       for (let m = 0; m <= windowS; m += 300) {
-        ticks.push(h("text", { class: "axis x", x: sx(end - m), y: H - 6 }, m === 0 ? clock(end) : `-${m / 60} min`));
+        // The ends align inwards so that their labels stay inside the drawing.
+        const edge = m === 0 ? " end" : m + 300 > windowS ? " start" : "";
+        ticks.push(h("text", { class: `axis x${edge}`, x: sx(end - m), y: H - 6 }, m === 0 ? clock(end) : `-${m / 60} min`));
       }
     } else {
       ticks.push(h("text", { class: "axis empty", x: (x0 + x1) / 2, y: (y0 + y1) / 2, "data-test": "chart-empty" },

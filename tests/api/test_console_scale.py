@@ -4,6 +4,7 @@ per change of the queue set (not per request), and the loop kept free while the 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from pylmq.api.web.views import YIELD_EVERY
+from pylmq.api.web.views import YIELD_EVERY, _sliced_sort
 from pylmq.node import LMQNode, NodeOptions
 from tests.api.api_helpers import Api, base_url
 
@@ -135,3 +136,11 @@ async def test_overview_work_yields_to_the_loop(big: tuple[LMQNode, Api]) -> Non
         await task
     print(f"longest loop gap {longest * 1000:.1f} ms")
     assert longest < 0.5, f"the loop was held {longest * 1000:.0f} ms"
+
+
+async def test_sliced_sort_sorts_like_sorted_and_keeps_ties_in_order() -> None:
+    rng = random.Random(7)
+    names = [f"n{rng.randrange(10**6):06d}" for _ in range(3 * YIELD_EVERY + 17)]
+    assert await _sliced_sort(list(names)) == sorted(names)
+    keyed = [(float(rng.randrange(5)), n) for n in sorted(names)]  # many ties, in name order
+    assert await _sliced_sort(keyed, key=lambda kn: kn[0]) == sorted(keyed, key=lambda kn: kn[0])

@@ -3,8 +3,10 @@ distribution node: who is Erlang or Python, who is stalled (and for how long), t
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import aiohttp
@@ -12,8 +14,10 @@ import pytest
 
 from pylmq.cluster import Cluster
 from pylmq.cluster.mnesia_store import CLUSTER, MnesiaStore
+from pylmq.config.settings import Settings
 from pylmq.erlang import Node
 from pylmq.node import LMQNode, NodeOptions
+from pylmq.node.service import Service
 from pylmq.store.memory import MemoryStore
 from tests.api.api_helpers import Api, base_url
 
@@ -124,3 +128,26 @@ async def test_without_the_cluster_the_node_is_alone_again(joined: Joined) -> No
     joined.node.show_cluster(None)
     doc = await cluster_doc(joined.api)
     assert (doc["mode"], [n["name"] for n in doc["nodes"]]) == (None, [ME])
+
+
+async def test_the_service_of_a_named_node_shows_its_cluster(tmp_path: Path) -> None:
+    """Service wiring: a node started with a name (a real distribution node, no Erlang LMQ)
+    shows its Cluster in the console; one without a name is a standalone node."""
+    name = f"console_{secrets.token_hex(4)}@127.0.0.1"
+    common: dict[str, Any] = {
+        "http_host": "127.0.0.1", "http_port": 0, "rpc_port": 0, "qs_enabled": False, "sqs_enabled": False,
+        "store": "durable", "data_dir": tmp_path, "fsync": "none", "stats_interval": 0,
+    }  # fmt: skip
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as session:
+        for settings, mode, nodes in (
+            (Settings(node_name=name, cookie=secrets.token_hex(8), **common), "local", [name]),
+            (Settings(**common), None, ["nonode@nohost"]),
+        ):
+            service = Service(settings, statsd=False)
+            await service.start()
+            try:
+                doc = await cluster_doc(Api(session, base_url(service.node)))
+            finally:
+                await service.stop()
+            assert (doc["mode"], doc["store"], [n["name"] for n in doc["nodes"]]) == (mode, "durable", nodes)
+            assert doc["nodes"][0]["self"] and doc["nodes"][0]["runtime"] == "python"

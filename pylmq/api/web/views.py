@@ -2,8 +2,10 @@
 
 Shapes (the page's contract; CONSOLE-PLAN section 2): :func:`session_doc`, :func:`overview_doc`
 (a page of queues, totals, node rates, the cluster) and :func:`queue_doc` (one queue). Reading
-never creates a queue. Work over every queue (filtering, sorting by a count, totals) yields to
-the loop every :data:`YIELD_EVERY` queues, so that a node of many queues keeps serving.
+never creates a queue. Rates come from the node's :class:`~pylmq.metrics.RateHistory`. The
+sorted names, filtered lists, orders by a count and totals are kept between requests by a
+:class:`NameIndex`; work over every queue yields to the loop every :data:`YIELD_EVERY` queues,
+so that a node of many queues keeps serving.
 """
 
 from __future__ import annotations

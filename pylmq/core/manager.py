@@ -148,9 +148,6 @@ class QueueManager:
         self._matching: asyncio.Task[None] | None = None  # the task that shows them (owned here)
         self._matching_turn = asyncio.Lock()  # held for a slice of regex matching (_matching_slice)
         self._created = 0  # queues attached so far: the serial number of the last one
-        # Moves whenever a queue is attached or dropped: a reader that keeps something derived
-        # from the set of names (the console's sorted list) knows when to make it again.
-        self.names_version = 0
         # Purges under way, by queue name: a second purge of the queue waits for the first
         # rather than finding it between its deletion and its re-creation (404).
         self._purging: dict[str, tuple[asyncio.Lock, int]] = {}  # the lock, purges holding or awaiting it
@@ -215,7 +212,6 @@ class QueueManager:
             q = Queue(name, self.store, self, self.observer, self.clock)
             self._queues[name] = q
             self._created += 1
-            self.names_version += 1
             self._recent.append(name)
             if self._any_waiters:
                 # Matched in a task of its own, in time slices: each waiting regex may cost up
@@ -385,8 +381,6 @@ class QueueManager:
             self._refuse_virtual(name)
         q = self._queues.pop(name, None)
         self._holders.pop(name, None)
-        if q is not None:
-            self.names_version += 1
         try:
             existed = await self.store.delete(name)
         finally:
@@ -942,7 +936,6 @@ class QueueManager:
         q = self._queues.pop(name, None)
         self._holders.pop(name, None)
         if q is not None:
-            self.names_version += 1
             await self._close_queue(q)
 
     # -- status -------------------------------------------------------------------------------------

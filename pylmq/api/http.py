@@ -18,14 +18,15 @@ Routes (also under LMQ's older prefixes ``/msgs`` and ``/props``)::
     GET|PUT|DELETE   /properties      default list    GET|PATCH|DELETE /properties/:name
     GET    /stats
     POST   /batch/:name               push many       GET  /batch/:name?n=&t=    pull many
-    GET    /peek/:name?after=&n=&body=                 list records without delivering them
+    GET    /peek/:name?after=&n=&body=&preview=        list records without delivering them
+    POST   /purge/:name                                drop every message, keep the queue
     POST   /requeue/:name?n=&to=                       move dead letters back to their origin
     GET    /virtual                   virtual queues  GET|PUT|DELETE /virtual/:name
 
 ``/batch`` is pylmq's extension (LMQ has no batch forms): see :mod:`pylmq.wire.batch`. So are
 the push options (``?delay=&ttl=&retry=&interval=&priority=&once=`` on a push, fan-out push or
-batch push), the delivery headers ``x-lmq-attempts`` and ``x-lmq-dead-*``, peek, requeue and
-virtual queues: docs/http-api-extensions.md. A request without them is answered as LMQ does.
+batch push), the delivery headers ``x-lmq-attempts`` and ``x-lmq-dead-*``, peek, purge, requeue
+and virtual queues: docs/http-api-extensions.md. A request without them is answered as LMQ does.
 
 This module knows nothing of sockets: :class:`Request` is a parsed request (method, raw target,
 headers, whole body) and :class:`Response` an answer with its header block already encoded.
@@ -54,7 +55,7 @@ import msgpack
 from pylmq.api._putback import Deliveries
 from pylmq.api.batch import encode_deliveries
 from pylmq.api.options import push_all_with, push_many_with, push_options
-from pylmq.api.peek import DEFAULT_PEEK, MAX_PEEK, peek_entry
+from pylmq.api.peek import DEFAULT_PEEK, MAX_PEEK, MAX_PREVIEW, peek_entry
 from pylmq.core.manager import MAX_BATCH, QueueManager
 from pylmq.core.message import Item, MessageExt, Metadata, PushOptions, StoredMessageType, make_item, uuid_text
 from pylmq.core.props import export_props, parse_default_list, parse_props
@@ -275,6 +276,16 @@ def _flag(value: str | None, name: str) -> bool:
     if value in ("1", "true"):
         return True
     raise BadRequest(f"{name} must be 1, true, 0 or false, got {value!r:.40}")
+
+
+def _preview(value: str | None) -> int | None:
+    """``preview`` of a peek: bytes of each body shown (implies ``body``); None: whole bodies."""
+    if value is None:
+        return None
+    n = whole_number(value, 8) or 0
+    if not 1 <= n <= MAX_PREVIEW:
+        raise BadRequest(f"preview must be a whole number of bytes from 1 to {MAX_PREVIEW}, got {value!r:.40}")
+    return n
 
 
 def _compound_format(query: Mapping[str, str]) -> str:
@@ -725,8 +736,16 @@ class HttpApi:
         query = request.query
         count = _count(query.get("n"), DEFAULT_PEEK, MAX_PEEK)
         body = _flag(query.get("body"), "body")
+        preview = _preview(query.get("preview"))
+        if preview is not None:
+            if "body" in query and not body:
+                raise BadRequest("preview cuts the bodies that body=0 leaves out: drop one of them")
+            body = True
         records = await self.manager.peek(_queue_name(name), query.get("after"), count)
-        return _json([peek_entry(m, body=body) for m in records])
+        return _json([peek_entry(m, body=body, preview=preview) for m in records])
+
+    async def purge(self, request: Request, name: str) -> Response:
+        return _json({"purged": await self.manager.purge(_queue_name(name))})
 
     async def requeue(self, request: Request, name: str) -> Response:
         query = request.query
@@ -832,6 +851,7 @@ _OTHER_ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("POST", "/replies/{name}", HttpApi.reply_many),
     ("POST", "/claims/{name}", HttpApi.claim),
     ("GET", "/peek/{name}", HttpApi.peek),
+    ("POST", "/purge/{name}", HttpApi.purge),
     ("POST", "/requeue/{name}", HttpApi.requeue),
     ("GET", "/virtual", HttpApi.virtual_queues),
     ("GET", "/virtual/{name}", HttpApi.get_virtual),

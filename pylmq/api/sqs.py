@@ -553,12 +553,7 @@ class SqsApi:
         deleted and made again with its own props: waiting receives end empty)."""
         name = self._queue(params)
         info = self._info_of(name)
-        own = self.manager.raw_props(name)
-        await self.manager.delete(name)
-        if own:
-            await self.manager.update_props(name, own, merge=False)
-        else:
-            await self.manager.ensure(name)
+        await self.manager.purge(name)
         info.queue = self.manager.get(name)  # the same SQS queue, with its attributes
         return {}, None
 

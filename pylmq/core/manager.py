@@ -148,6 +148,9 @@ class QueueManager:
         self._matching: asyncio.Task[None] | None = None  # the task that shows them (owned here)
         self._matching_turn = asyncio.Lock()  # held for a slice of regex matching (_matching_slice)
         self._created = 0  # queues attached so far: the serial number of the last one
+        # Moves whenever a queue is attached or dropped: a reader that keeps something derived
+        # from the set of names (the console's sorted list) knows when to make it again.
+        self.names_version = 0
         self._recent: deque[str] = deque(maxlen=RECENT_NAMES)  # the last ones, oldest first
         self._selections: OrderedDict[str, _Selection] = OrderedDict()
         self._selected = 0  # names in self._selections
@@ -209,6 +212,7 @@ class QueueManager:
             q = Queue(name, self.store, self, self.observer, self.clock)
             self._queues[name] = q
             self._created += 1
+            self.names_version += 1
             self._recent.append(name)
             if self._any_waiters:
                 # Matched in a task of its own, in time slices: each waiting regex may cost up
@@ -368,6 +372,8 @@ class QueueManager:
             self._refuse_virtual(name)
         q = self._queues.pop(name, None)
         self._holders.pop(name, None)
+        if q is not None:
+            self.names_version += 1
         try:
             existed = await self.store.delete(name)
         finally:
@@ -378,6 +384,24 @@ class QueueManager:
         if q is None and not existed:
             raise QueueNotFound(f"no queue named {name!r}")
         await self.store.barrier()
+
+    async def purge(self, name: str) -> int:
+        """Drop every message of the queue, in flight or not, and keep the queue with its own
+        props: how many records it held. The queue is deleted and made again through the store
+        (as SQS's PurgeQueue always did here), so every store does it alike: waiting pulls end
+        empty, and acks of what was in flight find nothing (404)."""
+        self._refuse_virtual(name)
+        own = self.store.queue_props(name)  # None: no such queue, here or in the store
+        if own is None and name not in self._queues:
+            raise QueueNotFound(f"no queue named {name!r}")
+        held = self.store.size(name)
+        await self.delete(name)
+        if own:
+            await self.update_props(name, own, merge=False)
+        else:
+            await self.ensure(name)
+        await self.store.barrier()
+        return held
 
     async def _close_queue(self, q: Queue) -> None:
         if self.observer is not None:
@@ -895,6 +919,7 @@ class QueueManager:
         q = self._queues.pop(name, None)
         self._holders.pop(name, None)
         if q is not None:
+            self.names_version += 1
             await self._close_queue(q)
 
     # -- status -------------------------------------------------------------------------------------

@@ -51,15 +51,19 @@ export function peekPanel(name, { features, onChange }) {
   let afters = [undefined];
   let page = 0;
   let entries = [];
+  let latest = 0; // the newest list request: an older answer that comes later is dropped
 
   const n = () => Math.min(1000, Math.max(1, Number(size.value) || 20));
 
   async function go(target, restarted = false) {
     const after = afters[target];
+    const mine = ++latest;
     let got;
     try {
       got = await get("/peek/" + enc(name), { after, n: n(), body: 1, preview: PREVIEW });
+      if (mine !== latest) return;
     } catch (e) {
+      if (mine !== latest) return;
       if (e instanceof ApiError && e.status === 404 && after !== undefined && !restarted) {
         // The page's last message left the queue (acked, redelivered): start again.
         afters = [undefined];

@@ -85,7 +85,7 @@ export function propsPanel(name, { features, onChange }) {
     el,
     update(doc) {
       mount(effective, Object.entries(doc.props).map(([k, v]) =>
-        [h("dt", {}, k), h("dd", { "data-test": "props-value", "data-prop": k }, typeof v === "object" ? JSON.stringify(v) : String(v))]));
+        [h("dt", {}, k), h("dd", { "data-test": `props-value-${k}`, "data-prop": k }, typeof v === "object" ? JSON.stringify(v) : String(v))]));
       own.textContent = doc.own_props === null ? "No own props: the defaults apply." : `Own props: ${JSON.stringify(doc.own_props)}`;
       if (loaded === null) fill(doc.props);
     },

@@ -185,6 +185,27 @@ class Cluster:
             active |= set(self.running) | {n for n, up in self.python_nodes.items() if up}
         return sorted(every), sorted(active - set(self.dist.stalled_nodes()))
 
+    def members(self) -> list[dict[str, Any]]:
+        """Every node of the cluster as the web console lists it, this node included: name,
+        runtime (``python`` for this node and the pylmq members, ``erlang`` for the others),
+        ``self``, state (``active``, ``stalled``: connected but silent, ``inactive``: not serving)
+        and ``silent_for`` (seconds, for a stalled node; else None). Sorted by name."""
+        me = self.dist.name
+        every, active = self.status_nodes()
+        stalled = self.stalled()
+        out: list[dict[str, Any]] = []
+        for n in every:
+            silent = stalled.get(n)
+            state = "stalled" if silent is not None else "active" if n in active else "inactive"
+            out.append({
+                "name": n,
+                "runtime": "python" if n == me or n in self.python_nodes else "erlang",
+                "self": n == me,
+                "state": state,
+                "silent_for": None if silent is None else round(silent, 1),
+            })  # fmt: skip
+        return out
+
     def node_lists(self) -> tuple[list[str], list[str]]:
         """What an Erlang node's ``/stats`` lists: Mnesia's db nodes and the running ones (those
         this node reaches; a node down leaves at once, see :meth:`_on_nodedown`)."""

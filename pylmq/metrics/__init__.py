@@ -7,6 +7,7 @@ Wiring, for the node: ``emitter = StatsdEmitter(s.statsd_host, s.statsd_port)``,
 """
 
 from pylmq.metrics.histogram import MIN_SAMPLES, PERCENTILES, HistogramStats, SlidingHistogram, statistics
+from pylmq.metrics.history import RateHistory
 from pylmq.metrics.meter import TICK_SECONDS, Meter, MeterRates
 from pylmq.metrics.registry import QueueMetrics, QueueStats, format_admin_stats
 from pylmq.metrics.statsd import (
@@ -34,6 +35,7 @@ __all__ = [
     "QueueMetrics",
     "QueueSizes",
     "QueueStats",
+    "RateHistory",
     "SlidingHistogram",
     "StatsdEmitter",
     "counter_line",

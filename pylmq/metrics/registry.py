@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import random
 from collections.abc import Mapping
@@ -55,9 +56,10 @@ def format_admin_stats(stats: Mapping[str, QueueStats]) -> str:
 
 
 class _Entry:
-    __slots__ = ("pull", "pull_line", "push", "push_line", "retention", "retention_name")
+    __slots__ = ("pull", "pull_line", "push", "push_line", "retention", "retention_name", "serial")
 
-    def __init__(self, queue: str, clock: Clock, rng: random.Random, rate: float) -> None:
+    def __init__(self, queue: str, clock: Clock, rng: random.Random, rate: float, serial: int) -> None:
+        self.serial = serial  # tells a queue's meters from those of a queue of the same name before
         self.push = Meter()
         self.pull = Meter()
         self.retention = SlidingHistogram(60, 100, clock, rng)
@@ -80,13 +82,14 @@ class QueueMetrics:
         self._clock: Clock = clock or SystemClock()
         self._rng = rng or random.Random()
         self._queues: dict[str, _Entry] = {}
+        self._serials = itertools.count(1)
         self._ticker: asyncio.Task[None] | None = None
 
     def _entry(self, queue: str) -> _Entry:
         entry = self._queues.get(queue)
         if entry is None:
             rate = self.statsd.sample_rate if self.statsd is not None else 1.0
-            entry = self._queues[queue] = _Entry(queue, self._clock, self._rng, rate)
+            entry = self._queues[queue] = _Entry(queue, self._clock, self._rng, rate, next(self._serials))
         return entry
 
     # -- QueueObserver -----------------------------------------------------------------------
@@ -123,6 +126,11 @@ class QueueMetrics:
         if entry is None:
             return None
         return QueueStats(entry.push.rates(), entry.pull.rates(), entry.retention.stats())
+
+    def counts(self) -> list[tuple[str, int, int, int]]:
+        """Every metered queue with the serial number of its meters (a queue deleted and made
+        again gets new ones) and their cumulative push and pull counts (for RateHistory)."""
+        return [(q, e.serial, e.push.count, e.pull.count) for q, e in self._queues.items()]
 
     def all_stats(self) -> dict[str, QueueStats]:
         return {q: s for q in sorted(self._queues) if (s := self.stats(q)) is not None}

@@ -7,12 +7,13 @@ tests use. Each server is owned here: started in :meth:`LMQNode.start`, stopped 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pylmq.api._limits import (
     DEFAULT_BODY_TIMEOUT,
@@ -38,7 +39,7 @@ from pylmq.core.store import (
     Store,
 )
 from pylmq.errors import ConfigError
-from pylmq.metrics import QueueMetrics
+from pylmq.metrics import QueueMetrics, RateHistory
 from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_RPC_PORT
 from pylmq.wire.qs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_REQUEST, DEFAULT_UDP_MAX
 from pylmq.wire.sqs import MAX_IN_FLIGHT
@@ -48,8 +49,9 @@ if TYPE_CHECKING:
     from pylmq.api.qs_server import QsServer
     from pylmq.api.sqs import SqsApi
     from pylmq.api.web import WebConsole
+    from pylmq.cluster import Cluster
 
-__all__ = ["LMQNode", "NodeOptions", "make_store", "parse_hostport"]
+__all__ = ["LMQNode", "NodeOptions", "cluster_view", "make_store", "parse_hostport"]
 
 log = logging.getLogger("pylmq.node")
 
@@ -126,6 +128,8 @@ class NodeOptions:
     sqs_max_in_flight: int = MAX_IN_FLIGHT
     # The web console at /console/ on the HTTP port (pylmq.api.web); False: /console is a 404.
     console: bool = True
+    # Seconds between two points of the console's rate charts (15 minutes of them are kept).
+    console_rate_step: float = 2.0
     # http_auth: tokens of the HTTP API and the console (none: open, as LMQ), and what they
     # guard ("mutating": all but monitoring's reads; "all"). Never shown in a repr.
     http_tokens: tuple[str, ...] = field(default=(), repr=False)
@@ -159,6 +163,19 @@ def make_store(opts: NodeOptions, clock: Clock) -> Store:
     raise ConfigError(f"store must be one of {', '.join(STORE_KINDS)}, got {opts.store!r}")
 
 
+def cluster_view(cluster: Cluster) -> dict[str, Any]:
+    """The console's cluster document (pylmq.api.web.views.cluster_doc's shape) of a node that
+    runs ``cluster``: the same facts as ``lmq-admin status``."""
+    return {
+        "node": cluster.dist.name,
+        "runtime": "python",
+        "store": cluster.store.kind,  # "mnesia" while it serves the cluster's queues
+        "mode": cluster.mode,
+        "mode_detail": cluster.mode_detail or None,
+        "nodes": cluster.members(),
+    }
+
+
 class LMQNode:
     def __init__(
         self,
@@ -189,6 +206,8 @@ class LMQNode:
         # The console of the HTTP port, once it listens (opts.console); the node that runs a
         # cluster sets its cluster_view.
         self.web: WebConsole | None = None
+        # The console's rate charts: the meters sampled every console_rate_step seconds.
+        self.history: RateHistory | None = None
 
     async def start(self) -> None:
         await self.store.open()
@@ -225,6 +244,12 @@ class LMQNode:
             if name in queues:
                 raise ConfigError(f"virtual_queues {name!r}: a queue has that name; a virtual queue needs its own")
 
+    def show_cluster(self, cluster: Cluster | None) -> None:
+        """Let the console show ``cluster`` (its nodes, mode, stalled peers); None: this node
+        alone again. Called by whoever runs the node's distribution, once the node started."""
+        if self.web is not None:
+            self.web.cluster_view = None if cluster is None else functools.partial(cluster_view, cluster)
+
     def budget(self) -> BufferBudget:
         """The one budget for requests partly received, shared by the HTTP and RPC servers."""
         if self._budget is None:
@@ -246,8 +271,16 @@ class LMQNode:
         opts = self.opts
         auth = TokenAuth(opts.http_tokens, opts.http_protect) if opts.http_tokens else None
         if opts.console:
+            if self.metrics is not None and self.history is None:
+                self.history = RateHistory(self.metrics, self.clock, step=opts.console_rate_step)
+                self.history.start()
             self.web = WebConsole(
-                self.manager, metrics=self.metrics, node_name=opts.node_name, auth=auth, protect=opts.http_protect
+                self.manager,
+                metrics=self.metrics,
+                node_name=opts.node_name,
+                auth=auth,
+                protect=opts.http_protect,
+                history=self.history,
             )
         api = HttpApi(self.manager, metrics=self.metrics, node_name=opts.node_name, auth=auth, console=self.web)
         server = HttpServer(
@@ -365,6 +398,9 @@ class LMQNode:
             await self._sqs.close(_CANCEL_GRACE)
             self._sqs = None
         await self.store.close()
+        if self.history is not None:
+            await self.history.stop()
+            self.history = None
         if self.metrics is not None:
             await self.metrics.stop()
         log.info("pylmq node stopped")

@@ -171,6 +171,7 @@ class Service:
         console.register_extensions(d, self.node.manager)
         if self.store is not None:
             self.cluster = Cluster(d, self.store, self.node.manager, membership_file=self.membership_file)
+            self.node.show_cluster(self.cluster)
             d.register_function(console.MODULE, "join", self._join)
             d.register_function(console.MODULE, "leave", self._leave)
             d.register_function(console.MODULE, "standalone", self._standalone)
@@ -227,6 +228,7 @@ class Service:
             await self.gauges.stop()
         try:
             if self.cluster is not None:
+                self.node.show_cluster(None)
                 await self.cluster.close()
                 self.cluster = None
             await self.node.stop()

@@ -12,7 +12,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from pylmq.core.clock import ManualClock
 from pylmq.errors import ClusterUnavailable
+from pylmq.metrics import RateHistory
 from pylmq.node import LMQNode, NodeOptions
 from tests.api.api_helpers import Api, Reply, base_url
 
@@ -153,8 +155,10 @@ async def test_overview_lists_queues_with_their_counts(api: Api) -> None:
         "node": "nonode@nohost", "runtime": "python", "store": "memory", "mode": None, "mode_detail": None,
         "nodes": [{"name": "nonode@nohost", "runtime": "python", "self": True, "state": "active", "silent_for": None}],
     }  # fmt: skip
-    assert doc["rates"] == {"step": 2, "seq": 0, "t": [], "push": [], "pull": []}
-    assert doc["totals"] == {"queues": 4, "messages": 5, "in_flight": 1, "push_rate": 0.0, "pull_rate": 0.0}
+    assert set(doc["rates"]) == {"step", "seq", "t", "push", "pull"}  # filled: test_overview_rates_*
+    assert doc["rates"]["step"] == 2
+    totals = doc["totals"]
+    assert {k: totals[k] for k in ("queues", "messages", "in_flight")} == {"queues": 4, "messages": 5, "in_flight": 1}
     page = doc["page"]
     assert {k: page[k] for k in ("total", "matched", "offset", "limit")} == {
         "total": 4, "matched": 4, "offset": 0, "limit": 50,
@@ -228,6 +232,7 @@ async def test_queue_view(api: Api) -> None:
     doc = r.json()
     meters = doc.pop("meters")
     retention = doc.pop("retention")
+    assert set(doc.pop("rates")) == {"step", "seq", "t", "push", "pull"}  # test_queue_view_has_its_rate_history
     assert doc == {
         "name": "work",
         "counts": {"size": 1, "visible": 1, "in_flight": 0, "delayed": 0},
@@ -237,7 +242,6 @@ async def test_queue_view(api: Api) -> None:
         "dead_letter": "work.dead",
         "dead_letters": 2,
         "virtual_of": [],
-        "rates": None,
     }
     assert doc["memory"] > 0
     assert meters["push"]["count"] == 1 and set(meters["pull"]) == {"count", "one", "five", "fifteen"}
@@ -292,3 +296,86 @@ async def test_overview_of_thousands_of_queues_is_one_page(many: Api) -> None:
     assert doc["page"]["queues"][-1]["name"] == "q-02499"
     doc = await overview(many, filter="q-0099")
     assert [r["name"] for r in doc["page"]["queues"]] == [f"q-0099{i}" for i in range(10)]
+
+
+# -- rates -------------------------------------------------------------------------------------
+
+
+async def _manual_history(node: LMQNode) -> tuple[RateHistory, ManualClock]:
+    """The console's history swapped for one on a manual clock, started (its first sample)."""
+    assert node.web is not None and node.metrics is not None
+    clock = ManualClock()
+    history = node.web.history = RateHistory(node.metrics, clock)
+    await history.sample()
+    return history, clock
+
+
+async def test_overview_rates_are_the_live_rates_of_the_last_sample(api: Api, node: LMQNode) -> None:
+    history, clock = await _manual_history(node)
+    for _ in range(8):
+        await api.push("fast")
+    for _ in range(2):
+        await api.push("slow")
+    for _ in range(4):
+        assert (await api.pull("fast")).status == 200
+    clock.advance(2.0)
+    await history.sample()
+    doc = await overview(api)
+    assert doc["rates"] == {"step": 2, "seq": 1, "t": [clock.now()], "push": [5.0], "pull": [2.0]}
+    assert (doc["totals"]["push_rate"], doc["totals"]["pull_rate"]) == (5.0, 2.0)
+    rows = {r["name"]: r for r in doc["page"]["queues"]}
+    assert (rows["fast"]["push_rate"], rows["fast"]["pull_rate"]) == (4.0, 2.0)
+    assert (rows["slow"]["push_rate"], rows["slow"]["pull_rate"]) == (1.0, 0.0)
+    assert rows["fast"]["push_1m"] == node.metrics.stats("fast").push.one  # type: ignore[union-attr]
+    # Sorted by the live rate the rows show.
+    doc = await overview(api, sort="push", order="desc")
+    assert [r["name"] for r in doc["page"]["queues"]] == ["fast", "slow"]
+    doc = await overview(api, sort="pull", order="asc")
+    assert [r["name"] for r in doc["page"]["queues"]] == ["slow", "fast"]
+    # A page that has the points up to seq asks for the newer ones only.
+    await api.push("slow")
+    clock.advance(2.0)
+    await history.sample()
+    doc = await overview(api, since=1)
+    assert doc["rates"] == {"step": 2, "seq": 2, "t": [clock.now()], "push": [0.5], "pull": [0.0]}
+
+
+async def test_queue_view_has_its_rate_history(api: Api, node: LMQNode) -> None:
+    history, clock = await _manual_history(node)
+    await api.push("idle")
+    for _ in range(6):
+        await api.push("busy")
+    clock.advance(2.0)
+    await history.sample()
+    clock.advance(2.0)
+    await history.sample()
+    t = [clock.now() - 2.0, clock.now()]
+    busy = (await get(api, "/console/api/queue/busy")).json()["rates"]
+    assert busy == {"step": 2, "seq": 2, "t": t, "push": [3.0, 0.0], "pull": [0.0, 0.0]}
+    assert (await get(api, "/console/api/queue/busy", since=1)).json()["rates"]["push"] == [0.0]
+    # Past the cap of queues with a history: the page is told it is not known.
+    history.max_tracked = 0
+    history._rings.clear()
+    await api.push("busy")
+    clock.advance(2.0)
+    await history.sample()
+    assert (await get(api, "/console/api/queue/busy")).json()["rates"] is None
+
+
+async def test_the_node_samples_rates_while_it_runs(tmp_path: Path, session: aiohttp.ClientSession) -> None:
+    n = LMQNode(NodeOptions(http=("127.0.0.1", 0), rpc=None, store="memory", console_rate_step=0.05))
+    await n.start()
+    try:
+        api = Api(session, base_url(n))
+        for _ in range(200):
+            await api.push("q")
+            doc = await overview(api)
+            if doc["rates"]["seq"] >= 2 and any(doc["rates"]["push"]):
+                break
+        assert doc["rates"]["seq"] >= 2
+        assert any(p > 0 for p in doc["rates"]["push"])
+        assert len(doc["rates"]["t"]) == doc["rates"]["seq"]
+        assert n.history is not None
+    finally:
+        await n.stop()
+    assert n.history is None  # stopped with the node

@@ -54,6 +54,7 @@ async def run(args: argparse.Namespace) -> None:
     await node.start()
     dist = await start_node(args.name, args.cookie, net_ticktime=args.net_ticktime, stall_timeout=args.stall_timeout)
     cluster = Cluster(dist, store, node.manager)
+    node.show_cluster(cluster)  # the console's cluster view, as the service shows it
 
     async def join(target: Term) -> Term:
         try:

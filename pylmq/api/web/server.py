@@ -29,6 +29,7 @@ from pylmq.api.http import CONSOLE_PREFIX, Authenticator, Request, Response, Sta
 from pylmq.api.web import views
 from pylmq.core.manager import QueueManager
 from pylmq.errors import InvalidQueueName, LMQError, Unauthorized
+from pylmq.metrics import RateHistory
 
 __all__ = ["SECURITY_HEAD", "Asset", "ClusterView", "WebConsole", "load_assets"]
 
@@ -107,6 +108,7 @@ class WebConsole:
         node_name: str = "nonode@nohost",
         auth: Authenticator | None = None,
         protect: str = "mutating",
+        history: RateHistory | None = None,
     ) -> None:
         self.manager = manager
         self.metrics = metrics
@@ -114,6 +116,8 @@ class WebConsole:
         self.auth = auth
         self.protect = protect
         self.cluster_view: ClusterView | None = None
+        self.history = history  # rates of the last minutes (None: the meters' one-minute rates)
+        self.index = views.NameIndex()  # the names as pages show them, kept between requests
         self.assets = load_assets()
 
     async def respond(self, request: Request) -> Response:

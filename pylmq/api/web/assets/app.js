@@ -1,13 +1,14 @@
 // Boot, hash routing, polling. Owner: work item C. A view is {mount(el, params), unmount()}.
-import { ApiError, enc, get, setUnauthorizedHandler } from "./api.js";
-import { fmtBytes, fmtNum, fmtRate, h, mount, pager } from "./dom.js";
+// Pages: "/" (overview.js), "/login" (login.js); the others come from routes.js (work item D).
+import { ApiError, get, getToken, setUnauthorizedHandler } from "./api.js";
+import { h, mount } from "./dom.js";
 
 const routes = [];
 let current = null;
 let sessionDoc = null;
 
-// session() -> the /console/api/session document read at boot ({auth, authorized, protect,
-// node, features}); null before boot.
+// session() -> the /console/api/session document ({auth, authorized, protect, node, features});
+// null before boot. Read again after a login (refreshSession).
 export function session() {
   return sessionDoc;
 }
@@ -23,29 +24,47 @@ export function route(pattern, view) {
 export const POLL_MS = Number(new URLSearchParams(location.search).get("poll")) || 2000;
 
 // poller(fn, ms) -> {stop(), now()}: runs fn every ms, one call in flight, paused while the
-// tab is hidden, 10 s backoff after an error (fn's error shows in the error banner).
+// tab is hidden, 10 s backoff after an error (fn's error shows in the error banner). now()
+// runs fn at once, or right after the call in flight (the page's own action shows at once).
 export function poller(fn, ms = POLL_MS) {
   let timer = null;
   let stopped = false;
+  let running = false;
+  let again = false;
   const run = async () => {
     timer = null;
     if (stopped) return;
     let wait = ms;
     if (!document.hidden) {
+      running = true;
       try {
         await fn();
-        showError(null);
+        if (!stopped) showError(null);
       } catch (e) {
-        showError(e);
+        // A stopped poller's page is gone (e.g. a 401 moved to the login): its error is moot.
+        if (!stopped) showError(e);
         wait = 10000;
+      } finally {
+        running = false;
       }
     }
+    if (again) { again = false; wait = 0; }
     if (!stopped) timer = setTimeout(run, wait);
   };
+  // A hidden tab skips its polls; coming back it polls at once rather than after the wait.
+  const onVisible = () => { if (!document.hidden && timer !== null) { clearTimeout(timer); run(); } };
+  document.addEventListener("visibilitychange", onVisible);
   run();
   return {
-    stop() { stopped = true; if (timer !== null) clearTimeout(timer); },
-    now() { if (timer !== null) { clearTimeout(timer); run(); } },
+    stop() {
+      stopped = true;
+      document.removeEventListener("visibilitychange", onVisible);
+      if (timer !== null) clearTimeout(timer);
+    },
+    now() {
+      if (running) again = true;
+      else if (timer !== null) { clearTimeout(timer); run(); }
+    },
   };
 }
 
@@ -56,65 +75,56 @@ export function showError(e) {
   banner.hidden = false;
 }
 
+export async function refreshSession() {
+  sessionDoc = await get("/console/api/session");
+  document.querySelector("[data-test=node-name]").textContent = sessionDoc.node;
+  document.querySelector("[data-test=auth-off-banner]").hidden = sessionDoc.auth !== "off";
+  document.querySelector("[data-test=nav-login]").hidden = sessionDoc.auth === "off";
+  return sessionDoc;
+}
+
+// Where the login page sends the user back to.
+export let afterLogin = "#/";
+
 function dispatch() {
-  const path = decodeURI(location.hash.slice(1)) === "" ? "/" : location.hash.slice(1);
+  const path = location.hash.slice(1) || "/";
   if (current) current.unmount();
   current = null;
   const el = document.getElementById("view");
+  // Auth on and no (valid) credential: every console request would be refused, so ask first.
+  if (sessionDoc && sessionDoc.auth === "on" && !sessionDoc.authorized && path !== "/login") {
+    afterLogin = `#${path}`;
+    location.replace("#/login");
+    return;
+  }
   for (const r of routes) {
     const m = path.match(r.re);
-    if (m) {
-      const params = {};
+    if (!m) continue;
+    const params = {};
+    try {
       r.names.forEach((n, i) => { params[n] = decodeURIComponent(m[i + 1]); });
-      current = r.view;
-      current.mount(el, params);
-      return;
+    } catch {
+      break; // a malformed %-escape: no such page
     }
+    current = r.view;
+    current.mount(el, params);
+    return;
   }
   mount(el, h("p", { "data-test": "not-found" }, "No such page."));
 }
 
-// The overview (work item C moves it to overview.js): the queue table, paged.
-const overview = {
-  state: { offset: 0, limit: 50, filter: "" },
-  mount(el) {
-    const table = h("tbody", { "data-test": "queue-rows" });
-    const totals = h("p", { "data-test": "totals" });
-    const pagerBox = h("div", {});
-    mount(el, h("h1", {}, "Queues"), totals,
-      h("table", { class: "queues", "data-test": "queue-table" },
-        h("thead", {}, h("tr", {}, ["Name", "Depth", "In flight", "Delayed", "Memory", "Push", "Pull", "Dead letters"]
-          .map((t) => h("th", {}, t)))), table), pagerBox);
-    const tick = async () => {
-      const s = this.state;
-      const doc = await get("/console/api/overview", { offset: s.offset, limit: s.limit, filter: s.filter || undefined });
-      totals.textContent = `${fmtNum(doc.totals.queues)} queues, ${fmtNum(doc.totals.messages)} messages`;
-      mount(table, doc.page.queues.map((q) => h("tr", { "data-test": "queue-row", "data-queue": q.name },
-        h("td", {}, h("a", { href: `#/queue/${enc(q.name)}`, "data-test": "queue-link" }, q.name)),
-        h("td", { class: "num", "data-test": "queue-size" }, fmtNum(q.size)),
-        h("td", { class: "num", "data-test": "queue-in-flight" }, fmtNum(q.in_flight)),
-        h("td", { class: "num" }, fmtNum(q.delayed)),
-        h("td", { class: "num" }, fmtBytes(q.memory)),
-        h("td", { class: "num" }, fmtRate(q.push_rate)),
-        h("td", { class: "num" }, fmtRate(q.pull_rate)),
-        h("td", { class: "num" }, q.dead_letter === null ? "—" : fmtNum(q.dead_letters)))));
-      mount(pagerBox, pager({ offset: doc.page.offset, limit: doc.page.limit, total: doc.page.matched,
-        onPage: (o) => { this.state.offset = o; this.poll.now(); } }));
-    };
-    this.poll = poller(tick);
-  },
-  unmount() { this.poll.stop(); },
-};
-
 async function boot() {
-  setUnauthorizedHandler(() => { if (location.hash !== "#/login") location.hash = "#/login"; });
-  const doc = await get("/console/api/session");
-  document.querySelector("[data-test=node-name]").textContent = doc.node;
-  document.querySelector("[data-test=auth-off-banner]").hidden = doc.auth !== "off";
-  sessionDoc = doc;
+  setUnauthorizedHandler(() => {
+    // The credential was refused (changed on the node, or forgotten): ask for one.
+    if (sessionDoc) sessionDoc.authorized = false;
+    if (location.hash !== "#/login") dispatch();
+  });
+  await refreshSession();
+  if (getToken() && !sessionDoc.authorized) showError(new Error("the stored credential is refused: log in again"));
+  // Imported here, after this module ran, so pages may import from app.js at their top level.
+  const [{ overview }, { login }] = await Promise.all([import("./overview.js"), import("./login.js")]);
   route("/", overview);
-  // The other pages register themselves from routes.js (work item D's list). Imported only now,
-  // after this module has run, so they can import from app.js at their top level.
+  route("/login", login);
   await import("./routes.js");
   window.addEventListener("hashchange", dispatch);
   dispatch();

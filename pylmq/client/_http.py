@@ -44,6 +44,9 @@ class AsyncHttpClient(AsyncClosing):
     ``request_timeout`` bounds how long to wait for an answer beyond what the server may
     legitimately take (a pull's ``timeout``); ``None`` waits forever. A ``session`` passed in is
     used and left open; otherwise the client makes its own and closes it in :meth:`close`.
+
+    ``token``: the credential of a node with ``http_auth``, sent as ``Authorization: Bearer``
+    with every request (to every node of ``base_url``); a node without it ignores the header.
     """
 
     def __init__(
@@ -54,8 +57,10 @@ class AsyncHttpClient(AsyncClosing):
         request_timeout: float | None = 30.0,
         connect_timeout: float = 5.0,
         max_connections: int = 100,
+        token: str | None = None,
     ) -> None:
         self.bases: list[HttpBase] = parse_http_urls(base_url)
+        self._auth = proto.bearer_header(token)  # kept out of every repr and message
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
         self.max_connections = max_connections
@@ -94,6 +99,7 @@ class AsyncHttpClient(AsyncClosing):
         )
         # Without a content-type the server must store none (LMQ's default applies on pull).
         skip = ("Content-Type",) if "Content-Type" not in req.headers else ()
+        headers = {**req.headers, **self._auth} if self._auth else req.headers
         failures: list[str] = []
         n = len(self.bases)
         for step in range(n):
@@ -102,7 +108,7 @@ class AsyncHttpClient(AsyncClosing):
             url = URL(base.url + req.target, encoded=True)
             try:
                 async with session.request(
-                    req.method, url, data=req.body, headers=req.headers, timeout=timeout, skip_auto_headers=skip
+                    req.method, url, data=req.body, headers=headers, timeout=timeout, skip_auto_headers=skip
                 ) as resp:
                     body = await resp.read()
                     response = proto.HttpResponse(resp.status, {k.lower(): v for k, v in resp.headers.items()}, body)
@@ -193,12 +199,18 @@ class AsyncHttpClient(AsyncClosing):
         return await self._send(proto.push_with(queue, body, content_type, options))
 
     async def peek(
-        self, queue: str, after: str | None = None, n: int | None = None, body: bool = False
+        self, queue: str, after: str | None = None, n: int | None = None, body: bool = False, preview: int | None = None
     ) -> list[dict[str, Any]]:
         """Up to ``n`` (default 100, at most 1000) of the queue's records after the id
         ``after``, in order, without delivering them: id, state, retry, attempts, ts, expires,
-        priority, size, type, content_type, ``dead`` for a dead letter, the body when asked."""
-        return await self._send(proto.peek(queue, after, n, body))
+        priority, size, type, content_type, ``dead`` for a dead letter, the body when asked
+        (``preview``: only its first that many bytes, and ``truncated``)."""
+        return await self._send(proto.peek(queue, after, n, body, preview))
+
+    async def purge(self, queue: str) -> int:
+        """Drop every message of the queue, in flight or not; the queue and its own props stay.
+        How many went. :class:`~pylmq.errors.QueueNotFound` for an unknown queue."""
+        return await self._send(proto.purge(queue))
 
     async def requeue(self, dlq: str, n: int | None = None, to: str | None = None) -> int:
         """Move up to ``n`` (default 100) dead letters of ``dlq`` back to their origin queue, or

@@ -10,6 +10,7 @@ move bytes, so both clients behave the same by construction.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -39,6 +40,7 @@ __all__ = [
     "HttpResponse",
     "PulledMessages",
     "ack",
+    "bearer_header",
     "claim",
     "decode_msgpack_parts",
     "decode_multipart",
@@ -54,6 +56,7 @@ __all__ = [
     "pull",
     "pull_any",
     "pull_many",
+    "purge",
     "push",
     "push_all",
     "push_many",
@@ -94,6 +97,19 @@ class HttpRequest(Generic[T]):
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+_TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+
+
+def bearer_header(token: str | None) -> dict[str, str]:
+    """The ``Authorization`` header that carries ``token`` (the node's ``http_auth``); none
+    without one. A token that could not travel in a header is refused without quoting it."""
+    if token is None:
+        return {}
+    if not isinstance(token, str) or not _TOKEN68.fullmatch(token):
+        raise errors.BadRequest("a token is made of A-Z a-z 0-9 - . _ ~ + / (then =)")
+    return {"Authorization": f"Bearer {token}"}
 
 
 def _q(name: str) -> str:
@@ -274,10 +290,11 @@ def push_with(
 
 
 def peek(
-    queue: str, after: str | None = None, n: int | None = None, body: bool = False
+    queue: str, after: str | None = None, n: int | None = None, body: bool = False, preview: int | None = None
 ) -> HttpRequest[list[dict[str, Any]]]:
     """``GET /peek/:name`` (pylmq's): up to ``n`` records after the id ``after``, in order,
-    without delivering them; see docs/http-api-extensions.md for each entry's fields."""
+    without delivering them; see docs/http-api-extensions.md for each entry's fields.
+    ``preview``: only the first that many bytes of each body (implies ``body``)."""
     query: dict[str, str] = {}
     if after is not None:
         query["after"] = after
@@ -285,6 +302,8 @@ def peek(
         query["n"] = str(n)
     if body:
         query["body"] = "1"
+    if preview is not None:
+        query["preview"] = str(preview)
 
     def decode(resp: HttpResponse) -> list[dict[str, Any]]:
         doc = _json_result(resp)
@@ -293,6 +312,20 @@ def peek(
         return doc
 
     return HttpRequest("GET", f"/peek/{_q(queue)}" + (f"?{urlencode(query)}" if query else ""), decode)
+
+
+def purge(queue: str) -> HttpRequest[int]:
+    """``POST /purge/:name`` (pylmq's): drop every message, keep the queue and its own props;
+    the count of records dropped."""
+
+    def decode(resp: HttpResponse) -> int:
+        _check(resp, errors.QueueNotFound)
+        doc = _json(resp)
+        if not isinstance(doc, dict) or isinstance(doc.get("purged"), bool) or not isinstance(doc.get("purged"), int):
+            raise ProtocolError(f"expected {{'purged': n}}, got {doc!r:.200}")
+        return int(doc["purged"])
+
+    return HttpRequest("POST", f"/purge/{_q(queue)}", decode)
 
 
 def requeue(dlq: str, n: int | None = None, to: str | None = None) -> HttpRequest[int]:

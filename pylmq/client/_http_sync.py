@@ -37,7 +37,8 @@ class HttpClient(Closing):
     :class:`~pylmq.client.AsyncHttpClient`, with the same failover rules.
 
     Calls from several threads are serialised (one connection); use one client per thread
-    for parallel requests.
+    for parallel requests. ``token``: as :class:`~pylmq.client.AsyncHttpClient`'s (a pickled
+    client carries it: an executor that unpickles it must be trusted with it).
     """
 
     def __init__(
@@ -46,9 +47,12 @@ class HttpClient(Closing):
         *,
         request_timeout: float | None = 30.0,
         connect_timeout: float = 5.0,
+        token: str | None = None,
     ) -> None:
         self._urls = base_url if isinstance(base_url, str) else list(base_url)
         self.bases: list[HttpBase] = parse_http_urls(base_url)
+        self._token = token
+        self._auth = proto.bearer_header(token)  # kept out of every repr and message
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
         self._current = 0
@@ -59,7 +63,7 @@ class HttpClient(Closing):
 
     # Only the configuration travels: the copy connects when first used.
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_http, (self._urls, self.request_timeout, self.connect_timeout))
+        return (_rebuild_http, (self._urls, self.request_timeout, self.connect_timeout, self._token))
 
     @property
     def base_url(self) -> str:
@@ -89,7 +93,8 @@ class HttpClient(Closing):
         self, conn: http.client.HTTPConnection, base: HttpBase, req: proto.HttpRequest[Any]
     ) -> proto.HttpResponse:
         conn.sock.settimeout(read_timeout(req.server_wait, self.request_timeout))
-        conn.request(req.method, base.prefix + req.target, body=req.body, headers=req.headers)
+        headers = {**req.headers, **self._auth} if self._auth else req.headers
+        conn.request(req.method, base.prefix + req.target, body=req.body, headers=headers)
         resp = conn.getresponse()
         body = resp.read()
         if resp.will_close:
@@ -193,12 +198,17 @@ class HttpClient(Closing):
         return self._send(proto.push_with(queue, body, content_type, options))
 
     def peek(
-        self, queue: str, after: str | None = None, n: int | None = None, body: bool = False
+        self, queue: str, after: str | None = None, n: int | None = None, body: bool = False, preview: int | None = None
     ) -> list[dict[str, Any]]:
         """Up to ``n`` (default 100, at most 1000) of the queue's records after the id
         ``after``, in order, without delivering them: id, state, retry, attempts, ts, expires,
-        priority, size, type, content_type, ``dead`` for a dead letter, the body when asked."""
-        return self._send(proto.peek(queue, after, n, body))
+        priority, size, type, content_type, ``dead`` for a dead letter, the body when asked
+        (``preview``: only its first that many bytes, and ``truncated``)."""
+        return self._send(proto.peek(queue, after, n, body, preview))
+
+    def purge(self, queue: str) -> int:
+        """See :meth:`AsyncHttpClient.purge <pylmq.client.AsyncHttpClient.purge>`."""
+        return self._send(proto.purge(queue))
 
     def requeue(self, dlq: str, n: int | None = None, to: str | None = None) -> int:
         """Move up to ``n`` (default 100) dead letters of ``dlq`` back to their origin queue, or
@@ -244,5 +254,7 @@ class HttpClient(Closing):
         return self._send(proto.stats())
 
 
-def _rebuild_http(urls: str | list[str], request_timeout: float | None, connect_timeout: float) -> HttpClient:
-    return HttpClient(urls, request_timeout=request_timeout, connect_timeout=connect_timeout)
+def _rebuild_http(
+    urls: str | list[str], request_timeout: float | None, connect_timeout: float, token: str | None = None
+) -> HttpClient:
+    return HttpClient(urls, request_timeout=request_timeout, connect_timeout=connect_timeout, token=token)

@@ -10,6 +10,7 @@ given").
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import socket
 import stat
@@ -41,7 +42,7 @@ from pylmq.errors import ConfigError, LMQError
 from pylmq.wire.ports import DEFAULT_HTTP_PORT, DEFAULT_QS_PORT, DEFAULT_RPC_PORT, DEFAULT_SQS_PORT
 from pylmq.wire.qs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_REQUEST, DEFAULT_UDP_MAX, UDP_MAX_LIMIT
 
-__all__ = ["FsyncPolicy", "Settings", "StoreKind", "load_settings", "read_cookie_file"]
+__all__ = ["FsyncPolicy", "Settings", "StoreKind", "load_settings", "read_cookie_file", "read_token_file"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +108,8 @@ class Settings:
     virtual_queues: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # The web console at /console/ ({console, false} turns it off).
     console: bool = True
-    # http_auth ({http_auth, [{tokens, ["..."]}, {protect, mutating | all}]}): the credential of
-    # the HTTP API and the console; none (the default) leaves them open, as LMQ is.
+    # http_auth ({http_auth, [{tokens, ["..."]}, {token_file, "path"}, {protect, mutating | all}]}):
+    # the credential of the HTTP API and the console; none (the default) leaves them open, as LMQ is.
     http_tokens: tuple[str, ...] = field(default=(), repr=False)
     http_protect: str = "mutating"
     # Things read but without effect in pylmq (Erlang VM flags, InfluxDB, ...): for the log.
@@ -287,14 +288,56 @@ _TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 HTTP_PROTECT = ("mutating", "all")
 
 
+_TOKEN_RULE = "must be 16 to 256 characters of A-Z a-z 0-9 - . _ ~ + / (then =)"
+MAX_TOKEN_FILE = 64 * 1024
+"""Largest token file read: hundreds of tokens; anything larger is not a token file."""
+
+
+def _check_token(token: str, what: str) -> str:
+    # The message names the token by its place, never by its value: config errors are
+    # printed and logged.
+    if not 16 <= len(token) <= 256 or not _TOKEN68.fullmatch(token):
+        raise ConfigError(f"{what} {_TOKEN_RULE}")
+    return token
+
+
+def read_token_file(path: Path, where: str) -> list[str]:
+    """The tokens of ``path``: one a line; blank lines and lines starting with ``#`` are
+    skipped. Like the cookie file, a token file others may read is refused; so is a missing
+    one (http_auth names it: the node must not start open by mistake)."""
+    try:
+        # Non-blocking: a FIFO put there is refused below instead of hanging the start.
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise ConfigError(f"{where}: {path} is not a regular file")
+            if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+                raise ConfigError(f"{where}: {path} must be accessible by its owner only (chmod 600)")
+            data = f.read(MAX_TOKEN_FILE + 1)
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot read token file {path}: {e.strerror or type(e).__name__}") from None
+    if len(data) > MAX_TOKEN_FILE:
+        raise ConfigError(f"{where}: {path} is larger than {MAX_TOKEN_FILE} bytes: not a token file")
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: {path}: tokens are ASCII (A-Z a-z 0-9 - . _ ~ + / =)") from None
+    tokens = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            tokens.append(_check_token(line, f"{where}: {path} line {n}:"))
+    return tokens
+
+
 def _http_auth(value: Term, where: str) -> tuple[tuple[str, ...], str]:
-    """``[{tokens, ["..."]}, {protect, mutating | all}]``: the tokens (16 to 256 characters of
-    RFC 6750's token68) and what they guard. Errors never quote a token: a config error is
-    printed and logged. (``token_file`` is left to the full http_auth support.)"""
+    """``[{tokens, ["..."]}, {token_file, "path"}, {protect, mutating | all}]``: the tokens (16
+    to 256 characters of RFC 6750's token68), given and read from the file, and what they
+    guard. Errors never quote a token: a config error is printed and logged."""
     if not isinstance(value, list) or not all(
         isinstance(e, tuple) and len(e) == 2 and isinstance(e[0], Atom) for e in value
     ):
-        raise ConfigError(f"{where}: expected [{{tokens, [...]}}, {{protect, mutating | all}}]")
+        raise ConfigError(f'{where}: expected [{{tokens, [...]}}, {{token_file, "path"}}, {{protect, mutating | all}}]')
     tokens: list[str] = []
     protect = "mutating"
     for entry in value:
@@ -308,20 +351,22 @@ def _http_auth(value: Term, where: str) -> tuple[tuple[str, ...], str]:
                     token = _text(raw, where)
                 except ConfigError:
                     raise ConfigError(f"{where}.tokens: token {i} is not a string") from None
-                if not 16 <= len(token) <= 256 or not _TOKEN68.fullmatch(token):
-                    raise ConfigError(
-                        f"{where}.tokens: token {i} must be 16 to 256 characters of A-Z a-z 0-9 - . _ ~ + / (then =)"
-                    )
-                tokens.append(token)
+                tokens.append(_check_token(token, f"{where}.tokens: token {i}"))
+        elif key == "token_file":
+            path = Path(_text(item, f"{where}.token_file"))
+            from_file = read_token_file(path, f"{where}.token_file")
+            if not from_file:
+                raise ConfigError(f"{where}.token_file: {path} holds no token")
+            tokens += from_file
         elif key == "protect":
             if not isinstance(item, Atom) or item.name not in HTTP_PROTECT:
                 raise ConfigError(f"{where}.protect: expected mutating or all, got {item!r:.80}")
             protect = item.name
         else:
-            raise ConfigError(f"{where}: unknown key {key!r:.40} (known: tokens, protect)")
+            raise ConfigError(f"{where}: unknown key {key!r:.40} (known: tokens, token_file, protect)")
     if not tokens:
         raise ConfigError(f"{where}: no tokens given")
-    return tuple(tokens), protect
+    return tuple(dict.fromkeys(tokens)), protect
 
 
 def _apply_app(app: str, props: dict[str, Term], acc: dict[str, Any], notices: list[str], where: str) -> None:

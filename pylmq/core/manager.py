@@ -151,6 +151,9 @@ class QueueManager:
         # Moves whenever a queue is attached or dropped: a reader that keeps something derived
         # from the set of names (the console's sorted list) knows when to make it again.
         self.names_version = 0
+        # Purges under way, by queue name: a second purge of the queue waits for the first
+        # rather than finding it between its deletion and its re-creation (404).
+        self._purging: dict[str, tuple[asyncio.Lock, int]] = {}  # the lock, purges holding or awaiting it
         self._recent: deque[str] = deque(maxlen=RECENT_NAMES)  # the last ones, oldest first
         self._selections: OrderedDict[str, _Selection] = OrderedDict()
         self._selected = 0  # names in self._selections
@@ -401,17 +404,27 @@ class QueueManager:
         (as SQS's PurgeQueue always did here), so every store does it alike: waiting pulls end
         empty, and acks of what was in flight find nothing (404)."""
         self._refuse_virtual(name)
-        own = self.store.queue_props(name)  # None: no such queue, here or in the store
-        if own is None and name not in self._queues:
-            raise QueueNotFound(f"no queue named {name!r}")
-        held = self.store.size(name)
-        await self.delete(name)
-        if own:
-            await self.update_props(name, own, merge=False)
-        else:
-            await self.ensure(name)
-        await self.store.barrier()
-        return held
+        lock, users = self._purging.get(name) or (asyncio.Lock(), 0)
+        self._purging[name] = lock, users + 1
+        try:
+            async with lock:
+                own = self.store.queue_props(name)  # None: no such queue, here or in the store
+                if own is None and name not in self._queues:
+                    raise QueueNotFound(f"no queue named {name!r}")
+                held = self.store.size(name)
+                await self.delete(name)
+                if own:
+                    await self.update_props(name, own, merge=False)
+                else:
+                    await self.ensure(name)
+                await self.store.barrier()
+                return held
+        finally:
+            lock, users = self._purging[name]
+            if users == 1:
+                del self._purging[name]
+            else:
+                self._purging[name] = lock, users - 1
 
     async def _close_queue(self, q: Queue) -> None:
         if self.observer is not None:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from pylmq.core import ManualClock, QueueManager, make_item
+from pylmq.core.props import RawProps
 from pylmq.errors import BadRequest, QueueNotFound
 from pylmq.store import MemoryStore
 
@@ -80,3 +81,33 @@ async def test_names_version_moves_when_queues_come_and_go_only(manager: QueueMa
     v4 = manager.names_version
     await manager.on_remote_queue_deleted("r")  # already gone
     assert manager.names_version == v4
+
+
+class RoundTripStore(MemoryStore):
+    """A memory store whose queue deletions and creations take turns of the loop, as those of
+    a cluster's or a PostgreSQL store do (a round trip each)."""
+
+    async def delete(self, name: str) -> bool:
+        await asyncio.sleep(0)
+        return await super().delete(name)
+
+    async def create(self, name: str, props: RawProps | None = None) -> bool:
+        await asyncio.sleep(0)
+        return await super().create(name, props)
+
+
+async def test_purges_of_one_queue_at_once_each_succeed_and_count_each_record_once() -> None:
+    clock = ManualClock()
+    manager = QueueManager(RoundTripStore(clock), clock)
+    await manager.start()
+    try:
+        await manager.update_props("twice", {"retry": 2})
+        for i in range(5):
+            await manager.push("twice", make_item(b"%d" % i))
+        counts = await asyncio.gather(*(manager.purge("twice") for _ in range(3)))
+        assert sorted(counts) == [0, 0, 5]
+        assert manager.raw_props("twice") == {"retry": 2}
+        await manager.purge("twice")
+        assert manager._purging == {}, "no lock is left behind"
+    finally:
+        await manager.close()

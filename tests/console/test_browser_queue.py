@@ -82,6 +82,33 @@ def test_push_from_the_page_moves_the_depth(browser: WebDriver, console_node: No
         screenshot(browser, shots, "queue")
 
 
+def test_the_queue_chart_draws_its_own_pushes(browser: WebDriver, console_node: NodeThread) -> None:
+    with HttpClient(console_node.http_url) as client:
+        client.push("busy", "0")
+        client.update_props("idle", {"retry": 1})  # a queue with no traffic at all
+        open_console(browser, console_node.http_url, queue_route("busy"))
+        # The history has its first sample (the base its deltas count from).
+        wait_for(browser, lambda d: int(chart_attr(d, "data-count") or "0") >= 1)
+        for i in range(100):
+            client.push("busy", str(i))
+        wait_for(browser, lambda d: float(chart_attr(d, "data-max") or "0") > 0)
+        assert not one(browser, "queue-chart-untracked").is_displayed()
+        # The idle queue's page draws its own rates, zeros, not the node's.
+        open_console(browser, console_node.http_url, queue_route("idle"))
+        text_of(browser, "queue-name", "idle")
+        wait_for(browser, lambda d: int(chart_attr(d, "data-count") or "0") >= 2)
+        assert float(chart_attr(browser, "data-max") or "0") == 0
+
+
+def chart_attr(driver: WebDriver, attr: str) -> str | None:
+    """An attribute of the queue chart's push line (None while it is redrawn)."""
+    try:
+        lines = driver.find_elements(By.CSS_SELECTOR, '[data-test="queue-chart"] [data-test="chart-push"]')
+        return lines[0].get_attribute(attr) if lines else None
+    except StaleElementReferenceException:
+        return None
+
+
 def test_a_bad_push_option_shows_the_api_detail_and_pushes_nothing(
     browser: WebDriver, console_node: NodeThread
 ) -> None:

@@ -3,6 +3,7 @@
 import { ApiError, enc, get, send } from "./api.js";
 import { confirm, fmtBytes, fmtNum, fmtRate, h, mount } from "./dom.js";
 import { poller, session, showError } from "./app.js";
+import { lineChart } from "./chart.js";
 import { peekPanel } from "./peek.js";
 import { propsPanel } from "./props.js";
 import { pushPanel } from "./push.js";
@@ -51,6 +52,11 @@ async function showQueue(el, name, page) {
   const dlq = h("p", { class: "dlq", "data-test": "queue-dlq" });
   const virtualOf = h("p", { class: "muted", "data-test": "queue-virtual-of" });
   const status = h("p", { class: "status", "data-test": "queue-status", role: "status" });
+  const chartBox = h("div", { class: "chart-box", "data-test": "queue-chart" });
+  const chart = lineChart(chartBox, { window: 900, step: 2, label: `push and pull rates of ${name}` });
+  const untracked = h("p", { class: "note", "data-test": "queue-chart-untracked", hidden: true },
+    "No rate history is kept for this queue now (too many queues are busy): the tiles show its one-minute rates.");
+  let seq = null; // the last rate point the chart has (`since` of the next request)
   const changed = () => { if (page.poll) page.poll.now(); };
   const start = () => { if (!page.stopped) page.poll = poller(() => (page.ticking = tick())); };
   const props = propsPanel(name, { features, onChange: changed });
@@ -93,6 +99,7 @@ async function showQueue(el, name, page) {
     h("h1", { "data-test": "queue-name" }, name),
     missing,
     h("div", { class: "tiles", "data-test": "queue-tiles" }, tileEls),
+    chartBox, untracked,
     dlq, virtualOf,
     h("div", { class: "actions" },
       h("button", { type: "button", class: "danger", "data-test": "queue-purge", on: { click: purge } }, "Purge…"),
@@ -104,7 +111,7 @@ async function showQueue(el, name, page) {
   const tick = async () => {
     let doc;
     try {
-      doc = await get("/console/api/queue/" + enc(name));
+      doc = await get("/console/api/queue/" + enc(name), { since: seq === null ? undefined : seq });
     } catch (e) {
       if (e instanceof ApiError && e.status === 404) { missing.hidden = false; return; }
       throw e;
@@ -123,6 +130,16 @@ async function showQueue(el, name, page) {
       doc.dead_letters === null ? " (not created yet)" : [": ", h("span", { "data-test": "queue-dlq-count" }, fmtNum(doc.dead_letters))]]);
     virtualOf.textContent = doc.virtual_of.length ? `Member of the virtual queue(s): ${doc.virtual_of.join(", ")}` : "";
     props.update(doc);
+    const r = doc.rates;
+    untracked.hidden = r !== null;
+    if (r === null) {
+      seq = null; // when the queue gets a ring again, its whole history comes at once
+    } else {
+      // A node that restarted numbers its points anew: start over.
+      if (seq === null || r.seq < seq) chart.set(r);
+      else chart.append(r);
+      if (r.seq > 0) seq = r.seq;
+    }
   };
   start();
   peek.refresh();

@@ -19,7 +19,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
 from pylmq.client import HttpClient
-from pylmq.node.testing import NodeThread
+from pylmq.node.testing import NodeThread, local_options
 from tests.console.browser import by_test, open_console, screenshot, severe_entries, wait_for
 
 
@@ -208,6 +208,30 @@ def test_peek_cuts_long_bodies_and_shows_the_whole_one_on_demand(browser: WebDri
         assert not peek_rows(browser)[1].find_elements(By.CSS_SELECTOR, '[data-test="peek-truncated"]')
 
 
+def test_peek_starts_again_when_the_page_s_anchor_left_the_queue(browser: WebDriver, console_node: NodeThread) -> None:
+    with HttpClient(console_node.http_url) as client:
+        for body in ("a", "b", "c"):
+            client.push("moving", body)
+        first_id = client.peek("moving")[0]["id"]
+        open_console(browser, console_node.http_url, queue_route("moving"))
+        wait_for(browser, lambda d: len(peek_rows(d)) == 3)
+        fill(one(browser, "peek-size"), "1")
+        one(browser, "peek-refresh").click()
+        wait_for(browser, lambda d: [peek_body(d, i) for i in range(len(peek_rows(d)))] == ["a"])
+        one(browser, "peek-next").click()
+        wait_for(browser, lambda d: peek_body(d, 0) == "b")
+        # "a" (page 2 starts after it) is consumed over the API: the page's anchor is gone.
+        msg = client.pull("moving", timeout=1)
+        assert msg is not None and msg.body == b"a"
+        client.ack("moving", msg.id)
+        one(browser, "peek-refresh").click()
+        wait_for(browser, lambda d: "back to the first page" in (texts(d, "peek-note") or [""])[0])
+        wait_for(browser, lambda d: peek_body(d, 0) == "b")
+        assert one(browser, "peek-range").text == "1–1"
+        assert one(browser, "peek-prev").get_attribute("disabled") is not None
+        expect_refusals(browser, f"{console_node.http_url}/peek/moving?after={first_id}&n=1&body=1&preview=512", 404)
+
+
 def test_props_edit_saves_and_a_bad_value_shows_the_api_detail(browser: WebDriver, console_node: NodeThread) -> None:
     with HttpClient(console_node.http_url) as client:
         client.update_props("props", {"timeout": 30})
@@ -301,6 +325,33 @@ def test_a_queue_name_with_url_and_html_characters_works_on_its_page(
         text_of(browser, "props-status", "saved")
         assert client.get_props(NASTY)["retry"] == 4
         assert [m["body"] for m in client.peek(NASTY, body=True)] == ["first", "second"]
+
+
+TOKEN = "queue-page-token-0123456789"
+
+
+def test_with_a_credential_the_queue_page_s_actions_send_it(browser: WebDriver) -> None:
+    guarded = NodeThread(local_options(rpc=None, http_tokens=(TOKEN,), http_protect="all"))
+    with guarded as node, HttpClient(node.http_url, token=TOKEN) as client:
+        client.update_props("locked", {"retry": 2})
+        client.push("locked", "one")
+        # The tab holds the token when the console boots (as after a login on #/login).
+        open_console(browser, node.http_url, "/login")
+        browser.execute_script("sessionStorage.setItem('pylmq.token', arguments[0])", TOKEN)
+        open_console(browser, node.http_url, queue_route("locked"))
+        browser.refresh()
+        text_of(browser, "queue-depth", "1")
+        wait_for(browser, lambda d: peek_body(d, 0) == "one")  # peek is guarded: it sent the token
+        fill(one(browser, "push-body"), "two")
+        one(browser, "push-submit").click()
+        text_of(browser, "queue-depth", "2")
+        fill(one(browser, "props-input-retry"), "6")
+        one(browser, "props-save").click()
+        text_of(browser, "props-status", "saved")
+        one(browser, "queue-purge").click()
+        one(browser, "confirm-ok").click()
+        text_of(browser, "queue-status", "purged 2")
+        assert client.peek("locked") == [] and client.get_props("locked")["retry"] == 6
 
 
 def console_status(node: NodeThread, path: str) -> int:

@@ -270,6 +270,12 @@ class QueueManager:
         """How many queues there are, in O(1) (queue_names sorts them all)."""
         return len(self._queues)
 
+    @property
+    def names_version(self) -> tuple[int, int]:
+        """Moves whenever a queue is attached or deleted (queues attached so far, queues now):
+        a reader that keeps the names (the console's sorted list) rebuilds them only then."""
+        return self._created, len(self._queues)
+
     def names_unsorted(self) -> list[str]:
         """The queues' names in no order, in O(n) without sorting (see queue_names)."""
         return list(self._queues)

@@ -244,7 +244,7 @@ class NameIndex:
     def __init__(self, ttl: float = CACHE_SECONDS) -> None:
         self.ttl = ttl
         self.rebuilds = 0  # how often every name was sorted (for tests and curiosity)
-        self._version: int | None = None
+        self._version: tuple[int, int] | None = None
         self._sorted: list[str] = []
         self._lock = asyncio.Lock()  # one rebuild at a time; the others wait for it
         self._lists: OrderedDict[tuple[str, str, str], tuple[float, list[str]]] = OrderedDict()

@@ -47,7 +47,10 @@ SINKS = {
     "document.write": re.compile(r"\bdocument\s*\.\s*write(?:ln)?\b"),
     "eval": re.compile(r"(?<![\w$.])eval\s*\("),
     "new Function": re.compile(r"\bnew\s+Function\b|(?<![\w$.])Function\s*\("),
-    "setAttribute on*/style": re.compile(r"""\bsetAttribute(?:NS)?\s*\([^,)]*?["'`](?:on|style)""", re.IGNORECASE),
+    # A handler or style attribute by its literal name ("open", of <dialog>, is no handler).
+    "setAttribute on*/style": re.compile(
+        r"""\bsetAttribute(?:NS)?\s*\([^,)]*?["'`](?!open["'`])(?:on\w+|style)["'`]""", re.IGNORECASE
+    ),
     "setTimeout/setInterval with code": re.compile(r"""\bset(?:Timeout|Interval)\s*\(\s*["'`]"""),
 }
 # Static and dynamic imports and re-exports: the specifier of each.
@@ -156,6 +159,8 @@ def page_problems(html: str, names: set[str]) -> list[str]:
         ("el.setAttribute('onclick', js)", "setAttribute on*/style"),
         ('el.setAttribute("STYLE", css)', "setAttribute on*/style"),
         ("el.setAttribute('data-state', 'ok')", None),
+        ("dialog.setAttribute('open', '')", None),
+        ("el.setAttribute('onload', js)", "setAttribute on*/style"),
         ("setTimeout('tick()', 10)", "setTimeout/setInterval with code"),
         ("setTimeout(tick, 10)", None),
         ("// never innerHTML here\n/* nor eval(x) */ const a = 1;", None),

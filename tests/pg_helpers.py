@@ -131,6 +131,11 @@ class PgServer:
         self.psql(f"CREATE DATABASE {name} TEMPLATE template0")
         return self.dsn_of(name)
 
+    def drop_database(self, dsn: str) -> None:
+        """Drop a database of :meth:`new_database` (its DSN), closing what is still connected to it."""
+        name = dsn.rsplit("/", 1)[1]
+        self.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
     def close(self) -> None:
         self.stop("immediate")
         with contextlib.suppress(OSError):

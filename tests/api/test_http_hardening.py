@@ -23,9 +23,10 @@ from pylmq.api._limits import RESERVED_FDS, ConnectionLimit, default_max_connect
 from pylmq.api.http import HttpApi
 from pylmq.api.http_server import HttpServer
 from pylmq.config import load_settings
-from pylmq.node import LMQNode, NodeOptions
+from pylmq.node import LMQNode
 from pylmq.node.service import node_options
 from tests.api.api_helpers import Api
+from tests.suite_store import SuiteOptions
 
 
 @contextlib.contextmanager
@@ -371,9 +372,12 @@ async def test_an_error_detail_quoting_huge_input_is_cut_short(api: Api) -> None
     assert r.status == 404 and len(r.json()["detail"]) < 400, r
 
 
-async def test_settings_reach_the_servers_of_a_node(tmp_path: Path) -> None:
+async def test_settings_reach_the_servers_of_a_node(suite_options: SuiteOptions) -> None:
     settings = load_settings(None, None, {"max_connections": "1", "header_timeout": "200", "body_timeout": "5000"})
-    opts = dataclasses.replace(node_options(settings), http=("127.0.0.1", 0), rpc=("127.0.0.1", 0), store="memory")
+    store = suite_options()
+    opts = dataclasses.replace(
+        node_options(settings), http=("127.0.0.1", 0), rpc=("127.0.0.1", 0), store=store.store, dsn=store.dsn
+    )
     node = LMQNode(opts)
     await node.start()
     try:
@@ -425,12 +429,12 @@ async def test_a_client_waiting_for_its_100_continue_is_not_timed_out(slow_serve
     writer.close()
 
 
-def test_timeouts_limit_and_gentle_close_on_uvloop() -> None:
+def test_timeouts_limit_and_gentle_close_on_uvloop(suite_options: SuiteOptions) -> None:
     """The same on uvloop, the loop a node runs (its transports are not asyncio's)."""
     uvloop = pytest.importorskip("uvloop")
 
     async def main() -> None:
-        node = LMQNode(NodeOptions(http=None, rpc=None, store="memory"))
+        node = LMQNode(suite_options(http=None, rpc=None))
         await node.start()
         srv = HttpServer(HttpApi(node.manager), max_body=1024, header_timeout=0.2, max_connections=3)
         await srv.start("127.0.0.1", 0)

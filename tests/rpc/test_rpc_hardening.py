@@ -12,8 +12,9 @@ import pytest
 
 from pylmq.api.rpc_server import RpcServer
 from pylmq.log import format_line
-from pylmq.node import LMQNode, NodeOptions
+from pylmq.node import LMQNode
 from tests.rpc.rpc_helpers import RawClient, open_client
+from tests.suite_store import SuiteOptions
 
 
 def _waiting(node: LMQNode, name: str) -> int:
@@ -144,12 +145,12 @@ async def test_a_newline_in_a_queue_name_does_not_forge_an_access_log_line(
     assert line.count("\n") == 1 and "push q\\n2026-01-01 00:00:00.000 [emergency]" in line, line
 
 
-def test_the_in_flight_cap_on_uvloop() -> None:
+def test_the_in_flight_cap_on_uvloop(suite_options: SuiteOptions) -> None:
     """On uvloop, the loop a node runs: pipelined pulls wait their turn and are all answered."""
     uvloop = pytest.importorskip("uvloop")
 
     async def main() -> None:
-        node = LMQNode(NodeOptions(http=None, rpc=None, store="memory"))
+        node = LMQNode(suite_options(http=None, rpc=None))
         await node.start()
         server = RpcServer(node.manager, max_inflight=8)
         address = await server.start("127.0.0.1", 0)

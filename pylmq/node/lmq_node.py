@@ -169,6 +169,12 @@ class LMQNode:
         if isinstance(observer, QueueMetrics):
             self.metrics = observer
         self.manager = QueueManager(self.store, self.clock, observer or self.metrics, virtual=self.opts.virtual_queues)
+        if self.store.kind == "postgres":
+            from pylmq.pgstore import PostgresStore
+
+            if isinstance(self.store, PostgresStore):
+                # Other nodes sharing the database create, delete and change queues too.
+                self.store.follow(self.manager)
         self._http: HttpServer | None = None
         self._rpc: object | None = None
         self._budget: BufferBudget | None = None

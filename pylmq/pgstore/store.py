@@ -1,21 +1,84 @@
-"""``PostgresStore``: the :class:`~pylmq.core.store.Store` whose queues live in PostgreSQL.
+"""``PostgresStore``: the :class:`~pylmq.core.store.Store` whose queues live in PostgreSQL, shared
+by any number of nodes (masterless).
 
-Skeleton of the contract: every method is to be written (pool, schema migration, the node's
-summaries, LISTEN/NOTIFY wake-ups, failure mapping); :mod:`pylmq.pgstore.messages` does the
-message operations in SQL.
+What each node keeps (all of it caches, rebuilt from the database at any time):
+
+- a mirror of the metadata (queues' names, ids and props, the default list, virtual queues,
+  SQS deduplication ids), loaded at open; its own changes are applied at once after COMMIT,
+  other nodes' arrive as ``lmq_meta`` notifications sent in the changing transaction, and
+  each makes this node re-read just that row;
+- per queue a :class:`~pylmq.pgstore.summary.Summary` (size, bytes, in flight, first ts) for
+  the synchronous reads: exact after this node's operations (each returns the committed
+  :class:`~pylmq.pgstore.messages.QueueState`); ``lmq_due`` notifications from other nodes
+  lower ``first_ts`` and wake the queue's waiters at once, and mark the queue for a re-read of
+  its state ``refresh_delay`` later (coalesced); every ``resync_interval`` every queue's state
+  is re-read, which bounds how stale size/memory/counts are after other nodes' pulls and acks
+  (which do not notify);
+- the deliveries this node handed out (for queue_server's integer ``msg_id``: a client acks on
+  the node it pulled from, over its own connection).
+
+Every mutation returns after its COMMIT (``synchronous_commit`` on), so :meth:`barrier` only
+has the SQS deduplication ids to write (``keep_dedup`` queues them). A database that cannot be
+reached makes operations fail with :class:`~pylmq.errors.StoreUnavailable` (HTTP 503); the pool
+and the LISTEN session reconnect by themselves, and on reconnection of the LISTEN session the
+node re-reads everything and wakes every queue (notifications sent meanwhile are lost).
+
+A node does not start while the database cannot be reached (:meth:`open` raises
+StoreUnavailable naming the cause): a supervisor restarts it, as for any dependency.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
+from typing import Any, Final, Protocol, TypeVar
+
+import asyncpg
 
 from pylmq.core.clock import Clock, SystemClock
-from pylmq.core.message import Item, MessageId, PushOptions, Retry, StoredMessage
-from pylmq.core.props import DefaultList, RawProps
-from pylmq.core.store import DEFAULT_PG_POOL_SIZE, DEFAULT_PG_TIMEOUT, DedupIds, TransferListener
+from pylmq.core.message import Item, MessageId, PushOptions, Retry, StoredMessage, msg_key
+from pylmq.core.props import DefaultList, RawProps, effective_props
+from pylmq.core.store import (
+    DEDUP_WINDOW,
+    DEFAULT_PG_POOL_SIZE,
+    DEFAULT_PG_TIMEOUT,
+    DedupIds,
+    TransferListener,
+)
 from pylmq.core.table import AccumResult, QueueCounts
+from pylmq.pgstore import messages as m
+from pylmq.pgstore.listener import Listener
+from pylmq.pgstore.meta import check_text, decode_defaults, decode_props, encode_defaults, encode_props
+from pylmq.pgstore.pool import connection_failure, create_pool, unavailable
+from pylmq.pgstore.schema import migrate
+from pylmq.pgstore.summary import Summary
 
-__all__ = ["PostgresStore"]
+__all__ = ["MAX_DELIVERIES", "PostgresStore", "RemoteEvents"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Conn = Any  # an asyncpg connection taken from the pool
+
+MAX_DELIVERIES: Final = 100_000
+"""Deliveries per queue this node remembers for :meth:`PostgresStore.find_delivery`; past it,
+those past their deadline are forgotten first."""
+
+
+class RemoteEvents(Protocol):
+    """What the node's queue manager is told of other nodes' changes
+    (:class:`~pylmq.core.manager.QueueManager` has these)."""
+
+    def on_remote_queue_created(self, name: str) -> None: ...
+
+    async def on_remote_queue_deleted(self, name: str) -> None: ...
+
+    def refresh_props(self, names: Iterable[str] | None = None) -> None: ...
+
+    def refresh_virtual(self) -> None: ...
 
 
 class PostgresStore:
@@ -28,114 +91,782 @@ class PostgresStore:
         clock: Clock | None = None,
         pool_size: int = DEFAULT_PG_POOL_SIZE,
         timeout: float = DEFAULT_PG_TIMEOUT,
+        refresh_delay: float = 0.1,
+        resync_interval: float = 5.0,
+        ping_interval: float = 5.0,
     ) -> None:
         self.dsn = dsn
         self.clock: Clock = clock or SystemClock()
         self.pool_size = pool_size
         self.timeout = timeout
+        self.refresh_delay = refresh_delay
+        self.resync_interval = resync_interval
+        self._pool: asyncpg.Pool[Any] | None = None
+        self.listener = Listener(dsn, timeout, self._heard, self._reconnected, ping_interval=ping_interval)
+        self._ids: dict[str, int] = {}
+        self._names: dict[int, str] = {}
+        self._props: dict[str, RawProps] = {}
+        self._summaries: dict[int, Summary] = {}
+        self._defaults: DefaultList = []
+        self._virtual: dict[str, list[str]] = {}
+        self._dedup: dict[str, DedupIds] = {}
+        self._dedup_pending: list[tuple[str, str, float, str, str]] = []
+        self._dedup_lock = asyncio.Lock()
+        self._deliveries: dict[str, dict[int, tuple[bytes, float] | None]] = {}
+        self._snapshots: dict[str, list[StoredMessage]] = {}
+        self._own_pids: set[int] = set()
+        self._transfers: TransferListener | None = None
+        self._events: RemoteEvents | None = None
+        # Work the notifications leave for the follower task, coalesced (bounded by the queues).
+        self._meta_pending: set[str] = set()
+        self._unknown_due: dict[int, float] = {}
+        self._dirty: set[int] = set()
+        self._work = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+
+    # -- life cycle -----------------------------------------------------------------------------
 
     async def open(self) -> None:
-        raise NotImplementedError
+        try:
+            self._pool = await create_pool(self.dsn, self.pool_size, self.timeout, self._init_connection)
+            async with self._pool.acquire() as conn:
+                await migrate(conn)
+            # LISTEN before loading: whatever commits after the load's snapshot is heard.
+            await self.listener.start()
+            await self._load_all()
+        except BaseException as e:
+            await self._shut()
+            cause = connection_failure(e)
+            if cause is None:
+                raise
+            raise unavailable(cause, f"the node cannot start without its database ({self.dsn_safe})") from e
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._follow(), name="pgstore-follow"),
+            loop.create_task(self._resync_loop(), name="pgstore-resync"),
+        ]
+
+    @property
+    def dsn_safe(self) -> str:
+        """The DSN without its password, for messages."""
+        head, at, tail = self.dsn.rpartition("@")
+        if not at:
+            return self.dsn
+        scheme, sep, userinfo = head.partition("://")
+        return f"{scheme}{sep}{userinfo.split(':', 1)[0]}@{tail}"
+
+    async def _init_connection(self, conn: asyncpg.Connection[Any]) -> None:
+        pid = conn.get_server_pid()
+        self._own_pids.add(pid)
+        conn.add_termination_listener(lambda _c: self._own_pids.discard(pid))
 
     async def close(self) -> None:
-        raise NotImplementedError
+        self._closing = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        with contextlib.suppress(Exception):
+            await self.barrier()  # dedup ids not written yet: try once more
+        await self._shut()
+
+    async def _shut(self) -> None:
+        await self.listener.close()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            try:
+                await asyncio.wait_for(pool.close(), self.timeout)
+            except Exception:
+                pool.terminate()
 
     async def barrier(self) -> None:
-        raise NotImplementedError
+        """Every mutation returned after its COMMIT: only the deduplication ids kept since the
+        last barrier remain to write (one transaction for all of them)."""
+        async with self._dedup_lock:
+            batch, self._dedup_pending = self._dedup_pending, []
+            if not batch:
+                return
+            try:
+                await self._run("keep the SQS deduplication ids", lambda c: self._write_dedup(c, batch), retry=True)
+            except BaseException:
+                self._dedup_pending[:0] = batch  # the next barrier writes them
+                raise
+
+    def follow(self, events: RemoteEvents | None) -> None:
+        """Tell ``events`` (the node's queue manager) of other nodes' queue, props and virtual
+        queue changes, and wake its queues' waiters on their pushes."""
+        self._events = events
+
+    # -- running statements ------------------------------------------------------------------
+
+    def _db(self) -> asyncpg.Pool[Any]:
+        if self._pool is None:
+            raise unavailable("the store is not open", "nothing was done")
+        return self._pool
+
+    async def _run(self, what: str, fn: Callable[[Conn], Awaitable[T]], *, retry: bool = False) -> T:
+        result, _ = await self._run_unknown(what, fn, retry=retry)
+        return result
+
+    async def _run_unknown(
+        self, what: str, fn: Callable[[Conn], Awaitable[T]], *, retry: bool = False
+    ) -> tuple[T, bool]:
+        """``fn`` on a pooled connection; (its result, whether an earlier attempt's outcome is
+        unknown). A connection failure before the statement went out is "not done"; after, the
+        outcome is unknown: ``retry`` operations (idempotent ones) are tried once more, the
+        others fail so (a push is never made twice by the node)."""
+        pool = self._db()
+        unknown = False
+        for attempt in range(2 if retry else 1):
+            try:
+                conn = await pool.acquire(timeout=self.timeout)
+            except Exception as e:
+                cause = connection_failure(e)
+                if cause is None:
+                    raise
+                done = "its outcome is unknown" if unknown else "it was not done"
+                raise unavailable(cause, f"{what}: {done}") from e
+            try:
+                return await fn(conn), unknown
+            except Exception as e:
+                cause = connection_failure(e)
+                if cause is None:
+                    raise
+                if not retry:
+                    raise unavailable(
+                        cause,
+                        f"{what}: its outcome is unknown (it may have been committed), so it was not retried",
+                    ) from e
+                if attempt:
+                    raise unavailable(cause, f"{what}: failed twice") from e
+                unknown = True
+                log.warning("%s: postgresql unreachable: %s; trying once more", what, cause)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pool.release(conn)
+        raise AssertionError("unreachable")
+
+    # -- loading and following other nodes -------------------------------------------------------
+
+    async def _load_all(self) -> None:
+        """Read every table this node mirrors and every queue's state (at open, on LISTEN
+        reconnection, and every ``resync_interval``); tell the manager what changed."""
+
+        async def read(c: Conn) -> tuple[list[Any], str | None, list[Any], list[Any]]:
+            queues = await c.fetch("SELECT id, name, props::text FROM lmq.queue")
+            defaults = await c.fetchval("SELECT value::text FROM lmq.setting WHERE key = 'defaults'")
+            virtual = await c.fetch("SELECT name, members FROM lmq.virtual")
+            dedup = await c.fetch(
+                "SELECT queue_id, key, sent, message_id, sequence FROM lmq.dedup WHERE sent > $1 ORDER BY sent",
+                self.clock.now() - DEDUP_WINDOW,
+            )
+            return queues, defaults, virtual, dedup
+
+        queues, defaults_text, virtual_rows, dedup_rows = await self._run("load the queues", read, retry=True)
+        seen: set[str] = set()
+        for row in queues:
+            seen.add(row["name"])
+            self._adopt(row["id"], row["name"], decode_props(row["props"]))
+        for name in [n for n in self._ids if n not in seen]:
+            self._forget(name)
+        defaults = decode_defaults(defaults_text)
+        if defaults != self._defaults:
+            self._defaults = defaults
+            if self._events is not None:
+                self._events.refresh_props()
+        virtual = {r["name"]: list(r["members"]) for r in virtual_rows}
+        if virtual != self._virtual:
+            self._virtual = virtual
+            if self._events is not None:
+                self._events.refresh_virtual()
+        for r in dedup_rows:
+            owner = self._names.get(r["queue_id"])
+            if owner is not None:
+                self.dedup_ids(owner).setdefault(r["key"], (r["sent"], r["message_id"], r["sequence"]))
+        await self._read_states(list(self._summaries))
+
+    def _adopt(self, qid: int, name: str, props: RawProps) -> None:
+        """Mirror a queue row read from the database; tell the manager if it is news."""
+        known = self._ids.get(name)
+        if known is not None and known != qid:
+            self._forget(name)  # deleted and created again elsewhere
+            known = None
+        changed = known is not None and self._props.get(name) != props
+        self._ids[name], self._names[qid], self._props[name] = qid, name, props
+        self._summaries.setdefault(qid, Summary(qid))
+        if self._events is not None:
+            if known is None:
+                self._events.on_remote_queue_created(name)
+            elif changed:
+                self._events.refresh_props([name])
+
+    def _forget(self, name: str) -> None:
+        qid = self._ids.pop(name, None)
+        if qid is None:
+            return
+        self._names.pop(qid, None)
+        self._summaries.pop(qid, None)
+        self._props.pop(name, None)
+        self._dedup.pop(name, None)
+        self._deliveries.pop(name, None)
+        self._snapshots.pop(name, None)
+        if self._events is not None and not self._closing:
+            self._spawn(self._events.on_remote_queue_deleted(name), f"pgstore-deleted-{name}")
+
+    def _spawn(self, work: Awaitable[None], name: str) -> None:
+        async def run() -> None:
+            try:
+                await work
+            except Exception:
+                log.exception("%s failed", name)
+            finally:
+                self._tasks.remove(task)
+
+        task = asyncio.get_running_loop().create_task(run(), name=name)
+        self._tasks.append(task)
+
+    async def _read_states(self, qids: Sequence[int]) -> None:
+        """Re-read these queues' states (each one index probe and its counters)."""
+        gate = asyncio.Semaphore(max(1, self.pool_size // 2))
+
+        async def one(qid: int) -> None:
+            s = self._summaries.get(qid)
+            if s is None:
+                return
+            since = s.heard
+            async with gate:
+                state = await self._run("read a queue's state", lambda c: m.state(c, qid), retry=True)
+            s = self._summaries.get(qid)
+            if s is not None:
+                s.apply(state, since, self.clock.now())
+
+        await asyncio.gather(*(one(q) for q in qids))
+
+    def _heard(self, pid: int, channel: str, payload: str) -> None:
+        """A notification (from the LISTEN session's callback: no I/O here)."""
+        if pid in self._own_pids:
+            return  # this node's own change: the mirror has it already
+        if channel == "lmq_due":
+            qid_text, _, ts_text = payload.partition(":")
+            try:
+                qid, ts = int(qid_text), float(ts_text)
+            except ValueError:
+                log.warning("ignoring lmq_due notification %r", payload[:100])
+                return
+            s = self._summaries.get(qid)
+            if s is None:
+                prior = self._unknown_due.get(qid)
+                self._unknown_due[qid] = ts if prior is None else min(prior, ts)
+            else:
+                s.due(ts)
+                self._dirty.add(qid)
+                self._wake(self._names[qid])
+        elif channel == "lmq_meta":
+            self._meta_pending.add(payload)
+        self._work.set()
+
+    def _wake(self, name: str) -> None:
+        """Records became deliverable in ``name`` elsewhere: its waiters here look now."""
+        if self._events is not None:
+            self._events.on_remote_queue_created(name)  # attaches it if new, and notifies
+        elif self._transfers is not None:
+            self._transfers(name)
+
+    async def _reconnected(self) -> None:
+        """The LISTEN session is back: anything may have changed meanwhile."""
+        self._meta_pending.clear()
+        self._unknown_due.clear()
+        await self._load_all()
+        for name in list(self._ids):
+            self._wake(name)
+
+    async def _follow(self) -> None:
+        """Apply what notifications left to do, a little later, coalesced."""
+        while True:
+            await self._work.wait()
+            await asyncio.sleep(self.refresh_delay)
+            self._work.clear()
+            meta, self._meta_pending = self._meta_pending, set()
+            unknown, self._unknown_due = self._unknown_due, {}
+            dirty, self._dirty = self._dirty, set()
+            try:
+                for payload in sorted(meta):
+                    await self._reload(payload)
+                for qid, ts in unknown.items():
+                    await self._reload_id(qid, ts)
+                await self._read_states([q for q in dirty if q in self._summaries])
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                # The LISTEN session's reconnection (or the periodic resync) reads everything.
+                log.warning("following other nodes' changes failed: %s", connection_failure(e) or e)
+
+    async def _reload(self, payload: str) -> None:
+        kind, _, arg = payload.partition(":")
+        if kind == "q":
+            row = await self._run(
+                "read a queue", lambda c: c.fetchrow("SELECT id, props::text FROM lmq.queue WHERE name = $1", arg)
+            )
+            if row is None:
+                self._forget(arg)
+            else:
+                self._adopt(row["id"], arg, decode_props(row["props"]))
+                await self._read_states([row["id"]])
+        elif kind == "d":
+            text = await self._run(
+                "read the default props",
+                lambda c: c.fetchval("SELECT value::text FROM lmq.setting WHERE key = 'defaults'"),
+            )
+            self._defaults = decode_defaults(text)
+            if self._events is not None:
+                self._events.refresh_props()
+        elif kind == "v":
+            members = await self._run(
+                "read a virtual queue", lambda c: c.fetchval("SELECT members FROM lmq.virtual WHERE name = $1", arg)
+            )
+            if members is None:
+                self._virtual.pop(arg, None)
+            else:
+                self._virtual[arg] = list(members)
+            if self._events is not None:
+                self._events.refresh_virtual()
+        elif kind == "x":
+            name, key, sent, message_id, sequence = json.loads(arg)
+            if name in self._ids:
+                self.dedup_ids(name).setdefault(key, (sent, message_id, sequence))
+
+    async def _reload_id(self, qid: int, ts: float) -> None:
+        """A queue this node had not heard of got a record: mirror it, then wake it."""
+        row = await self._run(
+            "read a queue", lambda c: c.fetchrow("SELECT name, props::text FROM lmq.queue WHERE id = $1", qid)
+        )
+        if row is None:
+            return
+        self._adopt(qid, row["name"], decode_props(row["props"]))
+        self._summaries[qid].due(ts)
+        await self._read_states([qid])
+        self._wake(row["name"])
+
+    async def _resync_loop(self) -> None:
+        """The slow safety net: changes that notify nobody (other nodes' pulls and acks) show in
+        sizes within ``resync_interval``; old deduplication ids leave the table."""
+        while True:
+            await asyncio.sleep(self.resync_interval)
+            try:
+                await self._load_all()
+                await self._run(
+                    "forget old deduplication ids",
+                    lambda c: c.execute("DELETE FROM lmq.dedup WHERE sent < $1", self.clock.now() - DEDUP_WINDOW),
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("periodic re-read of the queues failed: %s", connection_failure(e) or e)
+
+    # -- queues and properties ------------------------------------------------------------------
 
     def queue_names(self) -> list[str]:
-        raise NotImplementedError
+        return list(self._ids)
 
     def queue_props(self, name: str) -> RawProps | None:
-        raise NotImplementedError
+        props = self._props.get(name)
+        return None if props is None else dict(props)
 
     def default_props(self) -> DefaultList:
-        raise NotImplementedError
+        return list(self._defaults)
+
+    async def _queue_row(self, conn: Conn, name: str, props: RawProps | None) -> tuple[int, bool, RawProps]:
+        """Create the queue if missing (props None keeps existing ones), notifying other nodes
+        in the same transaction; (id, created, its props)."""
+        async with conn.transaction():
+            encoded = None if props is None else encode_props(props)
+            qid = await conn.fetchval(
+                "INSERT INTO lmq.queue (name, props) VALUES ($1, coalesce($2::jsonb, '[]'))"
+                " ON CONFLICT (name) DO NOTHING RETURNING id",
+                name,
+                encoded,
+            )
+            if qid is not None:
+                await conn.execute("SELECT pg_notify('lmq_meta', $1)", "q:" + name)
+                return qid, True, dict(props or {})
+            # FOR UPDATE: a concurrent delete waits for us or we for it; never a half-seen row.
+            row = await conn.fetchrow("SELECT id, props::text FROM lmq.queue WHERE name = $1 FOR UPDATE", name)
+            if row is None:
+                raise _Retry
+            old = decode_props(row["props"])
+            if props is None or props == old:
+                return row["id"], False, old
+            await conn.execute("UPDATE lmq.queue SET props = $2::jsonb WHERE id = $1", row["id"], encoded)
+            await conn.execute("SELECT pg_notify('lmq_meta', $1)", "q:" + name)
+            return row["id"], False, dict(props)
+
+    async def _create(self, name: str, props: RawProps | None) -> tuple[int, bool]:
+        for _ in range(3):
+            try:
+                qid, created, stored = await self._run(
+                    f"create queue {name}", lambda c: self._queue_row(c, name, props), retry=True
+                )
+            except _Retry:
+                continue  # deleted by another node between our two statements
+            known = self._ids.get(name)
+            if known is not None and known != qid:
+                self._forget(name)
+            self._ids[name], self._names[qid], self._props[name] = qid, name, stored
+            self._summaries.setdefault(qid, Summary(qid))
+            return qid, created and known is None
+        raise unavailable("the queue keeps being deleted by other nodes", f"creating {name} gave up")
+
+    async def _qid(self, name: str) -> int:
+        """The queue's id, creating the queue if missing (create-on-use)."""
+        qid = self._ids.get(name)
+        return qid if qid is not None else (await self._create(name, None))[0]
 
     async def create(self, name: str, props: RawProps | None = None) -> bool:
-        raise NotImplementedError
+        return (await self._create(name, props))[1]
 
     async def delete(self, name: str) -> bool:
-        raise NotImplementedError
+        async def drop(c: Conn) -> int | None:
+            async with c.transaction():
+                qid: int | None = await c.fetchval("DELETE FROM lmq.queue WHERE name = $1 RETURNING id", name)
+                if qid is not None:
+                    await c.execute("SELECT pg_notify('lmq_meta', $1)", "q:" + name)
+                return qid
+
+        qid, unknown = await self._run_unknown(f"delete queue {name}", drop, retry=True)
+        events, self._events = self._events, None  # our own delete: the manager does its part
+        try:
+            self._forget(name)
+        finally:
+            self._events = events
+        return qid is not None or unknown
 
     async def set_queue_props(self, name: str, props: RawProps) -> None:
-        raise NotImplementedError
+        await self._create(name, props)
 
     async def set_default_props(self, defaults: DefaultList) -> None:
-        raise NotImplementedError
+        async def write(c: Conn) -> None:
+            async with c.transaction():
+                await c.execute(
+                    "INSERT INTO lmq.setting (key, value) VALUES ('defaults', $1::jsonb)"
+                    " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                    encode_defaults(defaults),
+                )
+                await c.execute("SELECT pg_notify('lmq_meta', 'd')")
+
+        await self._run("set the default props", write, retry=True)
+        self._defaults = list(defaults)
 
     def check_props(self, props: RawProps) -> None:
-        raise NotImplementedError
+        check_text(props)
 
     def check_push(self, options: PushOptions, retry: Retry) -> None:
-        raise NotImplementedError
+        return None  # pylmq.pgstore.messages serves every option check_options lets through
 
     def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
-        raise NotImplementedError
+        return None  # nodes sharing a database know nothing of each other
 
     def dedup_ids(self, name: str) -> DedupIds:
-        raise NotImplementedError
+        ids = self._dedup.get(name)
+        if ids is None:
+            ids = self._dedup[name] = {}
+        return ids
 
     def keep_dedup(self, name: str, key: str, sent: float, message_id: str, sequence: str) -> None:
-        raise NotImplementedError
+        self._dedup_pending.append((name, key, sent, message_id, sequence))
+
+    async def _write_dedup(self, c: Conn, batch: list[tuple[str, str, float, str, str]]) -> None:
+        async with c.transaction():
+            for name, key, sent, message_id, sequence in batch:
+                qid = self._ids.get(name)
+                if qid is None:
+                    continue  # the queue was deleted: its ids went with it
+                await c.execute(
+                    "INSERT INTO lmq.dedup (queue_id, key, sent, message_id, sequence)"
+                    " SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM lmq.queue WHERE id = $1)"
+                    " ON CONFLICT (queue_id, key) DO UPDATE SET sent = EXCLUDED.sent,"
+                    " message_id = EXCLUDED.message_id, sequence = EXCLUDED.sequence",
+                    qid,
+                    key,
+                    sent,
+                    message_id,
+                    sequence,
+                )
+                payload = "x:" + json.dumps([name, key, sent, message_id, sequence])
+                await c.execute("SELECT pg_notify('lmq_meta', $1)", payload)
+
+    def virtual_queues(self) -> dict[str, list[str]]:
+        return {name: list(queues) for name, queues in self._virtual.items()}
+
+    async def set_virtual(self, name: str, queues: Sequence[str]) -> None:
+        members = list(queues)
+
+        async def write(c: Conn) -> None:
+            async with c.transaction():
+                if members:
+                    await c.execute(
+                        "INSERT INTO lmq.virtual (name, members) VALUES ($1, $2)"
+                        " ON CONFLICT (name) DO UPDATE SET members = EXCLUDED.members",
+                        name,
+                        members,
+                    )
+                else:
+                    await c.execute("DELETE FROM lmq.virtual WHERE name = $1", name)
+                await c.execute("SELECT pg_notify('lmq_meta', $1)", "v:" + name)
+
+        await self._run(f"set virtual queue {name}", write, retry=True)
+        if members:
+            self._virtual[name] = members
+        else:
+            self._virtual.pop(name, None)
+
+    # -- messages ---------------------------------------------------------------------------------
+
+    def _applied(self, qid: int, state: m.QueueState, since: int) -> Summary | None:
+        s = self._summaries.get(qid)
+        if s is not None:
+            s.apply(state, since, self.clock.now())
+        return s
+
+    def _since(self, qid: int) -> int:
+        s = self._summaries.get(qid)
+        return 0 if s is None else s.heard
+
+    async def _write_new(self, name: str, what: str, fn: Callable[[Conn, int], Awaitable[tuple[T, m.QueueState]]]) -> T:
+        """A write that adds a record (never retried: its outcome may be unknown); the queue is
+        created if missing, or created again if another node deleted it meanwhile."""
+        for attempt in range(2):
+            qid = await self._qid(name)
+            since = self._since(qid)
+            try:
+                result, state = await self._run(what, _bound(fn, qid))
+            except asyncpg.ForeignKeyViolationError:
+                if attempt:
+                    raise
+                self._forget_local(name)  # nothing was written: the queue is gone
+                continue
+            self._applied(qid, state, since)
+            return result
+        raise AssertionError("unreachable")
+
+    def _forget_local(self, name: str) -> None:
+        events, self._events = self._events, None
+        try:
+            self._forget(name)
+        finally:
+            self._events = events
 
     async def enqueue(self, name: str, item: Item, retry: Retry, accum: float) -> AccumResult:
-        raise NotImplementedError
+        now = self.clock.now()
+        return await self._write_new(name, f"push to {name}", lambda c, qid: m.enqueue(c, qid, item, retry, accum, now))
 
     async def push(self, name: str, item: Item, retry: Retry, options: PushOptions, *, track: bool = False) -> bytes:
-        raise NotImplementedError
+        now = self.clock.now()
+        return await self._write_new(
+            name, f"push to {name}", lambda c, qid: m.push(c, qid, item, retry, options, track, now)
+        )
 
     async def dequeue(
         self, name: str, timeout: float, dead_letter: str | None = None
     ) -> tuple[StoredMessage, float] | None:
-        raise NotImplementedError
+        qid = self._ids.get(name)
+        if qid is None:
+            return None
+        dead: tuple[int, Retry] | None = None
+        if dead_letter is not None and dead_letter != name:
+            dead = (await self._qid(dead_letter), self._retry_of(dead_letter))
+        since, now = self._since(qid), self.clock.now()
+        # Retried once: a first attempt that committed left a processing record nobody was
+        # handed, which comes back after its timeout (LMQ's own rule for a lost delivery).
+        got, state, moved = await self._run(
+            f"pull from {name}", lambda c: m.dequeue(c, qid, timeout, now, dead), retry=True
+        )
+        s = self._applied(qid, state, since)
+        if got is None and s is not None:
+            s.missed(since, self.clock.now())
+        if moved and dead_letter is not None:
+            dlq = self._ids.get(dead_letter)
+            if dlq is not None:
+                self._dirty.add(dlq)
+                self._work.set()
+            if self._transfers is not None:
+                self._transfers(dead_letter)
+        if got is not None:
+            self._remember(name, got[0])
+        return got
+
+    def _retry_of(self, name: str) -> Retry:
+        return effective_props(name, self._props.get(name), self._defaults).retry
 
     def listen_transfers(self, listener: TransferListener | None) -> None:
-        raise NotImplementedError
+        self._transfers = listener
 
     async def peek(self, name: str, after: MessageId | bytes | None, limit: int) -> list[StoredMessage]:
-        raise NotImplementedError
+        qid = self._ids.get(name)
+        if qid is None:
+            return []
+        return await self._run(f"peek at {name}", lambda c: m.peek(c, qid, after, limit), retry=True)
 
     async def requeue(self, dlq: str, count: int, to: str | None, keep: Container[str] = ()) -> int:
-        raise NotImplementedError
+        dlq_id = self._ids.get(dlq)
+        if dlq_id is None:
+            return 0
+        target: tuple[int, Retry] | None = None
+        targets: dict[str, tuple[int, Retry]] = {}
+        kept: list[str] = []
+        if to is not None:
+            target = (await self._qid(to), self._retry_of(to))
+        else:
+            origins = await self._run(
+                f"read the origins of {dlq}'s dead letters",
+                lambda c: c.fetch(
+                    "SELECT DISTINCT dead_origin FROM lmq.message WHERE queue_id = $1 AND dead_origin IS NOT NULL",
+                    dlq_id,
+                ),
+                retry=True,
+            )
+            for row in origins:
+                origin: str = row["dead_origin"]
+                if origin in keep:
+                    kept.append(origin)
+                else:
+                    targets[origin] = (await self._qid(origin), self._retry_of(origin))
+        now = self.clock.now()
+        landed = await self._run(
+            f"requeue from {dlq}", lambda c: m.requeue(c, dlq_id, count, target, targets, kept, now)
+        )
+        self._dirty.update([dlq_id, *landed])
+        self._work.set()
+        for qid, n in landed.items():
+            name = self._names.get(qid)
+            if n and name is not None and self._transfers is not None:
+                self._transfers(name)
+        return sum(landed.values())
+
+    # -- deliveries ---------------------------------------------------------------------------------
+
+    def _remember(self, name: str, msg: StoredMessage) -> None:
+        known = self._deliveries.setdefault(name, {})
+        if len(known) >= MAX_DELIVERIES:
+            now = self.clock.now()
+            for key in [k for k, v in known.items() if v is None or v[1] < now]:
+                del known[key]
+            while len(known) >= MAX_DELIVERIES:
+                del known[next(iter(known))]
+        key = msg_key(msg.uuid)
+        prior = known.get(key)
+        # Two live deliveries with one key: neither is answered (never a wrong one).
+        clash = key in known and (prior is None or (prior[0] != msg.uuid and prior[1] >= self.clock.now()))
+        known[key] = None if clash else (msg.uuid, msg.id[0])
+
+    def _settled(self, name: str, uuid: bytes) -> None:
+        known = self._deliveries.get(name)
+        if known is not None:
+            key = msg_key(uuid)
+            v = known.get(key)
+            if v is not None and v[0] == uuid:
+                del known[key]
 
     def find_delivery(self, name: str, key: int) -> bytes | None:
-        raise NotImplementedError
+        """Deliveries this node handed out (queue_server's clients ack where they pulled)."""
+        v = self._deliveries.get(name, {}).get(key)
+        return None if v is None or v[1] < self.clock.now() else v[0]
 
-    def virtual_queues(self) -> dict[str, list[str]]:
-        raise NotImplementedError
-
-    async def set_virtual(self, name: str, queues: Sequence[str]) -> None:
-        raise NotImplementedError
+    async def _settle(
+        self, name: str, what: str, fn: Callable[[Conn, int], Awaitable[tuple[bool, m.QueueState]]]
+    ) -> bool:
+        qid = self._ids.get(name)
+        if qid is None:
+            return False
+        since = self._since(qid)
+        (ok, state), unknown = await self._run_unknown(f"{what} in {name}", lambda c: fn(c, qid), retry=True)
+        self._applied(qid, state, since)
+        # Not found on the second try after a lost answer: the first one did it.
+        return ok or unknown
 
     async def done(self, name: str, uuid: bytes) -> bool:
-        raise NotImplementedError
+        now = self.clock.now()
+        ok = await self._settle(name, "ack", lambda c, qid: m.done(c, qid, uuid, now))
+        self._settled(name, uuid)
+        return ok
 
     async def retain(self, name: str, uuid: bytes, timeout: float) -> bool:
-        raise NotImplementedError
+        now = self.clock.now()
+        ok = await self._settle(name, "extend", lambda c, qid: m.retain(c, qid, uuid, timeout, now))
+        known = self._deliveries.get(name, {})
+        v = known.get(msg_key(uuid))
+        if ok and v is not None and v[0] == uuid:
+            known[msg_key(uuid)] = (uuid, now + timeout)
+        return ok
 
     async def release(self, name: str, uuid: bytes) -> bool:
-        raise NotImplementedError
+        now = self.clock.now()
+        ok = await self._settle(name, "release", lambda c, qid: m.release(c, qid, uuid, now))
+        self._settled(name, uuid)
+        return ok
 
     async def put_back(self, name: str, uuid: bytes) -> bool:
-        raise NotImplementedError
+        now = self.clock.now()
+        ok = await self._settle(name, "put back", lambda c, qid: m.put_back(c, qid, uuid, now))
+        self._settled(name, uuid)
+        return ok
 
     async def claim(
         self, name: str, uuids: Sequence[bytes], timeout: float, max_bytes: int | None = None
     ) -> list[StoredMessage | None]:
-        raise NotImplementedError
+        qid = self._ids.get(name)
+        if qid is None:
+            return [None] * len(uuids)
+        since, now = self._since(qid), self.clock.now()
+        got, state = await self._run(
+            f"claim in {name}", lambda c: m.claim(c, qid, uuids, timeout, now, max_bytes), retry=True
+        )
+        self._applied(qid, state, since)
+        for msg in got:
+            if msg is not None:
+                self._remember(name, msg)
+        return got
+
+    # -- reads --------------------------------------------------------------------------------------
+
+    def _summary(self, name: str) -> Summary | None:
+        qid = self._ids.get(name)
+        return None if qid is None else self._summaries.get(qid)
 
     def waittime(self, name: str) -> float | None:
-        raise NotImplementedError
+        s = self._summary(name)
+        return None if s is None else s.waittime(self.clock.now())
 
     def size(self, name: str) -> int:
-        raise NotImplementedError
+        s = self._summary(name)
+        return 0 if s is None else s.size
 
     def counts(self, name: str) -> QueueCounts:
-        raise NotImplementedError
+        s = self._summary(name)
+        return QueueCounts(0, 0, 0) if s is None else s.counts(self.clock.now())
 
     def memory(self, name: str) -> int:
-        raise NotImplementedError
+        s = self._summary(name)
+        return 0 if s is None else s.nbytes
+
+    async def load_messages(self, name: str) -> list[StoredMessage]:
+        """Read every record of the queue (id order) and keep them for :meth:`messages`."""
+        qid = self._ids.get(name)
+        got = [] if qid is None else await self._run(f"read {name}", lambda c: m.messages(c, qid), retry=True)
+        self._snapshots[name] = got
+        return got
 
     def messages(self, name: str) -> list[StoredMessage]:
-        raise NotImplementedError
+        """The records as of the last :meth:`load_messages` of the queue (a synchronous read
+        cannot ask the database; status uses size and memory, not this)."""
+        return list(self._snapshots.get(name, []))
+
+
+def _bound(fn: Callable[[Conn, int], Awaitable[T]], qid: int) -> Callable[[Conn], Awaitable[T]]:
+    return lambda c: fn(c, qid)
+
+
+class _Retry(Exception):
+    """The queue row vanished between two statements of one creation."""

@@ -1,0 +1,81 @@
+"""The node's connections to PostgreSQL, and which failures mean "the database cannot be reached".
+
+A connection-level failure (refused, reset, terminated by a restart or a failover, a statement
+past its timeout) becomes :class:`~pylmq.errors.StoreUnavailable` whose reason names the cause;
+the pool replaces broken connections by itself, so the next operation after the database is
+back succeeds. Any other database error is a bug of ours and stays what it is (HTTP 500).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any, Final
+
+import asyncpg
+
+from pylmq.errors import StoreUnavailable
+
+__all__ = ["APPLICATION_NAME", "connection_failure", "create_pool", "server_settings", "unavailable"]
+
+APPLICATION_NAME: Final = "pylmq"
+"""``application_name`` of every connection a node opens: operators find them in
+``pg_stat_activity``."""
+
+# Operator intervention (57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now),
+# too many connections (53300), a read-only standby after a failover (25006).
+_UNAVAILABLE_SQLSTATES: Final = frozenset({"57P01", "57P02", "57P03", "53300", "25006"})
+_STATEMENT_TIMEOUT: Final = "57014"
+
+
+def connection_failure(e: BaseException) -> str | None:
+    """What made an operation fail if the database could not be reached (or did not answer in
+    time); None for any other error."""
+    if isinstance(e, asyncpg.PostgresConnectionError):
+        return f"connection lost ({e})"
+    if isinstance(e, asyncpg.PostgresError):
+        state = getattr(e, "sqlstate", None)
+        if state == _STATEMENT_TIMEOUT:
+            return f"statement timed out ({e})"
+        if state in _UNAVAILABLE_SQLSTATES:
+            return str(e)
+        return None
+    if isinstance(e, TimeoutError | asyncio.TimeoutError):
+        return "no answer in time"
+    if isinstance(e, OSError):
+        return e.strerror or str(e) or type(e).__name__
+    if isinstance(e, asyncpg.InterfaceError) and ("closed" in str(e) or "closing" in str(e)):
+        return str(e)
+    return None
+
+
+def unavailable(cause: str, detail: str) -> StoreUnavailable:
+    return StoreUnavailable(f"postgresql unreachable: {cause}; {detail}")
+
+
+def server_settings(timeout: float) -> dict[str, str]:
+    """Per-session settings: the server ends a statement past the node's timeout too (the
+    client-side ``command_timeout`` alone would leave it running, holding its locks)."""
+    return {
+        "application_name": APPLICATION_NAME,
+        "statement_timeout": str(max(1, round(timeout * 1000))),
+        # Acknowledged means committed to disk, whatever the database's default says.
+        "synchronous_commit": "on",
+    }
+
+
+async def create_pool(
+    dsn: str, size: int, timeout: float, init: Callable[[asyncpg.Connection[Any]], Coroutine[Any, Any, None]]
+) -> asyncpg.Pool[Any]:
+    """A pool of 1 to ``size`` connections; raises the connection error when the database cannot
+    be reached now."""
+    pool: asyncpg.Pool[Any] = await asyncpg.create_pool(
+        dsn,
+        min_size=1,
+        max_size=max(1, size),
+        command_timeout=timeout,
+        timeout=timeout,
+        server_settings=server_settings(timeout),
+        init=init,
+    )
+    return pool

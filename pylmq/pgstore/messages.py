@@ -20,14 +20,46 @@ summaries, maps connection failures to :class:`~pylmq.errors.StoreUnavailable` a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import uuid as _uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-from pylmq.core.message import Item, MessageId, PushOptions, Retry, StoredMessage
+import asyncpg
+
+from pylmq.core.message import (
+    DeadLetter,
+    Inherit,
+    Item,
+    MessageExt,
+    MessageId,
+    PushOptions,
+    Retry,
+    State,
+    StoredMessage,
+    StoredMessageType,
+)
 from pylmq.core.table import AccumResult
+from pylmq.errors import MessageNotFound
+from pylmq.pgstore.codec import decode_content, encode_item, item_nbytes
 
-__all__ = ["Db", "QueueState"]
+__all__ = [
+    "Db",
+    "QueueState",
+    "claim",
+    "dequeue",
+    "done",
+    "enqueue",
+    "find_delivery",
+    "messages",
+    "peek",
+    "push",
+    "put_back",
+    "release",
+    "requeue",
+    "retain",
+    "state",
+]
 
 Db = Any
 """An ``asyncpg.Pool`` or ``asyncpg.Connection`` (both run a statement with fetch/fetchrow)."""
@@ -45,50 +77,192 @@ class QueueState:
     first_ts: float | None
 
 
+_STATES: Final = (State.AVAILABLE, State.PROCESSING, State.ACCUM)
+_ST: Final = "f.st_size, f.st_nbytes, f.st_in_flight, f.st_first"
+
+
+def _state_of(row: Mapping[str, Any]) -> QueueState:
+    return QueueState(row["st_size"], row["st_nbytes"], row["st_in_flight"], row["st_first"])
+
+
+def _pg_uuid(u: bytes) -> _uuid.UUID:
+    return _uuid.UUID(bytes=u)
+
+
+def _record(row: Mapping[str, Any]) -> StoredMessage:
+    """A row of ``lmq.message`` as the StoredMessage QueueTable would hold."""
+    compound: bool = row["compound"]
+    ext: MessageExt | None = None
+    if row["ext"]:
+        origin = row["dead_origin"]
+        dead = (
+            None
+            if origin is None
+            else DeadLetter(origin, row["dead_failures"], row["dead_last_at"], row["dead_reason"])
+        )
+        ext = MessageExt(
+            expires=row["expires"],
+            interval=row["interval"],
+            priority=row["priority"],
+            once=row["once"],
+            attempts=row["attempts"],
+            first_at=row["first_at"],
+            last_at=row["last_at"],
+            sent_at=row["sent_at"],
+            dead=dead,
+            hard=row["hard"],
+            group=row["grp"],
+            seq=row["seq"],
+        )
+    return StoredMessage(
+        (row["ts"], row["uuid"].bytes),
+        _STATES[row["state"]],
+        StoredMessageType.COMPOUND if compound else StoredMessageType.NORMAL,
+        row["retry"],
+        decode_content(row["content"], compound),
+        ext,
+    )
+
+
+def _inc(retry: Retry) -> Retry:
+    return None if retry is None else retry + 1
+
+
 async def enqueue(
     db: Db, qid: int, item: Item, retry: Retry, accum: float, now: float
 ) -> tuple[AccumResult, QueueState]:
-    raise NotImplementedError
+    """LMQ's push: a record due now (``accum`` <= 0), else the item joins the queue's open
+    accumulation window (a compound record, state accumulating until its ts) or opens one at
+    ``now + accum``. ``retry`` is the queue's retry property."""
+    row = await db.fetchrow(
+        f"SELECT f.result, {_ST} FROM lmq.enqueue($1, $2, $3, $4, $5, $6) f",
+        qid,
+        encode_item(item),
+        item_nbytes(item),
+        _inc(retry),
+        float(accum),
+        float(now),
+    )
+    result: AccumResult = row["result"]
+    return result, _state_of(row)
 
 
 async def push(
     db: Db, qid: int, item: Item, retry: Retry, options: PushOptions, track: bool, now: float
 ) -> tuple[bytes, QueueState]:
-    raise NotImplementedError
+    """A push with per-message options (QueueTable.push); the record's uuid. The options are
+    resolved here, as pure functions of the arguments (no round trip for them): ``once`` is
+    retry 0, an ``interval`` without a retry is unlimited, a delay is the record's ts."""
+    r = options.retry
+    if options.once:
+        r = 0
+    elif isinstance(r, Inherit):
+        r = None if options.interval is not None else retry
+    nb = options.not_before
+    ts = float(now) if nb is None or nb <= now else float(nb)
+    ext = track or options.needs_ext()
+    row = await db.fetchrow(
+        f"SELECT f.id, {_ST} FROM lmq.push($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) f",
+        qid,
+        encode_item(item),
+        item_nbytes(item),
+        _inc(r),
+        ts,
+        ext,
+        options.expires if ext else None,
+        options.interval if ext else None,
+        options.priority if ext else 0,
+        options.once if ext else False,
+        options.hard if ext else False,
+        options.group if ext else None,
+        float(now),
+    )
+    return row["id"].bytes, _state_of(row)
 
 
 async def dequeue(
     db: Db, qid: int, timeout: float, now: float, dead: tuple[int, Retry] | None
 ) -> tuple[tuple[StoredMessage, float] | None, QueueState, int]:
     """The delivery (record, retention) or None, the queue's state, and how many exhausted
-    records moved to the dead-letter queue ``dead`` = (its id, its effective retry)."""
-    raise NotImplementedError
+    records moved to the dead-letter queue ``dead`` = (its id, its effective retry) in the same
+    transaction (the caller asks :func:`state` of that queue when it is not 0)."""
+    row = await db.fetchrow(
+        f"SELECT (f.m).*, f.retention, f.ndead, {_ST} FROM lmq.dequeue($1, $2, $3, $4, $5) f",
+        qid,
+        float(timeout),
+        float(now),
+        None if dead is None else dead[0],
+        None if dead is None else dead[1],
+    )
+    got = None if row["uuid"] is None else (_record(row), row["retention"])
+    return got, _state_of(row), row["ndead"]
 
 
 async def done(db: Db, qid: int, uuid: bytes, now: float) -> tuple[bool, QueueState]:
-    raise NotImplementedError
+    """ack: the record in processing under ``uuid``, deadline not passed, is deleted."""
+    row = await db.fetchrow(f"SELECT f.ok, {_ST} FROM lmq.done($1, $2, $3) f", qid, _pg_uuid(uuid), float(now))
+    return row["ok"], _state_of(row)
+
+
+async def _move(db: Db, qid: int, uuid: bytes, mode: str, timeout: float, now: float) -> tuple[bool, QueueState]:
+    row = await db.fetchrow(
+        f"SELECT f.ok, {_ST} FROM lmq.move($1, $2, $3, $4, $5) f",
+        qid,
+        _pg_uuid(uuid),
+        mode,
+        float(timeout),
+        float(now),
+    )
+    return row["ok"], _state_of(row)
 
 
 async def retain(db: Db, qid: int, uuid: bytes, timeout: float, now: float) -> tuple[bool, QueueState]:
-    raise NotImplementedError
+    """ext: a new deadline, now + the record's interval or ``timeout``."""
+    return await _move(db, qid, uuid, "retain", timeout, now)
 
 
 async def release(db: Db, qid: int, uuid: bytes, now: float) -> tuple[bool, QueueState]:
-    raise NotImplementedError
+    """nack: available again now; the retry spent by the delivery stays spent."""
+    return await _move(db, qid, uuid, "release", 0.0, now)
 
 
 async def put_back(db: Db, qid: int, uuid: bytes, now: float) -> tuple[bool, QueueState]:
-    raise NotImplementedError
+    """The receiver is gone: available again now, and the delivery costs no retry."""
+    return await _move(db, qid, uuid, "put_back", 0.0, now)
 
 
 async def claim(
     db: Db, qid: int, uuids: Sequence[bytes], timeout: float, now: float, max_bytes: int | None
 ) -> tuple[list[StoredMessage | None], QueueState]:
-    raise NotImplementedError
+    """QueueTable.claim: each record in processing or available again under one of ``uuids``
+    becomes processing until now + its interval or ``timeout``; None for the others; the list
+    stops once ``max_bytes`` of payload are claimed."""
+    rows = await db.fetch(
+        f"SELECT f.ord, (f.m).*, {_ST} FROM lmq.claim($1, $2, $3, $4, $5) f",
+        qid,
+        [_pg_uuid(u) for u in uuids],
+        float(timeout),
+        float(now),
+        max_bytes,
+    )
+    out = [None if r["uuid"] is None else _record(r) for r in rows[:-1]]
+    return out, _state_of(rows[-1])
 
 
 async def peek(db: Db, qid: int, after: MessageId | bytes | None, limit: int) -> list[StoredMessage]:
-    raise NotImplementedError
+    """Up to ``limit`` records in id order after ``after``: an id, or the uuid of a record still
+    in the queue (:class:`MessageNotFound` when it has left). Changes nothing."""
+    if isinstance(after, bytes):
+        args: tuple[Any, ...] = (None, _pg_uuid(after), True)
+    elif after is None:
+        args = (None, None, False)
+    else:
+        args = (float(after[0]), _pg_uuid(after[1]), False)
+    try:
+        rows = await db.fetch("SELECT * FROM lmq.peek($1, $2, $3, $4, $5)", qid, *args, limit)
+    except asyncpg.exceptions.NoDataFoundError:
+        raise MessageNotFound("the peek cursor's message has left the queue: start again without it") from None
+    return [_record(r) for r in rows]
 
 
 async def requeue(
@@ -96,23 +270,46 @@ async def requeue(
     dlq: int,
     count: int,
     to: tuple[int, Retry] | None,
-    targets: dict[str, tuple[int, Retry]],
+    targets: Mapping[str, tuple[int, Retry]],
     keep: Sequence[str],
     now: float,
-) -> dict[int, int]:
+) -> tuple[dict[int, int], dict[int, QueueState]]:
     """Move up to ``count`` available dead letters of ``dlq`` (first first) to ``to`` or to their
     origin (``targets``: origin name -> (id, effective retry), the store created them), skipping
-    origins in ``keep`` when ``to`` is None; how many landed in each target id."""
-    raise NotImplementedError
+    origins in ``keep`` when ``to`` is None; how many landed in each target id, and the state of
+    ``dlq`` and of each target, as committed."""
+    names = list(targets)
+    rows = await db.fetch(
+        f"SELECT f.qid, f.moved, {_ST} FROM lmq.requeue($1, $2, $3, $4, $5, $6, $7, $8, $9) f",
+        dlq,
+        count,
+        None if to is None else to[0],
+        None if to is None else to[1],
+        names,
+        [targets[n][0] for n in names],
+        [targets[n][1] for n in names],
+        list(keep),
+        float(now),
+    )
+    moved = {r["qid"]: r["moved"] for r in rows if r["moved"]}
+    return moved, {r["qid"]: _state_of(r) for r in rows}
 
 
 async def find_delivery(db: Db, qid: int, key: int, now: float) -> bytes | None:
-    raise NotImplementedError
+    """The uuid of the record in processing whose :func:`~pylmq.core.message.msg_key` is
+    ``key``; None when none has it, or more than one (never a wrong one)."""
+    rows = await db.fetch(
+        "SELECT uuid FROM lmq.message WHERE queue_id = $1 AND key = $2 AND state = 1 LIMIT 2", qid, key
+    )
+    return rows[0]["uuid"].bytes if len(rows) == 1 else None
 
 
 async def messages(db: Db, qid: int) -> list[StoredMessage]:
-    raise NotImplementedError
+    """All records in id order (status, tests): a scan of the queue."""
+    rows = await db.fetch("SELECT * FROM lmq.message WHERE queue_id = $1 ORDER BY ts, uuid", qid)
+    return [_record(r) for r in rows]
 
 
 async def state(db: Db, qid: int) -> QueueState:
-    raise NotImplementedError
+    row = await db.fetchrow("SELECT * FROM lmq.queue_state($1) f", qid)
+    return _state_of(row)

@@ -50,10 +50,11 @@ CREATE TABLE lmq.message (
     uuid           uuid NOT NULL,        -- a new one per delivery
     state          smallint NOT NULL,    -- 0 available, 1 processing, 2 accumulating
     compound       boolean NOT NULL,
-    retry          integer,              -- deliveries left; NULL: infinity
-    content        bytea NOT NULL,       -- msgpack of the item, or of the list of items
+    retry          bigint,               -- deliveries left; NULL: infinity
+    content        bytea NOT NULL,       -- msgpack of the item; a compound's items, one after another
     nbytes         integer NOT NULL,     -- payload bytes (StoredMessage.nbytes)
     key            bigint NOT NULL,      -- msg_key(uuid): queue_server's msg_id
+    held           boolean NOT NULL DEFAULT false,  -- a grouped record waiting behind its group's head
     ext            boolean NOT NULL DEFAULT false,  -- has a MessageExt (the columns below)
     priority       smallint NOT NULL DEFAULT 0,
     expires        float8,
@@ -71,7 +72,463 @@ CREATE TABLE lmq.message (
     dead_last_at   float8,
     dead_reason    text,
     PRIMARY KEY (queue_id, uuid)
+) WITH (
+    -- A queue table is a stream: every row is inserted, updated once per delivery (new ts and
+    -- uuid, so never a HOT update) and deleted by its ack. The default thresholds (20% of the
+    -- table) let a deep queue pile up millions of dead rows, which the delivery probe walks
+    -- over in the (queue_id, ts, uuid) index before vacuum clears them: vacuum instead after a
+    -- fixed number of dead rows whatever the table's size, and after inserts too (a backlog
+    -- being filled), so the index stays close to the live rows.
+    autovacuum_vacuum_scale_factor = 0,
+    autovacuum_vacuum_threshold = 20000,
+    autovacuum_vacuum_insert_scale_factor = 0,
+    autovacuum_vacuum_insert_threshold = 50000,
+    autovacuum_analyze_scale_factor = 0.02,
+    autovacuum_vacuum_cost_delay = 0
 );
+-- The id order of the records a dequeue may take (all but grouped records waiting behind their
+-- head): delivery, the first record's ts (QueueState.first_ts) and peek walk it.
+CREATE INDEX message_due ON lmq.message (queue_id, ts, uuid) WHERE NOT held;
+-- The same order for the waiting grouped records (empty in queues without groups): peek merges it.
+CREATE INDEX message_held ON lmq.message (queue_id, ts, uuid) WHERE held;
+-- Records with a priority, highest level first, FIFO (id order) within a level.
+CREATE INDEX message_priority ON lmq.message (queue_id, priority DESC, ts, uuid) WHERE priority > 0 AND NOT held;
+-- A group's head (held false) and its waiting records in push order (held true, by seq).
+CREATE INDEX message_group ON lmq.message (queue_id, grp, held, seq) WHERE grp IS NOT NULL;
+-- Deliveries by queue_server's integer msg_id.
+CREATE INDEX message_key ON lmq.message (queue_id, key) WHERE state = 1;
+-- The open accumulation window (at most one or two per queue).
+CREATE INDEX message_accum ON lmq.message (queue_id, ts) WHERE state = 2;
+
+-- Each queue's counts, as deltas summed over up to 8 shards: every message operation adds its
+-- delta to the shard of its connection (pg_backend_pid() % 8) in its own transaction, so that
+-- concurrent operations seldom wait on one row, and a queue's state is 8 rows, not a scan.
+-- Updates touch no indexed column: HOT updates within the page (fillfactor leaves room), and
+-- frequent vacuum keeps this hot little table to a few pages.
+CREATE TABLE lmq.queue_count (
+    queue_id   bigint NOT NULL REFERENCES lmq.queue (id) ON DELETE CASCADE,
+    shard      smallint NOT NULL,
+    size       bigint NOT NULL,
+    nbytes     bigint NOT NULL,
+    in_flight  bigint NOT NULL,
+    PRIMARY KEY (queue_id, shard)
+) WITH (
+    fillfactor = 50,
+    autovacuum_vacuum_scale_factor = 0,
+    autovacuum_vacuum_threshold = 1000,
+    autovacuum_vacuum_cost_delay = 0
+);
+
+-- msg_key(uuid): the last 53 bits of the uuid.
+CREATE FUNCTION lmq.msg_key(u uuid) RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ('x' || encode(substring(uuid_send(u) FROM 9 FOR 8), 'hex'))::bit(64)::bigint & 9007199254740991
+$$;
+
+CREATE FUNCTION lmq.count_add(q bigint, d_size bigint, d_nbytes bigint, d_in_flight bigint)
+RETURNS void LANGUAGE sql AS $$
+    INSERT INTO lmq.queue_count AS c VALUES (q, pg_backend_pid() % 8, d_size, d_nbytes, d_in_flight)
+    ON CONFLICT (queue_id, shard) DO UPDATE
+    SET size = c.size + d_size, nbytes = c.nbytes + d_nbytes, in_flight = c.in_flight + d_in_flight
+$$;
+
+-- The queue's state: its counters and one probe of the first record (never a scan).
+CREATE FUNCTION lmq.queue_state(q bigint, OUT st_size bigint, OUT st_nbytes bigint,
+                                OUT st_in_flight bigint, OUT st_first float8)
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(sum(c.size), 0)::bigint, coalesce(sum(c.nbytes), 0)::bigint,
+           coalesce(sum(c.in_flight), 0)::bigint,
+           (SELECT m.ts FROM lmq.message m WHERE m.queue_id = q AND NOT m.held ORDER BY m.ts, m.uuid LIMIT 1)
+    FROM lmq.queue_count c WHERE c.queue_id = q
+$$;
+
+CREATE FUNCTION lmq.notify_due(q bigint, t float8) RETURNS void LANGUAGE sql AS $$
+    SELECT pg_notify('lmq_due', q::text || ':' || t::text)
+$$;
+
+-- The record of group g that was its head left queue q: the group's next record (by seq)
+-- becomes the head, unless one already is. Under the group's lock, which a grouped push takes
+-- too, so that a push never sees a head that is leaving without this seeing the push.
+CREATE FUNCTION lmq.group_left(q bigint, g text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    t float8;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('lmq.group:' || q || ':' || g, 0));
+    IF EXISTS (SELECT 1 FROM lmq.message m WHERE m.queue_id = q AND m.grp = g AND NOT m.held) THEN
+        RETURN;
+    END IF;
+    UPDATE lmq.message m SET held = false
+    WHERE m.queue_id = q AND m.uuid = (
+        SELECT w.uuid FROM lmq.message w WHERE w.queue_id = q AND w.grp = g AND w.held
+        ORDER BY w.seq LIMIT 1 FOR UPDATE)
+    RETURNING m.ts INTO t;
+    IF FOUND THEN
+        PERFORM lmq.notify_due(q, t);
+    END IF;
+END
+$$;
+
+-- enqueue: LMQ's push with the queue's accum (a compound record opened or appended to).
+CREATE FUNCTION lmq.enqueue(q bigint, item bytea, n integer, p_retry bigint, accum float8, now_ float8,
+                            OUT result text, OUT st_size bigint, OUT st_nbytes bigint,
+                            OUT st_in_flight bigint, OUT st_first float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    u uuid;
+    t float8;
+BEGIN
+    IF accum <= 0 THEN
+        u := gen_random_uuid();
+        INSERT INTO lmq.message (queue_id, ts, uuid, state, compound, retry, content, nbytes, key)
+        VALUES (q, now_, u, 0, false, p_retry, item, n, lmq.msg_key(u));
+        PERFORM lmq.count_add(q, 1, n, 0);
+        PERFORM lmq.notify_due(q, now_);
+        result := 'no';
+    ELSE
+        -- One window per queue: pushes that accumulate take turns, so that two never open two.
+        PERFORM pg_advisory_xact_lock(hashtextextended('lmq.accum:' || q, 0));
+        SELECT m.uuid INTO u FROM lmq.message m
+        WHERE m.queue_id = q AND m.state = 2 AND m.ts >= now_ ORDER BY m.ts DESC LIMIT 1 FOR UPDATE;
+        IF FOUND THEN
+            UPDATE lmq.message m SET content = m.content || item, nbytes = m.nbytes + n
+            WHERE m.queue_id = q AND m.uuid = u;
+            PERFORM lmq.count_add(q, 0, n, 0);
+            result := 'yes';
+        ELSE
+            u := gen_random_uuid();
+            t := now_ + accum;
+            INSERT INTO lmq.message (queue_id, ts, uuid, state, compound, retry, content, nbytes, key)
+            VALUES (q, t, u, 2, true, p_retry, item, n, lmq.msg_key(u));
+            PERFORM lmq.count_add(q, 1, n, 0);
+            PERFORM lmq.notify_due(q, t);
+            result := 'new';
+        END IF;
+    END IF;
+    SELECT * INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_state(q);
+END
+$$;
+
+-- push with per-message options, already resolved by the caller (pure functions of the
+-- arguments): the record's ts and stored retry, whether it has an ext, and the ext's columns.
+CREATE FUNCTION lmq.push(q bigint, item bytea, n integer, p_retry bigint, t float8, p_ext boolean,
+                         p_expires float8, p_interval float8, p_priority smallint, p_once boolean,
+                         p_hard boolean, p_grp text, now_ float8,
+                         OUT id uuid, OUT st_size bigint, OUT st_nbytes bigint,
+                         OUT st_in_flight bigint, OUT st_first float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    s bigint := 0;
+    h boolean := false;
+BEGIN
+    id := gen_random_uuid();
+    IF p_grp IS NOT NULL THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('lmq.group:' || q || ':' || p_grp, 0));
+        UPDATE lmq.queue SET seq = seq + 1 WHERE queue.id = q RETURNING seq - 1 INTO s;
+        h := EXISTS (SELECT 1 FROM lmq.message m WHERE m.queue_id = q AND m.grp = p_grp AND NOT m.held);
+    END IF;
+    INSERT INTO lmq.message (queue_id, ts, uuid, state, compound, retry, content, nbytes, key, held, ext,
+                             priority, expires, hard, interval, once, sent_at, grp, seq)
+    VALUES (q, t, id, 0, false, p_retry, item, n, lmq.msg_key(id), h, p_ext,
+            p_priority, p_expires, p_hard, p_interval, p_once, CASE WHEN p_ext THEN now_ END, p_grp, s);
+    PERFORM lmq.count_add(q, 1, n, 0);
+    IF NOT h THEN
+        PERFORM lmq.notify_due(q, t);
+    END IF;
+    SELECT * INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_state(q);
+END
+$$;
+
+-- dequeue: the first deliverable record (the highest priority among due ones, then id order),
+-- redelivered under a new uuid with deadline now + timeout (or its interval); exhausted ones on
+-- the way are dropped or moved to dlq (with dlq_retry, NULL: infinity, when dlq is not NULL).
+CREATE FUNCTION lmq.dequeue(q bigint, tmo float8, now_ float8, dlq bigint, dlq_retry bigint,
+                            OUT m lmq.message, OUT retention float8, OUT ndead integer,
+                            OUT st_size bigint, OUT st_nbytes bigint,
+                            OUT st_in_flight bigint, OUT st_first float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    r lmq.message;
+    expired boolean;
+    deadline float8;
+    nu uuid;
+    nr bigint;
+    reason text;
+    origin text;
+BEGIN
+    ndead := 0;
+    LOOP
+        SELECT * INTO r FROM lmq.message x
+        WHERE x.queue_id = q AND x.priority > 0 AND NOT x.held AND x.ts <= now_
+        ORDER BY x.priority DESC, x.ts, x.uuid LIMIT 1 FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            SELECT * INTO r FROM lmq.message x
+            WHERE x.queue_id = q AND NOT x.held AND x.ts <= now_
+            ORDER BY x.ts, x.uuid LIMIT 1 FOR UPDATE SKIP LOCKED;
+            EXIT WHEN NOT FOUND;
+        END IF;
+        expired := r.ext AND r.expires IS NOT NULL AND now_ >= r.expires;
+        reason := NULL;
+        IF expired AND r.hard THEN
+            reason := 'drop';  -- a hard expiry: gone, never dead-lettered
+        ELSIF expired AND (r.attempts > 0 OR r.retry <= 0) THEN
+            reason := 'expired';
+        ELSIF r.retry <= 0 THEN
+            reason := 'retries';
+        END IF;
+        IF reason IS NOT NULL THEN
+            DELETE FROM lmq.message x WHERE x.queue_id = q AND x.uuid = r.uuid;
+            PERFORM lmq.count_add(q, -1, -r.nbytes, CASE WHEN r.state = 1 THEN -1 ELSE 0 END);
+            IF r.grp IS NOT NULL THEN
+                PERFORM lmq.group_left(q, r.grp);
+            END IF;
+            IF dlq IS NOT NULL AND reason <> 'drop' AND NOT r.once THEN
+                IF origin IS NULL THEN
+                    SELECT name INTO origin FROM lmq.queue WHERE id = q;
+                END IF;
+                nu := gen_random_uuid();
+                INSERT INTO lmq.message (queue_id, ts, uuid, state, compound, retry, content, nbytes, key,
+                                         ext, priority, sent_at, dead_origin, dead_failures, dead_last_at, dead_reason)
+                VALUES (dlq, now_, nu, 0, r.compound, dlq_retry + 1, r.content, r.nbytes, lmq.msg_key(nu),
+                        true, r.priority, r.sent_at, origin, r.attempts, r.last_at, reason);
+                PERFORM lmq.count_add(dlq, 1, r.nbytes, 0);
+                PERFORM lmq.notify_due(dlq, now_);
+                ndead := ndead + 1;
+            END IF;
+            CONTINUE;
+        END IF;
+        nu := gen_random_uuid();
+        IF r.ext THEN
+            deadline := now_ + coalesce(r.interval, tmo);
+            IF NOT r.hard AND (expired OR (r.expires IS NOT NULL AND deadline >= r.expires)) THEN
+                nr := 0;  -- queue_server's ttl: the delivery whose deadline reaches expires is the last
+            ELSE
+                nr := r.retry - 1;
+            END IF;
+            UPDATE lmq.message x SET ts = deadline, uuid = nu, key = lmq.msg_key(nu), state = 1, retry = nr,
+                attempts = x.attempts + 1, first_at = coalesce(x.first_at, now_), last_at = now_
+            WHERE x.queue_id = q AND x.uuid = r.uuid RETURNING * INTO m;
+        ELSE
+            UPDATE lmq.message x SET ts = now_ + tmo, uuid = nu, key = lmq.msg_key(nu), state = 1,
+                retry = x.retry - 1
+            WHERE x.queue_id = q AND x.uuid = r.uuid RETURNING * INTO m;
+        END IF;
+        IF r.state <> 1 THEN
+            PERFORM lmq.count_add(q, 0, 0, 1);
+        END IF;
+        retention := now_ - r.ts;
+        EXIT;
+    END LOOP;
+    SELECT * INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_state(q);
+END
+$$;
+
+-- done (ack): the record in processing whose deadline has not passed leaves its queue.
+CREATE FUNCTION lmq.done(q bigint, u uuid, now_ float8,
+                         OUT ok boolean, OUT st_size bigint, OUT st_nbytes bigint,
+                         OUT st_in_flight bigint, OUT st_first float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+    g text;
+    h boolean;
+BEGIN
+    DELETE FROM lmq.message m WHERE m.queue_id = q AND m.uuid = u AND m.state = 1 AND m.ts >= now_
+    RETURNING m.nbytes, m.grp, m.held INTO n, g, h;
+    ok := FOUND;
+    IF ok THEN
+        PERFORM lmq.count_add(q, -1, -n, -1);
+        IF g IS NOT NULL AND NOT h THEN
+            PERFORM lmq.group_left(q, g);
+        END IF;
+    END IF;
+    SELECT * INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_state(q);
+END
+$$;
+
+-- move: the record in processing (deadline not passed) under u takes a new ts and state; uuid
+-- and content stay. mode 'retain' (new deadline: now + its interval or tmo), 'release' (nack:
+-- available now, the retry stays spent), 'put_back' (available now, the delivery undone: its
+-- retry back and its delivery count less one).
+CREATE FUNCTION lmq.move(q bigint, u uuid, mode text, tmo float8, now_ float8,
+                         OUT ok boolean, OUT st_size bigint, OUT st_nbytes bigint,
+                         OUT st_in_flight bigint, OUT st_first float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    t float8;
+BEGIN
+    IF mode = 'retain' THEN
+        UPDATE lmq.message m SET ts = now_ + coalesce(m.interval, tmo)
+        WHERE m.queue_id = q AND m.uuid = u AND m.state = 1 AND m.ts >= now_;
+        ok := FOUND;
+    ELSIF mode = 'release' THEN
+        UPDATE lmq.message m SET ts = now_, state = 0
+        WHERE m.queue_id = q AND m.uuid = u AND m.state = 1 AND m.ts >= now_;
+        ok := FOUND;
+    ELSE
+        UPDATE lmq.message m SET ts = now_, state = 0, retry = m.retry + 1,
+            attempts = CASE WHEN m.attempts <= 1 THEN 0 ELSE m.attempts - 1 END,
+            first_at = CASE WHEN m.attempts <= 1 THEN NULL ELSE m.first_at END,
+            last_at = CASE WHEN m.attempts <= 1 THEN NULL ELSE m.last_at END
+        WHERE m.queue_id = q AND m.uuid = u AND m.state = 1 AND m.ts >= now_;
+        ok := FOUND;
+    END IF;
+    IF ok AND mode <> 'retain' THEN
+        PERFORM lmq.count_add(q, 0, 0, -1);
+        PERFORM lmq.notify_due(q, now_);
+    END IF;
+    SELECT * INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_state(q);
+END
+$$;
+
+-- claim: take records back by the uuid of their last delivery (QueueTable.claim): one in
+-- processing (held or not) or available again under that uuid becomes processing until now +
+-- its interval or tmo; one nobody holds spends a retry (and is dropped with none left). Rows
+-- (ord, record) in the order of us, a NULL record for a uuid not claimed, stopping once max_bytes
+-- of payload are claimed; then one last row (ord NULL) with the queue's state.
+CREATE FUNCTION lmq.claim(q bigint, us uuid[], tmo float8, now_ float8, max_bytes bigint)
+RETURNS TABLE (ord integer, m lmq.message, st_size bigint, st_nbytes bigint,
+               st_in_flight bigint, st_first float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    r lmq.message;
+    held_now boolean;
+    total bigint := 0;
+    seen uuid[] := '{}';
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(us, 1), 0) LOOP
+        EXIT WHEN max_bytes IS NOT NULL AND total >= max_bytes;
+        ord := i;
+        m := NULL;
+        IF us[i] = ANY (seen) THEN  -- a uuid named twice is claimed once
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        seen := seen || us[i];
+        SELECT * INTO r FROM lmq.message x
+        WHERE x.queue_id = q AND x.uuid = us[i] AND x.state <> 2 FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        held_now := r.state = 1 AND r.ts >= now_;
+        IF NOT held_now AND r.retry <= 0 THEN  -- as a pull would: discarded
+            DELETE FROM lmq.message x WHERE x.queue_id = q AND x.uuid = r.uuid;
+            PERFORM lmq.count_add(q, -1, -r.nbytes, CASE WHEN r.state = 1 THEN -1 ELSE 0 END);
+            IF r.grp IS NOT NULL AND NOT r.held THEN
+                PERFORM lmq.group_left(q, r.grp);
+            END IF;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        UPDATE lmq.message x SET ts = now_ + coalesce(x.interval, tmo), state = 1, held = false,
+            retry = CASE WHEN held_now THEN x.retry ELSE x.retry - 1 END,
+            attempts = CASE WHEN held_now OR NOT x.ext THEN x.attempts ELSE x.attempts + 1 END,
+            first_at = CASE WHEN held_now OR NOT x.ext THEN x.first_at ELSE coalesce(x.first_at, now_) END,
+            last_at = CASE WHEN held_now OR NOT x.ext THEN x.last_at ELSE now_ END
+        WHERE x.queue_id = q AND x.uuid = r.uuid RETURNING * INTO m;
+        IF r.state <> 1 THEN
+            PERFORM lmq.count_add(q, 0, 0, 1);
+        END IF;
+        IF r.held THEN
+            -- A waiting grouped record taken: it is its group's record in processing now, the
+            -- group's head waits behind it (as the table's groups do).
+            UPDATE lmq.message x SET held = true
+            WHERE x.queue_id = q AND x.grp = r.grp AND NOT x.held AND x.uuid <> r.uuid;
+        END IF;
+        total := total + r.nbytes;
+        RETURN NEXT;
+    END LOOP;
+    ord := NULL;
+    m := NULL;
+    SELECT * INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_state(q);
+    RETURN NEXT;
+END
+$$;
+
+-- peek: up to lim records in id order after (a_ts, a_uuid), or after the record a_uuid when
+-- by_uuid (SQLSTATE P0002 when it has left), or from the first when a_ts and by_uuid are unset.
+-- Two index walks (the deliverable order and the waiting grouped records) merged.
+CREATE FUNCTION lmq.peek(q bigint, a_ts float8, a_uuid uuid, by_uuid boolean, lim integer)
+RETURNS SETOF lmq.message LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    t float8 := a_ts;
+BEGIN
+    IF by_uuid THEN
+        SELECT x.ts INTO t FROM lmq.message x WHERE x.queue_id = q AND x.uuid = a_uuid;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'the peek cursor''s message has left the queue' USING ERRCODE = 'no_data_found';
+        END IF;
+    END IF;
+    IF t IS NULL THEN
+        RETURN QUERY SELECT * FROM (
+            (SELECT * FROM lmq.message x WHERE x.queue_id = q AND NOT x.held ORDER BY x.ts, x.uuid LIMIT lim)
+            UNION ALL
+            (SELECT * FROM lmq.message x WHERE x.queue_id = q AND x.held ORDER BY x.ts, x.uuid LIMIT lim)
+        ) y ORDER BY y.ts, y.uuid LIMIT lim;
+    ELSE
+        RETURN QUERY SELECT * FROM (
+            (SELECT * FROM lmq.message x WHERE x.queue_id = q AND NOT x.held AND (x.ts, x.uuid) > (t, a_uuid)
+             ORDER BY x.ts, x.uuid LIMIT lim)
+            UNION ALL
+            (SELECT * FROM lmq.message x WHERE x.queue_id = q AND x.held AND (x.ts, x.uuid) > (t, a_uuid)
+             ORDER BY x.ts, x.uuid LIMIT lim)
+        ) y ORDER BY y.ts, y.uuid LIMIT lim;
+    END IF;
+END
+$$;
+
+-- requeue: up to cnt available dead letters of dlq, first first, go to to_id (with to_retry)
+-- or, when to_id is NULL, to their origin (names[k] -> ids[k], retries[k]; those in keep stay),
+-- as requeued_record makes them. Rows: each touched queue (dlq included) with how many landed
+-- in it and its state.
+CREATE FUNCTION lmq.requeue(dlq bigint, cnt integer, to_id bigint, to_retry bigint, names text[],
+                            ids bigint[], retries bigint[], keep text[], now_ float8)
+RETURNS TABLE (qid bigint, moved integer, st_size bigint, st_nbytes bigint,
+               st_in_flight bigint, st_first float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    r lmq.message;
+    k integer;
+    tgt bigint;
+    tr bigint;
+    nu uuid;
+    landed bigint[] := '{}';
+BEGIN
+    FOR r IN
+        SELECT * FROM lmq.message x
+        WHERE x.queue_id = dlq AND NOT x.held AND x.state = 0 AND x.dead_origin IS NOT NULL
+          AND (to_id IS NOT NULL OR NOT (x.dead_origin = ANY (keep)))
+        ORDER BY x.ts, x.uuid LIMIT cnt FOR UPDATE SKIP LOCKED
+    LOOP
+        IF to_id IS NOT NULL THEN
+            tgt := to_id;
+            tr := to_retry;
+        ELSE
+            k := array_position(names, r.dead_origin);
+            CONTINUE WHEN k IS NULL;
+            tgt := ids[k];
+            tr := retries[k];
+        END IF;
+        DELETE FROM lmq.message x WHERE x.queue_id = dlq AND x.uuid = r.uuid;
+        PERFORM lmq.count_add(dlq, -1, -r.nbytes, 0);
+        nu := gen_random_uuid();
+        INSERT INTO lmq.message (queue_id, ts, uuid, state, compound, retry, content, nbytes, key,
+                                 ext, priority, sent_at)
+        VALUES (tgt, now_, nu, 0, r.compound, tr + 1, r.content, r.nbytes, lmq.msg_key(nu),
+                true, r.priority, r.sent_at);
+        PERFORM lmq.count_add(tgt, 1, r.nbytes, 0);
+        PERFORM lmq.notify_due(tgt, now_);
+        landed := landed || tgt;
+    END LOOP;
+    FOR qid, moved IN
+        SELECT dlq, 0 WHERE NOT (dlq = ANY (landed))
+        UNION ALL
+        SELECT l, count(*)::integer FROM unnest(landed) l GROUP BY l
+    LOOP
+        SELECT * INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_state(qid);
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
 """,
     ),
 )

@@ -329,21 +329,21 @@ class PostgresStore:
         self._tasks.append(task)
 
     async def _read_states(self, qids: Sequence[int]) -> None:
-        """Re-read these queues' states (each one index probe and its counters)."""
-        gate = asyncio.Semaphore(max(1, self.pool_size // 2))
-
-        async def one(qid: int) -> None:
-            s = self._summaries.get(qid)
-            if s is None:
-                return
-            since = s.heard
-            async with gate:
-                state = await self._run("read a queue's state", lambda c: m.state(c, qid), retry=True)
-            s = self._summaries.get(qid)
-            if s is not None:
-                s.apply(state, since, self.clock.now())
-
-        await asyncio.gather(*(one(q) for q in qids))
+        """Re-read these queues' states in one statement (per queue: its counter shards and
+        one index probe, lmq.queue_state)."""
+        if not qids:
+            return
+        sinces = {q: self._since(q) for q in qids}
+        rows = await self._run(
+            "read the queues' states",
+            lambda c: c.fetch(
+                "SELECT u.q, s.* FROM unnest($1::bigint[]) u (q), LATERAL lmq.queue_state(u.q) s", list(qids)
+            ),
+            retry=True,
+        )
+        for r in rows:
+            state = m.QueueState(r["st_size"], r["st_nbytes"], r["st_in_flight"], r["st_first"])
+            self._applied(r["q"], state, sinces[r["q"]])
 
     def _heard(self, pid: int, channel: str, payload: str) -> None:
         """A notification (from the LISTEN session's callback: no I/O here)."""
@@ -734,11 +734,13 @@ class PostgresStore:
                 else:
                     targets[origin] = (await self._qid(origin), self._retry_of(origin))
         now = self.clock.now()
-        landed = await self._run(
+        touched = [dlq_id, *(t[0] for t in targets.values()), *([] if target is None else [target[0]])]
+        sinces = {q: self._since(q) for q in touched}
+        landed, states = await self._run(
             f"requeue from {dlq}", lambda c: m.requeue(c, dlq_id, count, target, targets, kept, now)
         )
-        self._dirty.update([dlq_id, *landed])
-        self._work.set()
+        for qid, state in states.items():
+            self._applied(qid, state, sinces.get(qid, 0))
         for qid, n in landed.items():
             name = self._names.get(qid)
             if n and name is not None and self._transfers is not None:

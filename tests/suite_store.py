@@ -10,12 +10,13 @@ that reason, under ``--store postgres``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from pylmq.node import NodeOptions
+from pylmq.node import LMQNode, NodeOptions
 
-__all__ = ["DEFAULT_STORE", "ENV", "STORES", "SuiteOptions", "build_options"]
+__all__ = ["DEFAULT_STORE", "ENV", "STORES", "SuiteOptions", "build_options", "node_eager"]
 
 STORES = ("memory", "postgres")
 DEFAULT_STORE = "memory"
@@ -42,3 +43,10 @@ def build_options(
         assert dsn is not None
         return NodeOptions(store="postgres", dsn=dsn, **kw)
     return NodeOptions(store="durable" if durable else "memory", **kw)
+
+
+def node_eager(node: LMQNode) -> Callable[[], bool]:
+    """The ``eager`` a test's own HttpServer/RpcServer over ``node``'s manager needs: the node's
+    own, which lets requests start outside a task only on an in-process store (a postgres
+    store's calls wait with asyncio.timeout, which needs one)."""
+    return node._in_process

@@ -18,7 +18,7 @@ from pylmq.api.rpc_server import RpcServer
 from pylmq.node import LMQNode
 from pylmq.wire.msgpack_rpc import Decoder
 from tests.rpc.rpc_helpers import open_client
-from tests.suite_store import SuiteOptions
+from tests.suite_store import SuiteOptions, node_eager
 
 KIB = 1024
 
@@ -45,7 +45,7 @@ async def serve(node: LMQNode) -> AsyncIterator[Serve]:
     servers: list[RpcServer] = []
 
     async def start(**kw: object) -> tuple[RpcServer, tuple[str, int]]:
-        srv = RpcServer(node.manager, **kw)  # type: ignore[arg-type]
+        srv = RpcServer(node.manager, eager=node_eager(node), **kw)  # type: ignore[arg-type]
         servers.append(srv)
         return srv, await srv.start("127.0.0.1", 0)
 

@@ -45,7 +45,7 @@ CREATE TABLE lmq.dedup (                 -- SQS FIFO deduplication ids within th
     PRIMARY KEY (queue_id, key)
 );
 CREATE TABLE lmq.message (
-    queue_id       bigint NOT NULL REFERENCES lmq.queue (id) ON DELETE CASCADE,
+    queue_id       bigint NOT NULL,      -- lmq.queue's id (no foreign key: see lmq.queue_gone)
     ts             float8 NOT NULL,      -- due time, or deadline in processing (node clock, Unix s)
     uuid           uuid NOT NULL,        -- a new one per delivery
     state          smallint NOT NULL,    -- 0 available, 1 processing, 2 accumulating
@@ -55,6 +55,7 @@ CREATE TABLE lmq.message (
     nbytes         integer NOT NULL,     -- payload bytes (StoredMessage.nbytes)
     key            bigint NOT NULL,      -- msg_key(uuid): queue_server's msg_id
     held           boolean NOT NULL DEFAULT false,  -- a grouped record waiting behind its group's head
+    again          boolean NOT NULL DEFAULT false,  -- available again under a uuid it was delivered with
     ext            boolean NOT NULL DEFAULT false,  -- has a MessageExt (the columns below)
     priority       smallint NOT NULL DEFAULT 0,
     expires        float8,
@@ -106,7 +107,7 @@ CREATE INDEX message_accum ON lmq.message (queue_id, ts) WHERE state = 2;
 -- Updates touch no indexed column: HOT updates within the page (fillfactor leaves room), and
 -- frequent vacuum keeps this hot little table to a few pages.
 CREATE TABLE lmq.queue_count (
-    queue_id   bigint NOT NULL REFERENCES lmq.queue (id) ON DELETE CASCADE,
+    queue_id   bigint NOT NULL,
     shard      smallint NOT NULL,
     size       bigint NOT NULL,
     nbytes     bigint NOT NULL,
@@ -118,6 +119,19 @@ CREATE TABLE lmq.queue_count (
     autovacuum_vacuum_threshold = 1000,
     autovacuum_vacuum_cost_delay = 0
 );
+
+-- A queue's messages and counts go with it. Not by foreign keys: their check on every insert
+-- (and on updates of rows a transaction inserted) locks the queue's row FOR KEY SHARE, so every
+-- concurrent push and delivery of a queue would share locks on that one row (MultiXacts, the
+-- known cost of foreign keys on a hot parent row). Queue ids are never reused (identity).
+CREATE FUNCTION lmq.queue_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM lmq.message WHERE queue_id = OLD.id;
+    DELETE FROM lmq.queue_count WHERE queue_id = OLD.id;
+    RETURN OLD;
+END
+$$;
+CREATE TRIGGER queue_gone AFTER DELETE ON lmq.queue FOR EACH ROW EXECUTE FUNCTION lmq.queue_gone();
 
 -- msg_key(uuid): the last 53 bits of the uuid.
 CREATE FUNCTION lmq.msg_key(u uuid) RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -304,10 +318,10 @@ BEGIN
                 nr := r.retry - 1;
             END IF;
             UPDATE lmq.message x SET ts = deadline, uuid = nu, key = lmq.msg_key(nu), state = 1, retry = nr,
-                attempts = x.attempts + 1, first_at = coalesce(x.first_at, now_), last_at = now_
+                again = false, attempts = x.attempts + 1, first_at = coalesce(x.first_at, now_), last_at = now_
             WHERE x.queue_id = q AND x.uuid = r.uuid RETURNING * INTO m;
         ELSE
-            UPDATE lmq.message x SET ts = now_ + tmo, uuid = nu, key = lmq.msg_key(nu), state = 1,
+            UPDATE lmq.message x SET ts = now_ + tmo, uuid = nu, key = lmq.msg_key(nu), state = 1, again = false,
                 retry = x.retry - 1
             WHERE x.queue_id = q AND x.uuid = r.uuid RETURNING * INTO m;
         END IF;
@@ -360,11 +374,11 @@ BEGIN
         WHERE m.queue_id = q AND m.uuid = u AND m.state = 1 AND m.ts >= now_;
         ok := FOUND;
     ELSIF mode = 'release' THEN
-        UPDATE lmq.message m SET ts = now_, state = 0
+        UPDATE lmq.message m SET ts = now_, state = 0, again = true
         WHERE m.queue_id = q AND m.uuid = u AND m.state = 1 AND m.ts >= now_;
         ok := FOUND;
     ELSE
-        UPDATE lmq.message m SET ts = now_, state = 0, retry = m.retry + 1,
+        UPDATE lmq.message m SET ts = now_, state = 0, again = true, retry = m.retry + 1,
             attempts = CASE WHEN m.attempts <= 1 THEN 0 ELSE m.attempts - 1 END,
             first_at = CASE WHEN m.attempts <= 1 THEN NULL ELSE m.first_at END,
             last_at = CASE WHEN m.attempts <= 1 THEN NULL ELSE m.last_at END
@@ -380,7 +394,8 @@ END
 $$;
 
 -- claim: take records back by the uuid of their last delivery (QueueTable.claim): one in
--- processing (held or not) or available again under that uuid becomes processing until now +
+-- processing (held or not) or available again under that uuid (nacked, put back; or any with an
+-- ext, whose uuid the table finds as it finds a delivery's) becomes processing until now +
 -- its interval or tmo; one nobody holds spends a retry (and is dropped with none left). Rows
 -- (ord, record) in the order of us, a NULL record for a uuid not claimed, stopping once max_bytes
 -- of payload are claimed; then one last row (ord NULL) with the queue's state.
@@ -404,7 +419,8 @@ BEGIN
         END IF;
         seen := seen || us[i];
         SELECT * INTO r FROM lmq.message x
-        WHERE x.queue_id = q AND x.uuid = us[i] AND x.state <> 2 FOR UPDATE SKIP LOCKED;
+        WHERE x.queue_id = q AND x.uuid = us[i] AND (x.state = 1 OR (x.state = 0 AND (x.again OR x.ext)))
+        FOR UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
             RETURN NEXT;
             CONTINUE;
@@ -419,7 +435,7 @@ BEGIN
             RETURN NEXT;
             CONTINUE;
         END IF;
-        UPDATE lmq.message x SET ts = now_ + coalesce(x.interval, tmo), state = 1, held = false,
+        UPDATE lmq.message x SET ts = now_ + coalesce(x.interval, tmo), state = 1, held = false, again = false,
             retry = CASE WHEN held_now THEN x.retry ELSE x.retry - 1 END,
             attempts = CASE WHEN held_now OR NOT x.ext THEN x.attempts ELSE x.attempts + 1 END,
             first_at = CASE WHEN held_now OR NOT x.ext THEN x.first_at ELSE coalesce(x.first_at, now_) END,

@@ -9,11 +9,17 @@ What each node keeps (all of it caches, rebuilt from the database at any time):
   each makes this node re-read just that row;
 - per queue a :class:`~pylmq.pgstore.summary.Summary` (size, bytes, in flight, first ts) for
   the synchronous reads: exact after this node's operations (each returns the committed
-  :class:`~pylmq.pgstore.messages.QueueState`); ``lmq_due`` notifications from other nodes
-  lower ``first_ts`` and wake the queue's waiters at once, and mark the queue for a re-read of
-  its state ``refresh_delay`` later (coalesced); every ``resync_interval`` every queue's state
-  is re-read, which bounds how stale size/memory/counts are after other nodes' pulls and acks
-  (which do not notify);
+  :class:`~pylmq.pgstore.messages.QueueState`; when this node's operations on a queue
+  overlapped, the last to end re-reads its state, as their answers come in any order);
+  ``lmq_due`` notifications from other nodes lower ``first_ts`` and wake the queue's waiters
+  at once, and mark the queue for a re-read of its state ``refresh_delay`` later (coalesced);
+  every ``resync_interval`` every queue's state is re-read (one statement), which bounds how
+  stale size/memory/counts are after other nodes' pulls and acks (which do not notify).
+  ``waittime`` may be too early (a waiter pulls, finds nothing, and the pull's state corrects
+  it; a hold backs off while the first record looks due but another node is taking it) but
+  never later than a record any node made deliverable while the LISTEN session was up;
+  ``counts`` splits the records by in-flight and the first record's ts only (approximate, as
+  SQS's: a delayed record behind a due one counts as visible);
 - the deliveries this node handed out (for queue_server's integer ``msg_id``: a client acks on
   the node it pulled from, over its own connection).
 
@@ -31,9 +37,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Container, Iterable, Sequence
 from typing import Any, Final, Protocol, TypeVar
 
 import asyncpg
@@ -49,6 +56,7 @@ from pylmq.core.store import (
     TransferListener,
 )
 from pylmq.core.table import AccumResult, QueueCounts
+from pylmq.errors import StoreUnavailable
 from pylmq.pgstore import messages as m
 from pylmq.pgstore.listener import Listener
 from pylmq.pgstore.meta import check_text, decode_defaults, decode_props, encode_defaults, encode_props
@@ -117,6 +125,13 @@ class PostgresStore:
         self._own_pids: set[int] = set()
         self._transfers: TransferListener | None = None
         self._events: RemoteEvents | None = None
+        # This node's own metadata changes, numbered: a read of the database that began before
+        # one must not undo it in the mirror (keys "q:<name>", "d", "v:<name>").
+        self._changes = 0
+        # Operations in flight per queue id, and queues where some overlapped (see _tracked).
+        self._inflight: dict[int, int] = {}
+        self._overlap: set[int] = set()
+        self._touched: dict[str, int] = {}
         # Work the notifications leave for the follower task, coalesced (bounded by the queues).
         self._meta_pending: set[str] = set()
         self._unknown_due: dict[int, float] = {}
@@ -163,12 +178,12 @@ class PostgresStore:
 
     async def close(self) -> None:
         self._closing = True
-        for task in self._tasks:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._tasks = []
         with contextlib.suppress(Exception):
             await self.barrier()  # dedup ids not written yet: try once more
         await self._shut()
@@ -265,19 +280,28 @@ class PostgresStore:
             )
             return queues, defaults, virtual, dedup
 
+        start = self._changes
         queues, defaults_text, virtual_rows, dedup_rows = await self._run("load the queues", read, retry=True)
         seen: set[str] = set()
         for row in queues:
             seen.add(row["name"])
-            self._adopt(row["id"], row["name"], decode_props(row["props"]))
-        for name in [n for n in self._ids if n not in seen]:
+            if not self._changed_since(start, "q:" + row["name"]):
+                self._adopt(row["id"], row["name"], decode_props(row["props"]))
+        for name in [n for n in self._ids if n not in seen and not self._changed_since(start, "q:" + n)]:
             self._forget(name)
         defaults = decode_defaults(defaults_text)
-        if defaults != self._defaults:
+        if defaults != self._defaults and not self._changed_since(start, "d"):
             self._defaults = defaults
             if self._events is not None:
                 self._events.refresh_props()
         virtual = {r["name"]: list(r["members"]) for r in virtual_rows}
+        for name in {*virtual, *self._virtual}:
+            if self._changed_since(start, "v:" + name):
+                virtual.pop(name, None)
+                if name in self._virtual:
+                    virtual[name] = self._virtual[name]
+        if len(self._touched) > 10_000:
+            self._touched = {k: n for k, n in self._touched.items() if n > start}
         if virtual != self._virtual:
             self._virtual = virtual
             if self._events is not None:
@@ -287,6 +311,14 @@ class PostgresStore:
             if owner is not None:
                 self.dedup_ids(owner).setdefault(r["key"], (r["sent"], r["message_id"], r["sequence"]))
         await self._read_states(list(self._summaries))
+
+    def _touch(self, key: str) -> None:
+        self._changes += 1
+        self._touched[key] = self._changes
+
+    def _changed_since(self, start: int, key: str) -> bool:
+        """Whether this node changed ``key`` after a read that began at ``start``."""
+        return self._touched.get(key, 0) > start
 
     def _adopt(self, qid: int, name: str, props: RawProps) -> None:
         """Mirror a queue row read from the database; tell the manager if it is news."""
@@ -323,27 +355,75 @@ class PostgresStore:
             except Exception:
                 log.exception("%s failed", name)
             finally:
-                self._tasks.remove(task)
+                with contextlib.suppress(ValueError):  # close() took the list
+                    self._tasks.remove(task)
 
         task = asyncio.get_running_loop().create_task(run(), name=name)
         self._tasks.append(task)
 
-    async def _read_states(self, qids: Sequence[int]) -> None:
+    async def _read_states(self, qids: Sequence[int], *, settle: bool = False) -> None:
         """Re-read these queues' states in one statement (per queue: its counter shards and
         one index probe, lmq.queue_state)."""
         if not qids:
             return
-        sinces = {q: self._since(q) for q in qids}
-        rows = await self._run(
-            "read the queues' states",
-            lambda c: c.fetch(
-                "SELECT u.q, s.* FROM unnest($1::bigint[]) u (q), LATERAL lmq.queue_state(u.q) s", list(qids)
-            ),
-            retry=True,
-        )
-        for r in rows:
-            state = m.QueueState(r["st_size"], r["st_nbytes"], r["st_in_flight"], r["st_first"])
-            self._applied(r["q"], state, sinces[r["q"]])
+        async with self._tracked(qids, settle=settle) as sinces:
+            rows = await self._run(
+                "read the queues' states",
+                lambda c: c.fetch(
+                    "SELECT u.q, s.* FROM unnest($1::bigint[]) u (q), LATERAL lmq.queue_state(u.q) s", list(qids)
+                ),
+                retry=True,
+            )
+            for r in rows:
+                state = m.QueueState(r["st_size"], r["st_nbytes"], r["st_in_flight"], r["st_first"])
+                self._applied(r["q"], state, sinces[r["q"]])
+
+    @contextlib.asynccontextmanager
+    async def _tracked(self, qids: Sequence[int], *, settle: bool = True) -> AsyncIterator[dict[int, int]]:
+        """Around an operation on these queues whose answer carries their states: yields each
+        one's :attr:`Summary.heard` before the call. Answers of concurrent operations on one
+        queue come back in any order, so the state applied last may not be the last committed:
+        when operations overlapped, the last one to end re-reads the queue's state (``settle``;
+        else the follower task does, ``refresh_delay`` later)."""
+        qids = list(dict.fromkeys(qids))
+        sinces: dict[int, int] = {}
+        for q in qids:
+            n = self._inflight.get(q, 0)
+            if n:
+                self._overlap.add(q)
+            self._inflight[q] = n + 1
+            sinces[q] = self._since(q)
+        quiet: list[int] = []
+        try:
+            yield sinces
+        finally:
+            for q in qids:
+                n = self._inflight.pop(q) - 1
+                if n:
+                    self._inflight[q] = n
+                elif q in self._overlap:
+                    self._overlap.discard(q)
+                    quiet.append(q)
+            if quiet and not settle:
+                self._dirty.update(quiet)
+                self._work.set()
+        if quiet and settle:
+            try:
+                await self._read_states(quiet)
+            except StoreUnavailable:
+                self._dirty.update(quiet)  # the operation itself is done: read them later
+                self._work.set()
+            else:
+                self._wake_due(quiet)
+
+    def _wake_due(self, qids: Iterable[int]) -> None:
+        """After a re-read: a queue whose first record is due may have waiters that an older
+        state sent to sleep."""
+        now = self.clock.now()
+        for q in qids:
+            s, name = self._summaries.get(q), self._names.get(q)
+            if s is not None and name is not None and s.waittime(now) == 0:
+                self._wake(name)
 
     def _heard(self, pid: int, channel: str, payload: str) -> None:
         """A notification (from the LISTEN session's callback: no I/O here)."""
@@ -397,7 +477,9 @@ class PostgresStore:
                     await self._reload(payload)
                 for qid, ts in unknown.items():
                     await self._reload_id(qid, ts)
-                await self._read_states([q for q in dirty if q in self._summaries])
+                fresh = [q for q in dirty if q in self._summaries]
+                await self._read_states(fresh)
+                self._wake_due(fresh)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -406,10 +488,13 @@ class PostgresStore:
 
     async def _reload(self, payload: str) -> None:
         kind, _, arg = payload.partition(":")
+        start = self._changes
         if kind == "q":
             row = await self._run(
                 "read a queue", lambda c: c.fetchrow("SELECT id, props::text FROM lmq.queue WHERE name = $1", arg)
             )
+            if self._changed_since(start, payload):
+                return  # this node changed it since: its mirror is newer than what was read
             if row is None:
                 self._forget(arg)
             else:
@@ -420,6 +505,8 @@ class PostgresStore:
                 "read the default props",
                 lambda c: c.fetchval("SELECT value::text FROM lmq.setting WHERE key = 'defaults'"),
             )
+            if self._changed_since(start, "d"):
+                return
             self._defaults = decode_defaults(text)
             if self._events is not None:
                 self._events.refresh_props()
@@ -427,6 +514,8 @@ class PostgresStore:
             members = await self._run(
                 "read a virtual queue", lambda c: c.fetchval("SELECT members FROM lmq.virtual WHERE name = $1", arg)
             )
+            if self._changed_since(start, payload):
+                return
             if members is None:
                 self._virtual.pop(arg, None)
             else:
@@ -440,10 +529,11 @@ class PostgresStore:
 
     async def _reload_id(self, qid: int, ts: float) -> None:
         """A queue this node had not heard of got a record: mirror it, then wake it."""
+        start = self._changes
         row = await self._run(
             "read a queue", lambda c: c.fetchrow("SELECT name, props::text FROM lmq.queue WHERE id = $1", qid)
         )
-        if row is None:
+        if row is None or self._changed_since(start, "q:" + row["name"]):
             return
         self._adopt(qid, row["name"], decode_props(row["props"]))
         self._summaries[qid].due(ts)
@@ -453,14 +543,19 @@ class PostgresStore:
     async def _resync_loop(self) -> None:
         """The slow safety net: changes that notify nobody (other nodes' pulls and acks) show in
         sizes within ``resync_interval``; old deduplication ids leave the table."""
+        pruned = self.clock.now()
         while True:
             await asyncio.sleep(self.resync_interval)
             try:
                 await self._load_all()
-                await self._run(
-                    "forget old deduplication ids",
-                    lambda c: c.execute("DELETE FROM lmq.dedup WHERE sent < $1", self.clock.now() - DEDUP_WINDOW),
-                )
+                now = self.clock.now()
+                if now - pruned >= DEDUP_WINDOW / 10:  # a scan of lmq.dedup: not every time
+                    horizon = now - DEDUP_WINDOW
+                    await self._run(
+                        "forget old deduplication ids",
+                        functools.partial(_execute, "DELETE FROM lmq.dedup WHERE sent < $1", horizon),
+                    )
+                    pruned = now
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -514,9 +609,10 @@ class PostgresStore:
             known = self._ids.get(name)
             if known is not None and known != qid:
                 self._forget(name)
+            self._touch("q:" + name)
             self._ids[name], self._names[qid], self._props[name] = qid, name, stored
             self._summaries.setdefault(qid, Summary(qid))
-            return qid, created and known is None
+            return qid, created
         raise unavailable("the queue keeps being deleted by other nodes", f"creating {name} gave up")
 
     async def _qid(self, name: str) -> int:
@@ -536,11 +632,8 @@ class PostgresStore:
                 return qid
 
         qid, unknown = await self._run_unknown(f"delete queue {name}", drop, retry=True)
-        events, self._events = self._events, None  # our own delete: the manager does its part
-        try:
-            self._forget(name)
-        finally:
-            self._events = events
+        self._touch("q:" + name)
+        self._forget_local(name)  # our own delete: the manager does its part
         return qid is not None or unknown
 
     async def set_queue_props(self, name: str, props: RawProps) -> None:
@@ -557,6 +650,7 @@ class PostgresStore:
                 await c.execute("SELECT pg_notify('lmq_meta', 'd')")
 
         await self._run("set the default props", write, retry=True)
+        self._touch("d")
         self._defaults = list(defaults)
 
     def check_props(self, props: RawProps) -> None:
@@ -617,6 +711,7 @@ class PostgresStore:
                 await c.execute("SELECT pg_notify('lmq_meta', $1)", "v:" + name)
 
         await self._run(f"set virtual queue {name}", write, retry=True)
+        self._touch("v:" + name)
         if members:
             self._virtual[name] = members
         else:
@@ -639,15 +734,15 @@ class PostgresStore:
         created if missing, or created again if another node deleted it meanwhile."""
         for attempt in range(2):
             qid = await self._qid(name)
-            since = self._since(qid)
             try:
-                result, state = await self._run(what, _bound(fn, qid))
+                async with self._tracked([qid]) as sinces:
+                    result, state = await self._run(what, _bound(fn, qid))
+                    self._applied(qid, state, sinces[qid])
             except asyncpg.ForeignKeyViolationError:
                 if attempt:
                     raise
                 self._forget_local(name)  # nothing was written: the queue is gone
                 continue
-            self._applied(qid, state, since)
             return result
         raise AssertionError("unreachable")
 
@@ -677,20 +772,25 @@ class PostgresStore:
         dead: tuple[int, Retry] | None = None
         if dead_letter is not None and dead_letter != name:
             dead = (await self._qid(dead_letter), self._retry_of(dead_letter))
-        since, now = self._since(qid), self.clock.now()
-        # Retried once: a first attempt that committed left a processing record nobody was
-        # handed, which comes back after its timeout (LMQ's own rule for a lost delivery).
-        got, state, moved = await self._run(
-            f"pull from {name}", lambda c: m.dequeue(c, qid, timeout, now, dead), retry=True
-        )
-        s = self._applied(qid, state, since)
-        if got is None and s is not None:
-            s.missed(since, self.clock.now())
+        now = self.clock.now()
+        async with self._tracked([qid]) as sinces:
+            # Retried once: a first attempt that committed left a processing record nobody was
+            # handed, which comes back after its timeout (LMQ's own rule for a lost delivery).
+            got, state, moved = await self._run(
+                f"pull from {name}", lambda c: m.dequeue(c, qid, timeout, now, dead), retry=True
+            )
+            s = self._applied(qid, state, sinces[qid])
+            if got is None and s is not None:
+                s.missed(sinces[qid], self.clock.now())
         if moved and dead_letter is not None:
             dlq = self._ids.get(dead_letter)
             if dlq is not None:
-                self._dirty.add(dlq)
-                self._work.set()
+                try:
+                    # Its size is exact when the pull is answered, as after a local move.
+                    await self._read_states([dlq])
+                except StoreUnavailable:
+                    self._dirty.add(dlq)  # the delivery is not lost for it: read it later
+                    self._work.set()
             if self._transfers is not None:
                 self._transfers(dead_letter)
         if got is not None:
@@ -735,12 +835,12 @@ class PostgresStore:
                     targets[origin] = (await self._qid(origin), self._retry_of(origin))
         now = self.clock.now()
         touched = [dlq_id, *(t[0] for t in targets.values()), *([] if target is None else [target[0]])]
-        sinces = {q: self._since(q) for q in touched}
-        landed, states = await self._run(
-            f"requeue from {dlq}", lambda c: m.requeue(c, dlq_id, count, target, targets, kept, now)
-        )
-        for qid, state in states.items():
-            self._applied(qid, state, sinces.get(qid, 0))
+        async with self._tracked(touched) as sinces:
+            landed, states = await self._run(
+                f"requeue from {dlq}", lambda c: m.requeue(c, dlq_id, count, target, targets, kept, now)
+            )
+            for qid, state in states.items():
+                self._applied(qid, state, sinces.get(qid, 0))
         for qid, n in landed.items():
             name = self._names.get(qid)
             if n and name is not None and self._transfers is not None:
@@ -782,9 +882,9 @@ class PostgresStore:
         qid = self._ids.get(name)
         if qid is None:
             return False
-        since = self._since(qid)
-        (ok, state), unknown = await self._run_unknown(f"{what} in {name}", lambda c: fn(c, qid), retry=True)
-        self._applied(qid, state, since)
+        async with self._tracked([qid]) as sinces:
+            (ok, state), unknown = await self._run_unknown(f"{what} in {name}", lambda c: fn(c, qid), retry=True)
+            self._applied(qid, state, sinces[qid])
         # Not found on the second try after a lost answer: the first one did it.
         return ok or unknown
 
@@ -821,11 +921,12 @@ class PostgresStore:
         qid = self._ids.get(name)
         if qid is None:
             return [None] * len(uuids)
-        since, now = self._since(qid), self.clock.now()
-        got, state = await self._run(
-            f"claim in {name}", lambda c: m.claim(c, qid, uuids, timeout, now, max_bytes), retry=True
-        )
-        self._applied(qid, state, since)
+        now = self.clock.now()
+        async with self._tracked([qid]) as sinces:
+            got, state = await self._run(
+                f"claim in {name}", lambda c: m.claim(c, qid, uuids, timeout, now, max_bytes), retry=True
+            )
+            self._applied(qid, state, sinces[qid])
         for msg in got:
             if msg is not None:
                 self._remember(name, msg)
@@ -864,6 +965,11 @@ class PostgresStore:
         """The records as of the last :meth:`load_messages` of the queue (a synchronous read
         cannot ask the database; status uses size and memory, not this)."""
         return list(self._snapshots.get(name, []))
+
+
+async def _execute(sql: str, arg: object, c: Conn) -> str:
+    result: str = await c.execute(sql, arg)
+    return result
 
 
 def _bound(fn: Callable[[Conn, int], Awaitable[T]], qid: int) -> Callable[[Conn], Awaitable[T]]:

@@ -160,13 +160,15 @@ class Side:
                 assert self.map.get(a.id[1], a.id[1]) == b.id[1]
         await self.check("q", st)
 
-    async def peek(self, after: MessageId | bytes | None, limit: int) -> None:
+    async def peek(self, after: MessageId | bytes | None, limit: int, at: int | None = None) -> None:
+        """Peek after ``after`` (a table id or uuid), or after the ``at``-th record."""
         t = self.tables["q"]
         pafter: MessageId | bytes | None = after
-        if isinstance(after, bytes):
+        if at is not None:
+            after = t.messages()[at].id
+            pafter = (await pm.messages(self.conn, self.ids["q"]))[at].id
+        elif isinstance(after, bytes):
             pafter = self.pg_uuid(after)
-        elif after is not None:
-            pafter = (after[0], self.pg_uuid(after[1]))
         try:
             want = t.peek(after, limit)
         except MessageNotFound:

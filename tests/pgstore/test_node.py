@@ -15,7 +15,7 @@ from pylmq.pgstore import PostgresStore
 from tests.api.api_helpers import Api, base_url
 from tests.pg_helpers import PgServer
 
-StartPgNode = Callable[[], Awaitable[tuple[LMQNode, Api]]]
+StartPgNode = Callable[..., Awaitable[tuple[LMQNode, Api]]]
 JSON_CT = {"Content-Type": "application/json"}
 
 
@@ -30,8 +30,12 @@ async def start(pg_dsn: str, session: aiohttp.ClientSession) -> AsyncIterator[St
     """Starts nodes on one fresh database, each with its own HTTP port."""
     nodes: list[LMQNode] = []
 
-    async def _start() -> tuple[LMQNode, Api]:
+    async def _start(*, resync_interval: float | None = None) -> tuple[LMQNode, Api]:
         node = LMQNode(NodeOptions(http=("127.0.0.1", 0), rpc=None, store="postgres", dsn=pg_dsn, pg_timeout=3.0))
+        if resync_interval is not None:
+            # Tests of the wake-ups: the periodic re-read, a safety net, must not be what wakes.
+            assert isinstance(node.store, PostgresStore)
+            node.store.resync_interval = resync_interval
         await node.start()
         nodes.append(node)
         return node, Api(session, base_url(node))
@@ -76,8 +80,9 @@ async def test_props_defaults_status_and_delete(start: StartPgNode) -> None:
 
 async def test_a_pull_waiting_on_one_node_wakes_when_another_pushes(start: StartPgNode) -> None:
     _, api_a = await start()
-    _, api_b = await start()
-    await api_a.push("w", b"warm-up")  # the queue exists on both nodes before the wait
+    _, api_b = await start(resync_interval=3600)
+    await api_b.set_props("w", timeout=30)  # b made it: no news of it can be pending on b
+    await api_a.push("w", b"warm-up")
     assert (await api_b.pull("w", t=2)).body == b"warm-up"
     waiting = asyncio.ensure_future(api_b.pull("w", t=10))
     await asyncio.sleep(0.2)  # the pull is parked on b
@@ -125,3 +130,34 @@ async def test_database_down_is_503_store_unavailable_then_served_again(
     assert (await api.ack("q", got.id)).status == 204
     assert (await api.pull("q", t=0)).status == 204, "the push answered 503 must not be there"
     assert (await api.push("q", b"after")).status == 200
+
+
+async def test_a_push_missed_while_the_listen_session_was_down_wakes_the_waiter(start: StartPgNode) -> None:
+    _, api_a = await start()
+    b, api_b = await start(resync_interval=3600)
+    assert isinstance(b.store, PostgresStore)
+    await api_b.set_props("w", timeout=30)  # b made it: no news of it can be pending on b
+    await api_a.push("w", b"warm-up")
+    assert (await api_b.pull("w", t=2)).body == b"warm-up"
+    listener = b.store.listener
+    gate = asyncio.Event()
+    connect = listener._connect
+
+    async def held_connect() -> None:
+        await gate.wait()  # b stays deaf until the push below has committed
+        await connect()
+
+    listener._connect = held_connect  # type: ignore[method-assign]
+    waiting = asyncio.ensure_future(api_b.pull("w", t=10))
+    pid = listener.server_pid
+    assert pid is not None
+    _, api_a2 = await start()  # any node's pool will do to cut b's session
+    await b.store._run("cut", lambda c: c.execute("SELECT pg_terminate_backend($1)", pid))
+    while listener.conn is not None:
+        await asyncio.sleep(0.01)
+    await api_a2.push("w", b"unheard")
+    await asyncio.sleep(0.3)
+    assert not waiting.done(), "nothing could have told b yet"
+    gate.set()
+    r = await asyncio.wait_for(waiting, 5)
+    assert (r.status, r.body) == (200, b"unheard"), r

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from typing import Any
 
+import asyncpg
 import pytest
 
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.errors import InvalidProps, StoreUnavailable
-from pylmq.pgstore import PostgresStore
+from pylmq.pgstore import PostgresStore, messages
 from tests.pg_helpers import PgServer
 from tests.pgstore.pg_store_helpers import WAIT, Recorder, opened
 
@@ -118,3 +120,164 @@ async def test_open_without_the_database_fails_naming_the_cause() -> None:
         await store.open()
     assert "postgresql unreachable" in e.value.detail and "cannot start" in e.value.detail
     assert "secret" not in e.value.detail
+
+
+async def test_a_read_begun_before_an_own_change_does_not_undo_it(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with opened(pg_dsn, resync_interval=3600) as a:
+        await a.create("q", {"retry": 1})
+        await a.create("gone")
+        run = a._run
+        raced = False
+
+        async def change_after_the_read(what: str, fn: Any, *, retry: bool = False) -> Any:
+            nonlocal raced
+            result = await run(what, fn, retry=retry)
+            if what == "load the queues" and not raced:
+                raced = True  # committed after the read's snapshot, applied before its result
+                await a.set_queue_props("q", {"retry": 9})
+                await a.delete("gone")
+            return result
+
+        monkeypatch.setattr(a, "_run", change_after_the_read)
+        await a._load_all()
+        assert raced
+        assert a.queue_props("q") == {"retry": 9}
+        assert "gone" not in a.queue_names()
+
+
+async def test_a_statement_past_the_timeout_is_store_unavailable(pg_dsn: str) -> None:
+    async with opened(pg_dsn, timeout=0.5) as a:
+        blocker = await asyncpg.connect(pg_dsn)
+        try:
+            async with blocker.transaction():
+                await blocker.execute("LOCK TABLE lmq.queue IN ACCESS EXCLUSIVE MODE")
+                with pytest.raises(StoreUnavailable) as e:
+                    await a.create("q")
+            assert "postgresql unreachable" in e.value.detail and "create queue q" in e.value.detail
+            assert await a.create("q") is True  # the lock gone, the same store goes on
+        finally:
+            await blocker.close()
+
+
+def _lost_after(real: Any) -> Any:
+    """``real``, which commits, then the connection drops before the answer comes back."""
+    calls: list[int] = []
+
+    async def lost(*args: Any) -> Any:
+        result = await real(*args)
+        calls.append(1)
+        if len(calls) == 1:
+            raise asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+        return result
+
+    lost.calls = calls  # type: ignore[attr-defined]
+    return lost
+
+
+async def test_a_push_whose_answer_is_lost_is_not_made_twice(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with opened(pg_dsn) as a:
+        await a.create("q")
+        lost = _lost_after(messages.enqueue)
+        monkeypatch.setattr(messages, "enqueue", lost)
+        with pytest.raises(StoreUnavailable) as e:
+            await a.enqueue("q", ((), b"once"), None, 0.0)
+        assert "outcome is unknown" in e.value.detail and "not retried" in e.value.detail
+        assert lost.calls == [1]
+        assert [msg.items() for msg in await a.load_messages("q")] == [[((), b"once")]]
+
+
+async def test_an_ack_whose_answer_is_lost_is_tried_again_and_answered_done(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with opened(pg_dsn) as a:
+        await a.enqueue("q", ((), b"m"), None, 0.0)
+        got = await a.dequeue("q", 30.0)
+        assert got is not None
+        lost = _lost_after(messages.done)
+        monkeypatch.setattr(messages, "done", lost)
+        assert await a.done("q", got[0].uuid) is True  # the retry finds it gone: the first did it
+        assert lost.calls == [1, 1]
+        assert a.size("q") == 0 and await a.load_messages("q") == []
+
+
+async def test_a_pull_moving_exhausted_records_answers_with_the_dead_letter_queue_sized(pg_dsn: str) -> None:
+    async with opened(pg_dsn) as a:
+        moved: list[str] = []
+        a.listen_transfers(moved.append)
+        await a.enqueue("q", ((), b"m"), 0, 0.0)
+        first = await a.dequeue("q", 0.0, "dlq")  # its one delivery, deadline now
+        assert first is not None
+        assert await a.dequeue("q", 30.0, "dlq") is None  # no retry left: dead-lettered
+        assert moved == ["dlq"]
+        assert (a.size("q"), a.size("dlq")) == (0, 1)
+        assert a.waittime("dlq") == 0
+
+
+async def test_sizes_are_exact_once_concurrent_operations_end(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with opened(pg_dsn, resync_interval=3600) as a:
+        await a.create("q")
+        real = messages.enqueue
+        others_done = asyncio.Event()
+
+        async def first_answer_last(*args: Any) -> Any:
+            result = await real(*args)
+            if args[2][1] == b"m0":  # committed first, answered last: its state is the oldest
+                await others_done.wait()
+            return result
+
+        monkeypatch.setattr(messages, "enqueue", first_answer_last)
+        first = asyncio.ensure_future(a.enqueue("q", ((), b"m0"), None, 0.0))
+
+        async def committed() -> None:
+            while not await a.peek("q", None, 1):
+                await asyncio.sleep(0.001)
+
+        await asyncio.wait_for(committed(), WAIT)  # m0 is in, its answer held back
+        await asyncio.gather(*(a.enqueue("q", ((), b"m%d" % i), None, 0.0) for i in range(1, 50)))
+        others_done.set()
+        await first
+        assert (a.size("q"), a.memory("q")) == (50, sum(len(b"m%d" % i) for i in range(50)))
+
+
+async def test_a_pull_answered_after_a_push_does_not_put_the_queue_to_sleep(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with opened(pg_dsn, resync_interval=3600) as a:
+        await a.create("q")
+        woken: list[str] = []
+        a.listen_transfers(woken.append)
+        real = messages.dequeue
+        ran, pushed = asyncio.Event(), asyncio.Event()
+
+        async def answered_after_the_push(*args: Any) -> Any:
+            result = await real(*args)  # found the queue empty
+            ran.set()
+            await pushed.wait()
+            return result
+
+        monkeypatch.setattr(messages, "dequeue", answered_after_the_push)
+        pull = asyncio.ensure_future(a.dequeue("q", 30.0))
+        await asyncio.wait_for(ran.wait(), WAIT)
+        await a.enqueue("q", ((), b"m"), None, 0.0)
+        assert a.waittime("q") == 0
+        pushed.set()
+        assert await pull is None
+        # Its answer said "empty", older than the push's: the queue is read again and woken.
+        assert a.waittime("q") == 0
+        assert woken == ["q"]
+
+
+async def test_another_nodes_pushes_pulls_and_acks_show_in_sizes(pg_dsn: str) -> None:
+    async with opened(pg_dsn) as a, opened(pg_dsn, resync_interval=0.2) as b:
+        await a.create("q")
+        await b.create("q")
+
+        async def size_on_b(n: int) -> None:
+            while b.size("q") != n:
+                await asyncio.sleep(0.01)
+
+        await a.enqueue("q", ((), b"m"), None, 0.0)
+        await asyncio.wait_for(size_on_b(1), WAIT)  # the push notified: re-read soon after
+        got = await a.dequeue("q", 30.0)
+        assert got is not None and await a.done("q", got[0].uuid)
+        await asyncio.wait_for(size_on_b(0), WAIT)  # no notification: the periodic re-read

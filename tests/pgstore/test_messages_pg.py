@@ -1,0 +1,187 @@
+"""The PostgreSQL side of the message operations: concurrent consumers, query plans at depth,
+and the wake-up notifications."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from pylmq.core.message import PushOptions
+from pylmq.pgstore import messages as pm
+from pylmq.pgstore.messages import QueueState
+from pylmq.pgstore.schema import migrate
+from tests.pgstore.pg_diff import create_queue
+
+
+@pytest.fixture
+async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    c = await asyncpg.connect(pg_dsn)
+    await migrate(c)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+async def test_concurrent_consumers_never_share_nor_lose_a_delivery(pg_dsn: str, conn: asyncpg.Connection) -> None:
+    q = await create_queue(conn, "busy")
+    total = 600
+    pool = await asyncpg.create_pool(pg_dsn, min_size=9, max_size=9)
+    assert pool is not None
+    delivered: list[bytes] = []
+    bodies: list[bytes] = []
+    pushed = asyncio.Event()
+
+    async def producer() -> None:
+        for i in range(total):
+            await pm.enqueue(pool, q, ((), b"%d" % i), None, 0, 1000.0)
+        pushed.set()
+
+    async def consumer() -> None:
+        while True:
+            got, _, _ = await pm.dequeue(pool, q, 60.0, 1001.0, None)
+            if got is None:
+                if pushed.is_set():
+                    got, _, _ = await pm.dequeue(pool, q, 60.0, 1001.0, None)
+                    if got is None:
+                        return
+                else:
+                    await asyncio.sleep(0.005)
+                    continue
+            msg, _ = got
+            delivered.append(msg.id[1])
+            bodies.append(msg.items()[0][1])
+            ok, _ = await pm.done(pool, q, msg.id[1], 1002.0)
+            assert ok
+
+    try:
+        await asyncio.gather(producer(), *(consumer() for _ in range(8)))
+    finally:
+        await pool.close()
+    assert len(delivered) == len(set(delivered)) == total
+    assert sorted(bodies) == sorted(b"%d" % i for i in range(total))
+    assert await pm.state(conn, q) == QueueState(0, 0, 0, None)
+
+
+async def test_concurrent_consumers_keep_each_group_in_order(pg_dsn: str, conn: asyncpg.Connection) -> None:
+    q = await create_queue(conn, "fifo")
+    for i in range(120):
+        await pm.push(conn, q, ((), b"%d" % i), None, PushOptions(group=f"g{i % 4}"), False, 1000.0)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=6, max_size=6)
+    assert pool is not None
+    seen: dict[str, list[int]] = {}
+    in_flight: set[str] = set()
+
+    async def consumer() -> None:
+        while True:
+            got, st, _ = await pm.dequeue(pool, q, 60.0, 1001.0, None)
+            if got is None:
+                if st.size == 0:
+                    return
+                await asyncio.sleep(0.002)
+                continue
+            msg, _ = got
+            assert msg.ext is not None and msg.ext.group is not None
+            g = msg.ext.group
+            assert g not in in_flight  # one delivery of a group at a time
+            in_flight.add(g)
+            seen.setdefault(g, []).append(int(msg.items()[0][1]))
+            await asyncio.sleep(0)
+            in_flight.discard(g)
+            ok, _ = await pm.done(pool, q, msg.id[1], 1002.0)
+            assert ok
+
+    try:
+        await asyncio.gather(*(consumer() for _ in range(6)))
+    finally:
+        await pool.close()
+    assert {g: v for g, v in seen.items()} == {f"g{k}": list(range(k, 120, 4)) for k in range(4)}
+
+
+async def _plans(conn: asyncpg.Connection, sql: str, *args: object) -> str:
+    """The plans of every statement the call runs, nested ones included (auto_explain)."""
+    logs: list[str] = []
+
+    def listener(_c: object, message: asyncpg.PostgresLogMessage) -> None:
+        logs.append(str(message))
+
+    conn.add_log_listener(listener)
+    await conn.execute(
+        "LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0;"
+        " SET auto_explain.log_nested_statements = on; SET client_min_messages = log"
+    )
+    try:
+        await conn.fetch(sql, *args)
+    finally:
+        await conn.execute("RESET client_min_messages; SET auto_explain.log_min_duration = -1")
+        conn.remove_log_listener(listener)
+    await asyncio.sleep(0)
+    return "\n".join(logs)
+
+
+async def test_operations_use_index_scans_on_a_deep_queue(conn: asyncpg.Connection) -> None:
+    q = await create_queue(conn, "deep")
+    other = await create_queue(conn, "other")
+    # 100k records (a quarter of them in processing) in the queue, 20k in another one.
+    await conn.execute(
+        "INSERT INTO lmq.message (queue_id, ts, uuid, state, compound, retry, content, nbytes, key)"
+        " SELECT $1, 1000 + i, u, (i % 4 = 0)::int, false, NULL, '\\x9290c400'::bytea, 0, lmq.msg_key(u)"
+        " FROM (SELECT i, gen_random_uuid() AS u FROM generate_series(1, 100000) i) s",
+        q,
+    )
+    await conn.execute(
+        "INSERT INTO lmq.message (queue_id, ts, uuid, state, compound, retry, content, nbytes, key)"
+        " SELECT $1, 500 + i, u, 0, false, NULL, '\\x9290c400'::bytea, 0, lmq.msg_key(u)"
+        " FROM (SELECT i, gen_random_uuid() AS u FROM generate_series(1, 20000) i) s",
+        other,
+    )
+    await conn.execute("ANALYZE lmq.message")
+    plans = await _plans(conn, "SELECT f.ndead FROM lmq.dequeue($1, 30, 200000, NULL, NULL) f", q)
+    assert "Seq Scan on message" not in plans and "FOR KEY SHARE" not in plans
+    assert "Index Scan using message_priority" in plans or "Index Only Scan using message_priority" in plans
+    assert "Index Scan using message_due on message" in plans
+    got, _, _ = await pm.dequeue(conn, q, 30.0, 200000.0, None)
+    assert got is not None and got[0].content == ((), b"")
+    plans = await _plans(conn, "SELECT f.ok FROM lmq.done($1, $2, 200001) f", q, uuid.UUID(bytes=got[0].id[1]))
+    assert "Seq Scan on message" not in plans and "message_pkey" in plans
+    plans = await _plans(conn, "SELECT f.ts FROM lmq.peek($1, 5000, NULL, false, 10) f", q)
+    # two index walks merged (no sort of the queue)
+    assert "Seq Scan on message" not in plans and "Merge Append" in plans and "message_held" in plans
+    plans = await _plans(conn, "SELECT f.result FROM lmq.enqueue($1, '\\x9290c400'::bytea, 0, NULL, 2, 200002) f", q)
+    assert "Seq Scan on message" not in plans and "message_accum" in plans and "FOR KEY SHARE" not in plans
+
+
+async def test_changes_that_make_a_record_deliverable_notify(conn: asyncpg.Connection, pg_dsn: str) -> None:
+    q = await create_queue(conn, "wake")
+    listener = await asyncpg.connect(pg_dsn)
+    got: list[str] = []
+    await listener.add_listener("lmq_due", lambda *a: got.append(a[3]))
+    try:
+        await pm.enqueue(conn, q, ((), b"a"), None, 0, 100.5)
+        await pm.push(conn, q, ((), b"b"), None, PushOptions(not_before=150.25), False, 101.0)
+        m, _, _ = await pm.dequeue(conn, q, 30.0, 102.0, None)
+        assert m is not None
+        await pm.retain(conn, q, m[0].id[1], 30.0, 103.0)  # not a new deliverable record: silent
+        await pm.release(conn, q, m[0].id[1], 104.0)
+        for _ in range(100):
+            if len(got) >= 3:
+                break
+            await asyncio.sleep(0.01)
+        assert got == [f"{q}:100.5", f"{q}:150.25", f"{q}:104"]
+    finally:
+        await listener.close()
+
+
+async def test_deleting_a_queue_deletes_its_messages_and_counts(conn: asyncpg.Connection) -> None:
+    q = await create_queue(conn, "gone")
+    keep = await create_queue(conn, "kept")
+    for qid in (q, keep):
+        await pm.enqueue(conn, qid, ((), b"x"), None, 0, 100.0)
+    await conn.execute("DELETE FROM lmq.queue WHERE id = $1", q)
+    assert await conn.fetchval("SELECT count(*) FROM lmq.message WHERE queue_id = $1", q) == 0
+    assert await pm.state(conn, q) == QueueState(0, 0, 0, None)
+    assert await pm.state(conn, keep) == QueueState(1, 1, 0, 100.0)

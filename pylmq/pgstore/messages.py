@@ -16,6 +16,33 @@ summaries, maps connection failures to :class:`~pylmq.errors.StoreUnavailable` a
 - Rows are locked only inside one statement or function: ``FOR UPDATE SKIP LOCKED`` for
   deliveries, so concurrent consumers on any node never wait for each other and never get the
   same delivery.
+
+How (migration 1 in :mod:`pylmq.pgstore.schema` holds the SQL):
+
+- Each operation is one call of a PL/pgSQL function (``lmq.enqueue``, ``lmq.push``,
+  ``lmq.dequeue``, ``lmq.done``, ``lmq.move``, ``lmq.claim``, ``lmq.peek``, ``lmq.requeue``) or
+  one statement (:func:`find_delivery`, :func:`messages`, :func:`state`): one round trip, one
+  transaction (autocommit), whatever records a dequeue drops or dead-letters on its way. Python
+  only resolves push options (pure functions of the arguments) and encodes items
+  (:mod:`pylmq.pgstore.codec`).
+- A record is one row of ``lmq.message``; its id is ``(ts, uuid)``, a delivery updates both (a
+  new uuid drawn by ``gen_random_uuid()``). Records without options keep ``ext`` false and read
+  back with ``ext=None``. Acks delete.
+- Deliveries walk ``message_due`` (queue_id, ts, uuid), the queue's id order without the grouped
+  records that wait behind their group's head (``held``), after one probe of ``message_priority``
+  (records with a priority, highest level first). A group's head is its record in processing, or
+  else its first by ``seq``; when the head leaves, the next one is promoted under the group's
+  advisory lock (a grouped push takes it too).
+- :class:`QueueState`: ``lmq.queue_count`` keeps per-queue deltas in up to 8 rows (the shard of
+  the connection, ``pg_backend_pid() % 8``) updated in each operation's transaction, summed on
+  read; ``first_ts`` is one probe of ``message_due``: the first record a dequeue could look at, as
+  QueueTable's ``first()`` (grouped records waiting behind their head do not count).
+
+Signatures beyond the contract's first draft: :func:`dequeue` also answers how many records it
+moved to the dead-letter queue (whose state the caller reads with :func:`state`);
+:func:`requeue` answers the state of the dead-letter queue and of each target too;
+:func:`claim` ends the list early at ``max_bytes``; :func:`peek` raises
+:class:`~pylmq.errors.MessageNotFound` for a uuid cursor that has left the queue.
 """
 
 from __future__ import annotations

@@ -68,19 +68,26 @@ async def test_concurrent_consumers_never_share_nor_lose_a_delivery(pg_dsn: str,
 
 
 async def test_concurrent_consumers_keep_each_group_in_order(pg_dsn: str, conn: asyncpg.Connection) -> None:
+    """Pushes, deliveries and acks of four groups all at once: each group is delivered in push
+    order, one at a time, and none is left stuck (an ack's promotion of the next record and a
+    push that finds the head leaving take turns on the group's lock)."""
     q = await create_queue(conn, "fifo")
-    for i in range(120):
-        await pm.push(conn, q, ((), b"%d" % i), None, PushOptions(group=f"g{i % 4}"), False, 1000.0)
-    pool = await asyncpg.create_pool(pg_dsn, min_size=6, max_size=6)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=7, max_size=7)
     assert pool is not None
     seen: dict[str, list[int]] = {}
     in_flight: set[str] = set()
+    pushed = asyncio.Event()
+
+    async def producer() -> None:
+        for i in range(160):
+            await pm.push(pool, q, ((), b"%d" % i), None, PushOptions(group=f"g{i % 4}"), False, 1000.0)
+        pushed.set()
 
     async def consumer() -> None:
         while True:
             got, st, _ = await pm.dequeue(pool, q, 60.0, 1001.0, None)
             if got is None:
-                if st.size == 0:
+                if st.size == 0 and pushed.is_set():
                     return
                 await asyncio.sleep(0.002)
                 continue
@@ -96,10 +103,24 @@ async def test_concurrent_consumers_keep_each_group_in_order(pg_dsn: str, conn: 
             assert ok
 
     try:
-        await asyncio.gather(*(consumer() for _ in range(6)))
+        await asyncio.wait_for(asyncio.gather(producer(), *(consumer() for _ in range(6))), 60)
     finally:
         await pool.close()
-    assert {g: v for g, v in seen.items()} == {f"g{k}": list(range(k, 120, 4)) for k in range(4)}
+    assert seen == {f"g{k}": list(range(k, 160, 4)) for k in range(4)}
+
+
+async def test_concurrent_accumulating_pushes_open_one_window(pg_dsn: str, conn: asyncpg.Connection) -> None:
+    q = await create_queue(conn, "accum")
+    pool = await asyncpg.create_pool(pg_dsn, min_size=8, max_size=8)
+    assert pool is not None
+    try:
+        results = await asyncio.gather(*(pm.enqueue(pool, q, ((), b"%d" % i), None, 5.0, 1000.0) for i in range(40)))
+    finally:
+        await pool.close()
+    assert sorted(r for r, _ in results) == ["new"] + ["yes"] * 39
+    (msg,) = await pm.messages(conn, q)
+    assert sorted(int(b) for _, b in msg.items()) == list(range(40))
+    assert await pm.state(conn, q) == QueueState(1, sum(len(b"%d" % i) for i in range(40)), 0, 1005.0)
 
 
 async def _plans(conn: asyncpg.Connection, sql: str, *args: object) -> str:
@@ -123,7 +144,11 @@ async def _plans(conn: asyncpg.Connection, sql: str, *args: object) -> str:
     return "\n".join(logs)
 
 
-async def test_operations_use_index_scans_on_a_deep_queue(conn: asyncpg.Connection) -> None:
+@pytest.mark.parametrize("plan_mode", ["force_custom_plan", "force_generic_plan"])
+async def test_operations_use_index_scans_on_a_deep_queue(conn: asyncpg.Connection, plan_mode: str) -> None:
+    # PL/pgSQL caches its statements' plans and may keep a generic one (parameters unknown)
+    # after five calls: both kinds must walk the indexes.
+    await conn.execute(f"SET plan_cache_mode = {plan_mode}")
     q = await create_queue(conn, "deep")
     other = await create_queue(conn, "other")
     # 100k records (a quarter of them in processing) in the queue, 20k in another one.
@@ -185,3 +210,41 @@ async def test_deleting_a_queue_deletes_its_messages_and_counts(conn: asyncpg.Co
     assert await conn.fetchval("SELECT count(*) FROM lmq.message WHERE queue_id = $1", q) == 0
     assert await pm.state(conn, q) == QueueState(0, 0, 0, None)
     assert await pm.state(conn, keep) == QueueState(1, 1, 0, 100.0)
+
+
+async def test_a_push_racing_the_ack_of_its_groups_head_is_not_left_waiting(
+    pg_dsn: str, conn: asyncpg.Connection
+) -> None:
+    """The ack of a group's only record, not yet committed, and a push to the group: the push
+    must not see the leaving head (and wait behind it forever): it waits for the ack's end."""
+    q = await create_queue(conn, "race")
+    await pm.push(conn, q, ((), b"a"), None, PushOptions(group="g"), False, 1000.0)
+    got, _, _ = await pm.dequeue(conn, q, 60.0, 1001.0, None)
+    assert got is not None
+    other = await asyncpg.connect(pg_dsn)
+    try:
+        tr = conn.transaction()
+        await tr.start()
+        ok, _ = await pm.done(conn, q, got[0].id[1], 1002.0)
+        assert ok
+        push = asyncio.create_task(pm.push(other, q, ((), b"b"), None, PushOptions(group="g"), False, 1003.0))
+        await asyncio.sleep(0.2)  # the push runs now (and, correctly, waits for the ack's lock)
+        await tr.commit()
+        await asyncio.wait_for(push, 10)
+    finally:
+        await other.close()
+    got, _, _ = await pm.dequeue(conn, q, 60.0, 1004.0, None)
+    assert got is not None and got[0].items() == [((), b"b")]
+
+
+async def test_the_queue_tables_vacuum_after_a_fixed_number_of_dead_rows(conn: asyncpg.Connection) -> None:
+    """Not after a fraction of the table (the default 20%): a deep queue would pile up dead rows
+    before the index walks of its deliveries, which every delivery and ack leave behind."""
+    rows = await conn.fetch(
+        "SELECT relname, reloptions FROM pg_class WHERE relnamespace = 'lmq'::regnamespace"
+        " AND relname IN ('message', 'queue_count')"
+    )
+    opts = {r["relname"]: set(r["reloptions"]) for r in rows}
+    assert {"autovacuum_vacuum_scale_factor=0", "autovacuum_vacuum_insert_scale_factor=0"} <= opts["message"]
+    assert {"autovacuum_vacuum_scale_factor=0", "fillfactor=50"} <= opts["queue_count"]
+    assert await migrate(conn) == 1  # applied once: a second node finds it done

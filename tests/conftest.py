@@ -3,14 +3,17 @@ store the API suites run on (``--store``, tests/suite_store.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from pylmq.node import NodeOptions
+from pylmq.pgstore.schema import migrate
 from tests.pg_helpers import PgServer, pg_missing_reason
 from tests.suite_store import DEFAULT_STORE, ENV, STORES, SuiteOptions, build_options
 
@@ -72,18 +75,39 @@ def pg_dsn(pg_server: PgServer) -> str:
     return pg_server.new_database()
 
 
+@pytest.fixture(scope="session")
+def pg_suite_template(pg_server: PgServer) -> str:
+    """A database with the node's schema, migrated once: the suites' test databases are copies
+    of it, so that each node start does not run the whole migration again (the store's own
+    tests, tests/pgstore, migrate empty databases)."""
+    dsn = pg_server.new_database()
+
+    async def create_schema() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await migrate(conn)
+        finally:
+            await conn.close()
+
+    asyncio.run(create_schema())
+    return dsn.rsplit("/", 1)[1]
+
+
 @pytest.fixture
 def suite_options(request: pytest.FixtureRequest, suite_store: str, tmp_path: Path) -> Iterator[SuiteOptions]:
     """Options of nodes on the suite's store (tests/suite_store.py). Under postgres, the test's
-    own database, created on first use and dropped after the test (its nodes are stopped first:
-    they are fixtures or test code that depend on this one)."""
-    server: PgServer | None = request.getfixturevalue("pg_server") if suite_store == "postgres" else None
+    own database (a copy of pg_suite_template), created on first use and dropped after the test
+    (its nodes are stopped first: they are fixtures or test code that depend on this one)."""
+    server: PgServer | None = None
+    template = ""
+    if suite_store == "postgres":
+        server, template = request.getfixturevalue("pg_server"), request.getfixturevalue("pg_suite_template")
     dsn: str | None = None
 
     def make(*, durable: bool = False, **kw: Any) -> NodeOptions:
         nonlocal dsn
         if server is not None and dsn is None:
-            dsn = server.new_database()
+            dsn = server.new_database(template)
         return build_options(suite_store, tmp_path / "data", dsn, durable=durable, **kw)
 
     yield make

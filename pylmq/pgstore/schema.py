@@ -92,7 +92,7 @@ CREATE TABLE lmq.message (
 CREATE INDEX message_due ON lmq.message (queue_id, ts, uuid) WHERE NOT held;
 -- The same order for the waiting grouped records (empty in queues without groups): peek merges it.
 CREATE INDEX message_held ON lmq.message (queue_id, ts, uuid) WHERE held;
--- Records with a priority, highest level first, FIFO (id order) within a level.
+-- Records with a priority: their levels, and each level's records in id order (FIFO).
 CREATE INDEX message_priority ON lmq.message (queue_id, priority DESC, ts, uuid) WHERE priority > 0 AND NOT held;
 -- A group's head (held false) and its waiting records in push order (held true, by seq).
 CREATE INDEX message_group ON lmq.message (queue_id, grp, held, seq) WHERE grp IS NOT NULL;
@@ -138,25 +138,34 @@ CREATE FUNCTION lmq.msg_key(u uuid) RETURNS bigint LANGUAGE sql IMMUTABLE PARALL
     SELECT ('x' || encode(substring(uuid_send(u) FROM 9 FOR 8), 'hex'))::bit(64)::bigint & 9007199254740991
 $$;
 
+-- The helpers below are PL/pgSQL, not SQL functions: called from PL/pgSQL, a SQL function is
+-- planned again at every call, a PL/pgSQL statement once per session.
 CREATE FUNCTION lmq.count_add(q bigint, d_size bigint, d_nbytes bigint, d_in_flight bigint)
-RETURNS void LANGUAGE sql AS $$
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
     INSERT INTO lmq.queue_count AS c VALUES (q, pg_backend_pid() % 8, d_size, d_nbytes, d_in_flight)
     ON CONFLICT (queue_id, shard) DO UPDATE
-    SET size = c.size + d_size, nbytes = c.nbytes + d_nbytes, in_flight = c.in_flight + d_in_flight
+    SET size = c.size + d_size, nbytes = c.nbytes + d_nbytes, in_flight = c.in_flight + d_in_flight;
+END
 $$;
 
 -- The queue's state: its counters and one probe of the first record (never a scan).
 CREATE FUNCTION lmq.queue_state(q bigint, OUT st_size bigint, OUT st_nbytes bigint,
                                 OUT st_in_flight bigint, OUT st_first float8)
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
     SELECT coalesce(sum(c.size), 0)::bigint, coalesce(sum(c.nbytes), 0)::bigint,
-           coalesce(sum(c.in_flight), 0)::bigint,
-           (SELECT m.ts FROM lmq.message m WHERE m.queue_id = q AND NOT m.held ORDER BY m.ts, m.uuid LIMIT 1)
-    FROM lmq.queue_count c WHERE c.queue_id = q
+           coalesce(sum(c.in_flight), 0)::bigint
+    INTO st_size, st_nbytes, st_in_flight
+    FROM lmq.queue_count c WHERE c.queue_id = q;
+    SELECT m.ts INTO st_first FROM lmq.message m WHERE m.queue_id = q AND NOT m.held ORDER BY m.ts, m.uuid LIMIT 1;
+END
 $$;
 
-CREATE FUNCTION lmq.notify_due(q bigint, t float8) RETURNS void LANGUAGE sql AS $$
-    SELECT pg_notify('lmq_due', q::text || ':' || t::text)
+CREATE FUNCTION lmq.notify_due(q bigint, t float8) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('lmq_due', q::text || ':' || t::text);
+END
 $$;
 
 -- The record of group g that was its head left queue q: the group's next record (by seq)
@@ -267,13 +276,23 @@ DECLARE
     nr bigint;
     reason text;
     origin text;
+    level integer;
 BEGIN
     ndead := 0;
     LOOP
-        SELECT * INTO r FROM lmq.message x
-        WHERE x.queue_id = q AND x.priority > 0 AND NOT x.held AND x.ts <= now_
-        ORDER BY x.priority DESC, x.ts, x.uuid LIMIT 1 FOR UPDATE SKIP LOCKED;
-        IF NOT FOUND THEN
+        -- The highest level with a due record: a walk of the levels (two probes each), not of
+        -- their records, which may be many and not due yet.
+        level := 256;
+        LOOP
+            SELECT max(x.priority) INTO level FROM lmq.message x
+            WHERE x.queue_id = q AND x.priority > 0 AND x.priority < level AND NOT x.held;
+            EXIT WHEN level IS NULL;
+            SELECT * INTO r FROM lmq.message x
+            WHERE x.queue_id = q AND x.priority = level AND NOT x.held AND x.ts <= now_
+            ORDER BY x.ts, x.uuid LIMIT 1 FOR UPDATE SKIP LOCKED;
+            EXIT WHEN FOUND;
+        END LOOP;
+        IF level IS NULL THEN
             SELECT * INTO r FROM lmq.message x
             WHERE x.queue_id = q AND NOT x.held AND x.ts <= now_
             ORDER BY x.ts, x.uuid LIMIT 1 FOR UPDATE SKIP LOCKED;

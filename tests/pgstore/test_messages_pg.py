@@ -4,13 +4,14 @@ and the wake-up notifications."""
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
-from pylmq.core.message import PushOptions
+from pylmq.core.message import PushOptions, State
 from pylmq.pgstore import messages as pm
 from pylmq.pgstore.messages import QueueState
 from pylmq.pgstore.schema import migrate
@@ -123,8 +124,9 @@ async def test_concurrent_accumulating_pushes_open_one_window(pg_dsn: str, conn:
     assert await pm.state(conn, q) == QueueState(1, sum(len(b"%d" % i) for i in range(40)), 0, 1005.0)
 
 
-async def _plans(conn: asyncpg.Connection, sql: str, *args: object) -> str:
-    """The plans of every statement the call runs, nested ones included (auto_explain)."""
+async def _plans(conn: asyncpg.Connection, sql: str, *args: object, buffers: bool = False) -> str:
+    """The plans of every statement the call runs, nested ones included (auto_explain); with
+    ``buffers``, as run, with the pages each node touched."""
     logs: list[str] = []
 
     def listener(_c: object, message: asyncpg.PostgresLogMessage) -> None:
@@ -133,7 +135,8 @@ async def _plans(conn: asyncpg.Connection, sql: str, *args: object) -> str:
     conn.add_log_listener(listener)
     await conn.execute(
         "LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0;"
-        " SET auto_explain.log_nested_statements = on; SET client_min_messages = log"
+        " SET auto_explain.log_nested_statements = on; SET client_min_messages = log;"
+        f" SET auto_explain.log_analyze = {buffers}; SET auto_explain.log_buffers = {buffers}"
     )
     try:
         await conn.fetch(sql, *args)
@@ -144,11 +147,7 @@ async def _plans(conn: asyncpg.Connection, sql: str, *args: object) -> str:
     return "\n".join(logs)
 
 
-@pytest.mark.parametrize("plan_mode", ["force_custom_plan", "force_generic_plan"])
-async def test_operations_use_index_scans_on_a_deep_queue(conn: asyncpg.Connection, plan_mode: str) -> None:
-    # PL/pgSQL caches its statements' plans and may keep a generic one (parameters unknown)
-    # after five calls: both kinds must walk the indexes.
-    await conn.execute(f"SET plan_cache_mode = {plan_mode}")
+async def test_operations_use_index_scans_on_a_deep_queue(conn: asyncpg.Connection) -> None:
     q = await create_queue(conn, "deep")
     other = await create_queue(conn, "other")
     # 100k records (a quarter of them in processing) in the queue, 20k in another one.
@@ -165,19 +164,64 @@ async def test_operations_use_index_scans_on_a_deep_queue(conn: asyncpg.Connecti
         other,
     )
     await conn.execute("ANALYZE lmq.message")
-    plans = await _plans(conn, "SELECT f.ndead FROM lmq.dequeue($1, 30, 200000, NULL, NULL) f", q)
-    assert "Seq Scan on message" not in plans and "FOR KEY SHARE" not in plans
-    assert "Index Scan using message_priority" in plans or "Index Only Scan using message_priority" in plans
-    assert "Index Scan using message_due on message" in plans
-    got, _, _ = await pm.dequeue(conn, q, 30.0, 200000.0, None)
-    assert got is not None and got[0].content == ((), b"")
-    plans = await _plans(conn, "SELECT f.ok FROM lmq.done($1, $2, 200001) f", q, uuid.UUID(bytes=got[0].id[1]))
-    assert "Seq Scan on message" not in plans and "message_pkey" in plans
-    plans = await _plans(conn, "SELECT f.ts FROM lmq.peek($1, 5000, NULL, false, 10) f", q)
-    # two index walks merged (no sort of the queue)
-    assert "Seq Scan on message" not in plans and "Merge Append" in plans and "message_held" in plans
-    plans = await _plans(conn, "SELECT f.result FROM lmq.enqueue($1, '\\x9290c400'::bytea, 0, NULL, 2, 200002) f", q)
-    assert "Seq Scan on message" not in plans and "message_accum" in plans and "FOR KEY SHARE" not in plans
+    # PL/pgSQL caches its statements' plans and may keep a generic one (parameters unknown)
+    # after five calls: both kinds must walk the indexes.
+    for k, mode in enumerate(["force_custom_plan", "force_generic_plan"]):
+        await conn.execute(f"SET plan_cache_mode = {mode}")
+        now = 200000 + 10 * k
+        plans = await _plans(conn, "SELECT f.ndead FROM lmq.dequeue($1, 30, $2, NULL, NULL) f", q, now)
+        assert "Seq Scan on message" not in plans and "FOR KEY SHARE" not in plans
+        assert "Index Only Scan using message_priority" in plans or "Index Scan using message_priority" in plans
+        assert "Index Scan using message_due on message" in plans
+        got, _, _ = await pm.dequeue(conn, q, 30.0, now + 1.0, None)
+        assert got is not None and got[0].content == ((), b"")
+        u = uuid.UUID(bytes=got[0].id[1])
+        plans = await _plans(conn, "SELECT f.ok FROM lmq.done($1, $2, $3) f", q, u, now + 2)
+        assert "Seq Scan on message" not in plans and "message_pkey" in plans
+        plans = await _plans(conn, "SELECT f.ts FROM lmq.peek($1, 5000, NULL, false, 10) f", q)
+        # two index walks merged (no sort of the queue)
+        assert "Seq Scan on message" not in plans and "Merge Append" in plans and "message_held" in plans
+        plans = await _plans(
+            conn, "SELECT f.result FROM lmq.enqueue($1, '\\x9290c400'::bytea, 0, NULL, 2, $2) f", q, now + 3
+        )
+        assert "Seq Scan on message" not in plans and "message_accum" in plans and "FOR KEY SHARE" not in plans
+
+
+def _pages(plans: str, about: str) -> int:
+    """Pages touched by the statements of a call whose text has ``about`` (their top nodes)."""
+    total = 0
+    for block in plans.split("Query Text:")[1:]:
+        m = about in block.split("\n\n")[0] and re.search(r"Buffers: shared((?: \w+=\d+)+)", block)
+        if m:
+            total += sum(int(v) for v in re.findall(r"=(\d+)", m.group(1)))
+    return total
+
+
+async def test_priority_levels_are_walked_not_their_records(conn: asyncpg.Connection) -> None:
+    """20,000 records of priority 9 not due yet, 20,000 due ones without a priority, and one due
+    record of priority 2: a dequeue finds it in a few index probes (levels), walking neither
+    the records of priority 9 before it nor the due ones."""
+    q = await create_queue(conn, "levels")
+    await conn.execute(
+        "INSERT INTO lmq.message (queue_id, ts, uuid, state, compound, retry, content, nbytes, key)"
+        " SELECT $1, i / 100.0, u, 0, false, NULL, '\\x9290c400'::bytea, 0, lmq.msg_key(u)"
+        " FROM (SELECT i, gen_random_uuid() AS u FROM generate_series(1, 20000) i) s",
+        q,
+    )
+    await conn.execute(
+        "INSERT INTO lmq.message (queue_id, ts, uuid, state, compound, retry, content, nbytes, key, ext, priority)"
+        " SELECT $1, 5000 + i, u, 0, false, NULL, '\\x9290c400'::bytea, 0, lmq.msg_key(u), true, 9"
+        " FROM (SELECT i, gen_random_uuid() AS u FROM generate_series(1, 20000) i) s",
+        q,
+    )
+    await pm.push(conn, q, ((), b"due"), None, PushOptions(priority=2), False, 1000.0)
+    await conn.execute("VACUUM ANALYZE lmq.message")
+    plans = await _plans(conn, "SELECT f.ndead FROM lmq.dequeue($1, 30, 1001, NULL, NULL) f", q, buffers=True)
+    assert "Seq Scan on message" not in plans
+    # the walk of the levels: 4 probes (a dozen pages); either 20,000 index entries are 60 pages
+    assert 0 < _pages(plans, "x.priority") < 30
+    (msg,) = [m for m in await pm.messages(conn, q) if m.state is State.PROCESSING]
+    assert msg.items() == [((), b"due")]
 
 
 async def test_changes_that_make_a_record_deliverable_notify(conn: asyncpg.Connection, pg_dsn: str) -> None:
@@ -248,3 +292,13 @@ async def test_the_queue_tables_vacuum_after_a_fixed_number_of_dead_rows(conn: a
     assert {"autovacuum_vacuum_scale_factor=0", "autovacuum_vacuum_insert_scale_factor=0"} <= opts["message"]
     assert {"autovacuum_vacuum_scale_factor=0", "fillfactor=50"} <= opts["queue_count"]
     assert await migrate(conn) == 1  # applied once: a second node finds it done
+
+
+async def test_helpers_called_from_plpgsql_are_plpgsql(conn: asyncpg.Connection) -> None:
+    """A SQL function called from PL/pgSQL (not inlined) is planned again at every call: only
+    msg_key, a single expression PostgreSQL inlines, stays SQL."""
+    rows = await conn.fetch(
+        "SELECT p.proname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang"
+        " WHERE p.pronamespace = 'lmq'::regnamespace AND l.lanname = 'sql'"
+    )
+    assert [r["proname"] for r in rows] == ["msg_key"]

@@ -136,7 +136,12 @@ async def test_notification_runs_the_method_without_a_reply(client: RawClient) -
     client.send(msgpack.packb([2, "push", ["q", "noted"]]))
     client.send(msgpack.packb([2, "frobnicate", []]))
     assert await client.call("get_default_props") == []
-    assert await drain(client, "q") == ["noted"]
+    # Nothing tells when a notification is done, and requests run concurrently: its push shows
+    # to a pull that waits for it (at once on an in-process store, after a commit on a remote one).
+    r = await client.call("pull", "q", 5)
+    assert r["content"] == "noted"
+    await client.call("done", "q", r["id"])
+    assert await drain(client, "q") == []
     assert client.other == []
 
 

@@ -12,7 +12,7 @@ import msgpack
 import uvloop
 
 from pylmq.node import LMQNode
-from tests.rpc.rpc_helpers import RawClient, open_client
+from tests.rpc.rpc_helpers import RawClient, open_client, until_waiting
 from tests.suite_store import SuiteOptions
 
 Scenario = Callable[[LMQNode, Callable[[], Awaitable[RawClient]]], Awaitable[None]]
@@ -83,7 +83,7 @@ def test_node_stop_on_uvloop_answers_a_waiting_pull(suite_options: SuiteOptions)
     async def scenario(node: LMQNode, connect: Callable[[], Awaitable[RawClient]]) -> None:
         c = await connect()
         poll = c.request("pull", "q")
-        assert await c.call("get_default_props") == []
+        await until_waiting(node, "q")
         await node.stop()
         error, _ = await c.response(poll)
         assert error[0] == "shutting_down"

@@ -125,11 +125,16 @@ class PgServer:
         )
         return out.stdout.strip()
 
-    def new_database(self) -> str:
-        """A fresh empty database; its DSN."""
+    def new_database(self, template: str = "template0") -> str:
+        """A fresh database, empty or a copy of ``template`` (a database no one is connected to); its DSN."""
         name = f"t{os.getpid()}_{next(self._names)}"
-        self.psql(f"CREATE DATABASE {name} TEMPLATE template0")
+        self.psql(f"CREATE DATABASE {name} TEMPLATE {template}")
         return self.dsn_of(name)
+
+    def drop_database(self, dsn: str) -> None:
+        """Drop a database of :meth:`new_database` (its DSN), closing what is still connected to it."""
+        name = dsn.rsplit("/", 1)[1]
+        self.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
     def close(self) -> None:
         self.stop("immediate")

@@ -1,20 +1,21 @@
-"""A real pylmq node on 127.0.0.1 (port 0) and an ``Api`` client of it (api_helpers.py) for the HTTP API tests."""
+"""A real pylmq node on 127.0.0.1 (port 0) and an ``Api`` client of it (api_helpers.py) for the HTTP API tests,
+on the suite's store (``--store``, tests/suite_store.py)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import aiohttp
 import pytest
 
-from pylmq.node import LMQNode, NodeOptions
+from pylmq.node import LMQNode
 from tests.api.api_helpers import Api, StartNode, base_url
+from tests.suite_store import SuiteOptions
 
 
 @pytest.fixture
-async def node(tmp_path: Path) -> AsyncIterator[LMQNode]:
-    n = LMQNode(NodeOptions(http=("127.0.0.1", 0), rpc=None, store="memory", data_dir=tmp_path / "data"))
+async def node(suite_options: SuiteOptions) -> AsyncIterator[LMQNode]:
+    n = LMQNode(suite_options(http=("127.0.0.1", 0), rpc=None))
     await n.start()
     try:
         yield n
@@ -35,13 +36,13 @@ async def api(node: LMQNode, session: aiohttp.ClientSession) -> Api:
 
 
 @pytest.fixture
-async def start(tmp_path: Path, session: aiohttp.ClientSession) -> AsyncIterator[StartNode]:
-    """Starts durable nodes on one data directory (one at a time: stop one before the next)."""
+async def start(suite_options: SuiteOptions, session: aiohttp.ClientSession) -> AsyncIterator[StartNode]:
+    """Starts nodes on one durable store, one at a time (stop one before the next): the durable
+    store on the test's data directory, or the test's database under postgres."""
     nodes: list[LMQNode] = []
 
     async def _start() -> tuple[LMQNode, Api]:
-        opts = NodeOptions(http=("127.0.0.1", 0), rpc=None, store="durable", data_dir=tmp_path / "data")
-        node = LMQNode(opts)
+        node = LMQNode(suite_options(durable=True, http=("127.0.0.1", 0), rpc=None))
         await node.start()
         nodes.append(node)
         return node, Api(session, base_url(node))

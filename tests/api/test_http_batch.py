@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import msgpack
+import pytest
 
 from pylmq.core.manager import MAX_BATCH
 from pylmq.node import LMQNode
@@ -132,7 +133,8 @@ async def test_pull_many_does_not_starve_a_waiting_long_poll(api: Api) -> None:
     assert [m["body"] for m in await pull_many(api, "lp", n=5, t=0)] == [b"second"]
 
 
-async def test_a_batch_is_one_group_commit_on_the_durable_store_and_survives_restart(start: StartNode) -> None:
+@pytest.mark.local_store("counts the durable store's journal group commits")
+async def test_a_batch_is_one_group_commit_on_the_durable_store(start: StartNode) -> None:
     node, api = await start()
     assert isinstance(node.store, DurableStore)
     groups = node.store.stats.groups
@@ -144,6 +146,13 @@ async def test_a_batch_is_one_group_commit_on_the_durable_store_and_survives_res
     got = await pull_many(api, "d", n=300, t=0)
     assert len(got) == 300
     assert node.store.stats.groups - groups <= 2, "a pull-many commits its deliveries together"
+
+
+async def test_a_batch_and_a_pull_many_survive_a_restart(start: StartNode) -> None:
+    node, api = await start()
+    r = await push_many(api, "d", [f"m{i}".encode() for i in range(500)])
+    assert r.status == 200, r
+    assert len(await pull_many(api, "d", n=300, t=0)) == 300
     await node.stop()
     node, api = await start()
     # The 300 pulled ones are in processing; the 200 others are there at once.

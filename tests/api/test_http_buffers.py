@@ -16,6 +16,7 @@ from pylmq.api._limits import BufferBudget
 from pylmq.api.http import HttpApi
 from pylmq.api.http_server import HttpServer
 from pylmq.node import LMQNode
+from tests.suite_store import node_eager
 
 KIB = 1024
 
@@ -46,7 +47,7 @@ async def serve(node: LMQNode) -> AsyncIterator[Serve]:
     servers: list[HttpServer] = []
 
     async def start(**kw: object) -> HttpServer:
-        srv = HttpServer(HttpApi(node.manager), **kw)  # type: ignore[arg-type]
+        srv = HttpServer(HttpApi(node.manager), eager=node_eager(node), **kw)  # type: ignore[arg-type]
         await srv.start("127.0.0.1", 0)
         servers.append(srv)
         return srv

@@ -11,6 +11,7 @@ from pylmq.api.http import HttpApi
 from pylmq.api.http_server import HttpServer
 from pylmq.node import LMQNode
 from tests.api.api_helpers import Api
+from tests.suite_store import node_eager
 
 UNKNOWN_ID = str(uuid.uuid4())
 JSON_CT = {"Content-Type": "application/json"}
@@ -138,7 +139,7 @@ async def test_bad_request_on_a_keep_alive_connection_leaves_it_usable(api: Api)
 
 async def test_body_over_the_limit_is_413_with_json_and_nothing_is_queued(node: LMQNode) -> None:
     # A second server on the same manager with a tiny limit, so the test needs no 64 MiB body.
-    server = HttpServer(HttpApi(node.manager), max_body=1024)
+    server = HttpServer(HttpApi(node.manager), eager=node_eager(node), max_body=1024)
     host, port = await server.start("127.0.0.1", 0)
     base = f"http://{host}:{port}"
     try:

@@ -23,9 +23,10 @@ from pylmq.api._limits import RESERVED_FDS, ConnectionLimit, default_max_connect
 from pylmq.api.http import HttpApi
 from pylmq.api.http_server import HttpServer
 from pylmq.config import load_settings
-from pylmq.node import LMQNode, NodeOptions
+from pylmq.node import LMQNode
 from pylmq.node.service import node_options
 from tests.api.api_helpers import Api
+from tests.suite_store import SuiteOptions, node_eager
 
 
 @contextlib.contextmanager
@@ -52,7 +53,7 @@ async def _eventually(cond: Callable[[], object], what: str, timeout: float = 3.
 
 @pytest.fixture
 async def server(node: LMQNode) -> AsyncIterator[HttpServer]:
-    srv = HttpServer(HttpApi(node.manager), max_body=1 << 20)
+    srv = HttpServer(HttpApi(node.manager), eager=node_eager(node), max_body=1 << 20)
     await srv.start("127.0.0.1", 0)
     yield srv
     await srv.close()
@@ -149,7 +150,7 @@ async def _closed(reader: asyncio.StreamReader, timeout: float = 5) -> bool:
 
 
 async def test_a_chunked_body_is_refused_as_soon_as_it_passes_the_limit(node: LMQNode) -> None:
-    srv = HttpServer(HttpApi(node.manager), max_body=1024)
+    srv = HttpServer(HttpApi(node.manager), eager=node_eager(node), max_body=1024)
     await srv.start("127.0.0.1", 0)
     try:
         reader, writer = await _raw(srv)
@@ -169,7 +170,12 @@ async def test_a_chunked_body_is_refused_as_soon_as_it_passes_the_limit(node: LM
 async def slow_server(node: LMQNode) -> AsyncIterator[HttpServer]:
     # The timeouts alone: the receive rate has its own tests (test_http_buffers).
     srv = HttpServer(
-        HttpApi(node.manager), header_timeout=0.3, body_timeout=0.3, keepalive_timeout=60, min_receive_rate=0
+        HttpApi(node.manager),
+        eager=node_eager(node),
+        header_timeout=0.3,
+        body_timeout=0.3,
+        keepalive_timeout=60,
+        min_receive_rate=0,
     )
     await srv.start("127.0.0.1", 0)
     yield srv
@@ -224,7 +230,7 @@ async def test_connections_past_the_limit_get_503_and_one_log_line(
     node: LMQNode, caplog: pytest.LogCaptureFixture
 ) -> None:
     # evict_after: the idle connections held here keep their places for the whole test.
-    srv = HttpServer(HttpApi(node.manager), max_connections=2, evict_after=60)
+    srv = HttpServer(HttpApi(node.manager), eager=node_eager(node), max_connections=2, evict_after=60)
     await srv.start("127.0.0.1", 0)
     held = [await _raw(srv) for _ in range(2)]
     try:
@@ -258,7 +264,7 @@ async def test_at_the_limit_a_whole_request_takes_the_place_of_a_slow_head(
     node: LMQNode, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Slowloris filling every place does not lock out a client that sends whole requests."""
-    srv = HttpServer(HttpApi(node.manager), max_connections=4, evict_after=0.2)
+    srv = HttpServer(HttpApi(node.manager), eager=node_eager(node), max_connections=4, evict_after=0.2)
     await srv.start("127.0.0.1", 0)
     slow = [await _raw(srv) for _ in range(4)]
     try:
@@ -282,7 +288,7 @@ async def test_at_the_limit_a_whole_request_takes_the_place_of_a_slow_head(
 
 
 async def test_at_the_limit_connections_answering_requests_keep_their_places(node: LMQNode, api: Api) -> None:
-    srv = HttpServer(HttpApi(node.manager), max_connections=2, evict_after=0.05)
+    srv = HttpServer(HttpApi(node.manager), eager=node_eager(node), max_connections=2, evict_after=0.05)
     await srv.start("127.0.0.1", 0)
     polls = [await _raw(srv) for _ in range(2)]
     try:
@@ -371,9 +377,12 @@ async def test_an_error_detail_quoting_huge_input_is_cut_short(api: Api) -> None
     assert r.status == 404 and len(r.json()["detail"]) < 400, r
 
 
-async def test_settings_reach_the_servers_of_a_node(tmp_path: Path) -> None:
+async def test_settings_reach_the_servers_of_a_node(suite_options: SuiteOptions) -> None:
     settings = load_settings(None, None, {"max_connections": "1", "header_timeout": "200", "body_timeout": "5000"})
-    opts = dataclasses.replace(node_options(settings), http=("127.0.0.1", 0), rpc=("127.0.0.1", 0), store="memory")
+    store = suite_options()
+    opts = dataclasses.replace(
+        node_options(settings), http=("127.0.0.1", 0), rpc=("127.0.0.1", 0), store=store.store, dsn=store.dsn
+    )
     node = LMQNode(opts)
     await node.start()
     try:
@@ -393,7 +402,7 @@ async def test_settings_reach_the_servers_of_a_node(tmp_path: Path) -> None:
 
 
 async def test_a_refused_upload_still_sending_gets_its_413_not_a_reset(node: LMQNode) -> None:
-    srv = HttpServer(HttpApi(node.manager), max_body=1024)
+    srv = HttpServer(HttpApi(node.manager), eager=node_eager(node), max_body=1024)
     await srv.start("127.0.0.1", 0)
     try:
         reader, writer = await _raw(srv)
@@ -425,14 +434,16 @@ async def test_a_client_waiting_for_its_100_continue_is_not_timed_out(slow_serve
     writer.close()
 
 
-def test_timeouts_limit_and_gentle_close_on_uvloop() -> None:
+def test_timeouts_limit_and_gentle_close_on_uvloop(suite_options: SuiteOptions) -> None:
     """The same on uvloop, the loop a node runs (its transports are not asyncio's)."""
     uvloop = pytest.importorskip("uvloop")
 
     async def main() -> None:
-        node = LMQNode(NodeOptions(http=None, rpc=None, store="memory"))
+        node = LMQNode(suite_options(http=None, rpc=None))
         await node.start()
-        srv = HttpServer(HttpApi(node.manager), max_body=1024, header_timeout=0.2, max_connections=3)
+        srv = HttpServer(
+            HttpApi(node.manager), eager=node_eager(node), max_body=1024, header_timeout=0.2, max_connections=3
+        )
         await srv.start("127.0.0.1", 0)
         try:
             reader, writer = await _raw(srv)

@@ -9,7 +9,6 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -18,9 +17,10 @@ import pytest
 from pylmq.client import AsyncHttpClient, DeadLetterInfo, HttpClient, PushOptions
 from pylmq.core.clock import ManualClock
 from pylmq.errors import ConfigError, InvalidOptions, NotFound
-from pylmq.node import LMQNode, NodeOptions
+from pylmq.node import LMQNode
 from pylmq.wire.batch import encode_pushes
 from tests.api.api_helpers import Api, Reply, base_url
+from tests.suite_store import SuiteOptions
 
 START = 1_800_000_000.0
 
@@ -31,8 +31,8 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def node(tmp_path: Path, clock: ManualClock) -> AsyncIterator[LMQNode]:
-    n = LMQNode(NodeOptions(http=("127.0.0.1", 0), rpc=None, store="memory", data_dir=tmp_path / "d"), clock=clock)
+async def node(suite_options: SuiteOptions, clock: ManualClock) -> AsyncIterator[LMQNode]:
+    n = LMQNode(suite_options(http=("127.0.0.1", 0), rpc=None), clock=clock)
     await n.start()
     try:
         yield n
@@ -411,10 +411,9 @@ async def test_batch_push_with_options_answers_the_ids(api: Api, clock: ManualCl
 
 
 async def test_configured_virtual_queues_are_served_and_a_clash_with_a_queue_stops_the_start(
-    tmp_path: Path, session: aiohttp.ClientSession
+    suite_options: SuiteOptions, session: aiohttp.ClientSession
 ) -> None:
-    data = tmp_path / "durable"
-    opts = NodeOptions(http=("127.0.0.1", 0), rpc=None, store="durable", data_dir=data)
+    opts = suite_options(durable=True, http=("127.0.0.1", 0), rpc=None)
     n = LMQNode(replace(opts, virtual_queues={"cfg": ("c1", "c2")}))
     await n.start()
     try:
@@ -498,8 +497,8 @@ async def test_a_waiting_pull_gets_a_delayed_message_when_it_becomes_due(api: Ap
     assert (got.status, got.body) == (200, b"due")
 
 
-async def test_delay_on_the_real_clock(session: aiohttp.ClientSession, tmp_path: Path) -> None:
-    n = LMQNode(NodeOptions(http=("127.0.0.1", 0), rpc=None, store="memory", data_dir=tmp_path / "r"))
+async def test_delay_on_the_real_clock(session: aiohttp.ClientSession, suite_options: SuiteOptions) -> None:
+    n = LMQNode(suite_options(http=("127.0.0.1", 0), rpc=None))
     await n.start()
     try:
         api = Api(session, base_url(n))

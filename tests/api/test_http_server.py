@@ -12,6 +12,7 @@ from pylmq.api.http import HttpApi
 from pylmq.api.http_server import MAX_HEAD, MAX_PIPELINE, MAX_TARGET, HttpServer
 from pylmq.node import LMQNode
 from tests.api.api_helpers import Api
+from tests.suite_store import node_eager
 
 
 class Raw:
@@ -56,7 +57,7 @@ class Raw:
 
 @pytest.fixture
 async def server(node: LMQNode) -> AsyncIterator[HttpServer]:
-    srv = HttpServer(HttpApi(node.manager), max_body=1024, keepalive_timeout=0.3)
+    srv = HttpServer(HttpApi(node.manager), eager=node_eager(node), max_body=1024, keepalive_timeout=0.3)
     await srv.start("127.0.0.1", 0)
     yield srv
     await srv.close()

@@ -12,18 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from pylmq.node import LMQNode, NodeOptions
+from pylmq.node import LMQNode
+from tests.suite_store import SuiteOptions
 
 # Far beyond what a stop that does not wait on the connection in question takes, far below
 # what one that waits out the shutdown timeout (60 s here) would.
 NO_WAIT = 20.0
 
 
-async def _node(tmp_path: Path, *, store: str = "memory", shutdown_timeout: float = 60.0) -> LMQNode:
-    opts = NodeOptions(
-        http=("127.0.0.1", 0), rpc=None, store=store, data_dir=tmp_path / "data", shutdown_timeout=shutdown_timeout
-    )
-    node = LMQNode(opts)
+async def _node(options: SuiteOptions, *, durable: bool = False, shutdown_timeout: float = 60.0) -> LMQNode:
+    node = LMQNode(options(durable=durable, http=("127.0.0.1", 0), rpc=None, shutdown_timeout=shutdown_timeout))
     await node.start()
     return node
 
@@ -51,8 +49,8 @@ async def _stop(node: LMQNode, what: str) -> None:
         raise AssertionError(f"stop did not finish within {NO_WAIT} s: it waited on {what}") from None
 
 
-async def test_stop_does_not_wait_for_idle_keep_alive_connections(tmp_path: Path) -> None:
-    node = await _node(tmp_path)
+async def test_stop_does_not_wait_for_idle_keep_alive_connections(suite_options: SuiteOptions) -> None:
+    node = await _node(suite_options)
     conns = [await _connect(node) for _ in range(8)]
     for _, writer in conns:
         writer.write(b"POST /messages/idle HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx")
@@ -65,8 +63,8 @@ async def test_stop_does_not_wait_for_idle_keep_alive_connections(tmp_path: Path
         writer.close()
 
 
-async def test_stop_answers_a_waiting_long_poll_with_204(tmp_path: Path) -> None:
-    node = await _node(tmp_path)
+async def test_stop_answers_a_waiting_long_poll_with_204(suite_options: SuiteOptions) -> None:
+    node = await _node(suite_options)
     reader, writer = await _connect(node)
     writer.write(b"GET /messages/lp HTTP/1.1\r\nHost: t\r\n\r\n")
     for _ in range(300):
@@ -83,8 +81,8 @@ async def test_stop_answers_a_waiting_long_poll_with_204(tmp_path: Path) -> None
     writer.close()
 
 
-async def test_stop_lets_a_push_in_flight_finish_and_keeps_its_message(tmp_path: Path) -> None:
-    node = await _node(tmp_path, store="durable")
+async def test_stop_lets_a_push_in_flight_finish_and_keeps_its_message(suite_options: SuiteOptions) -> None:
+    node = await _node(suite_options, durable=True)
     reader, writer = await _connect(node)
     # The body is half there when the stop begins: the push is in flight.
     writer.write(b"POST /messages/inflight HTTP/1.1\r\nHost: t\r\nContent-Length: 8\r\n\r\nkept")
@@ -102,7 +100,7 @@ async def test_stop_lets_a_push_in_flight_finish_and_keeps_its_message(tmp_path:
     await stopping
     assert await reader.read() == b"", "the connection must be closed after its last answer"
     writer.close()
-    again = await _node(tmp_path, store="durable")
+    again = await _node(suite_options, durable=True)
     try:
         r, w = await _connect(again)
         w.write(b"GET /messages/inflight?t=0 HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -113,8 +111,8 @@ async def test_stop_lets_a_push_in_flight_finish_and_keeps_its_message(tmp_path:
         await again.stop()
 
 
-async def test_a_stalled_request_holds_the_stop_only_for_the_shutdown_timeout(tmp_path: Path) -> None:
-    node = await _node(tmp_path, shutdown_timeout=0.5)
+async def test_a_stalled_request_holds_the_stop_only_for_the_shutdown_timeout(suite_options: SuiteOptions) -> None:
+    node = await _node(suite_options, shutdown_timeout=0.5)
     reader, writer = await _connect(node)
     writer.write(b"POST /messages/stalled HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nnever finished")
     await writer.drain()
@@ -126,9 +124,11 @@ async def test_a_stalled_request_holds_the_stop_only_for_the_shutdown_timeout(tm
 
 
 @pytest.mark.slow  # starts a node process
-def test_sigterm_stops_a_node_with_idle_and_waiting_connections(tmp_path: Path) -> None:
+def test_sigterm_stops_a_node_with_idle_and_waiting_connections(tmp_path: Path, suite_options: SuiteOptions) -> None:
+    opts = suite_options()
+    store = ["--store", opts.store, *(["--dsn", opts.dsn] if opts.dsn else [])]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pylmq", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0", "--store", "memory",
+        [sys.executable, "-m", "pylmq", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0", *store,
          "--qs", "off", "--sqs", "off", "--statsd", "off", "--stats-interval", "0", "--log-level", "warning"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

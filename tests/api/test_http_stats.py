@@ -8,6 +8,7 @@ from pylmq.api.http import HttpApi
 from pylmq.api.http_server import HttpServer
 from pylmq.node import LMQNode
 from tests.api.api_helpers import Api
+from tests.suite_store import node_eager
 
 
 async def test_stats_lists_the_node_and_each_queue(api: Api) -> None:
@@ -52,7 +53,7 @@ async def test_stats_of_a_queue_without_traffic_show_zero_meters(api: Api) -> No
 
 
 async def test_stats_without_metrics_still_give_size_memory_and_props(node: LMQNode) -> None:
-    server = HttpServer(HttpApi(node.manager, node_name="lmq@here"))
+    server = HttpServer(HttpApi(node.manager, node_name="lmq@here"), eager=node_eager(node))
     host, port = await server.start("127.0.0.1", 0)
     try:
         async with aiohttp.ClientSession() as s:

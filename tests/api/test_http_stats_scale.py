@@ -11,6 +11,7 @@ from pylmq.api.http import HttpApi, stats_body, stats_document
 from pylmq.api.http_server import HttpServer
 from pylmq.metrics import QueueMetrics, QueueStats
 from pylmq.node import LMQNode
+from tests.suite_store import node_eager
 
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 
@@ -79,7 +80,7 @@ async def test_a_small_request_is_answered_while_stats_of_20k_queues_are_built(n
         await node.manager.ensure(f"scale/{i}")
     await node.manager.update_props("small", {"retry": 3}, merge=True)
     watched = _Watched(QueueMetrics(clock=node.clock))
-    server = HttpServer(HttpApi(node.manager, metrics=watched, node_name="n@h"))
+    server = HttpServer(HttpApi(node.manager, metrics=watched, node_name="n@h"), eager=node_eager(node))
     host, port = await server.start("127.0.0.1", 0)
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as s:

@@ -6,8 +6,11 @@ import os
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from pylmq.node import LMQNode, NodeOptions
+
+pytestmark = pytest.mark.local_store("the durable store's disk reserve (its journal on the node's disk)")
 
 
 async def start(tmp_path: Path, reserve: int) -> tuple[LMQNode, str]:

@@ -1,4 +1,5 @@
-"""A memory-store node with only the MessagePack-RPC API, and clients connected to it."""
+"""A node with only the MessagePack-RPC API, on the suite's store (``--store``, tests/suite_store.py), and
+clients connected to it."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from pylmq.node import LMQNode, NodeOptions
+from pylmq.node import LMQNode
 from tests.rpc.rpc_helpers import Connect, RawClient, open_client
+from tests.suite_store import SuiteOptions
 
 
 @pytest.fixture
-async def node() -> AsyncIterator[LMQNode]:
-    n = LMQNode(NodeOptions(http=None, rpc=("127.0.0.1", 0), store="memory"))
+async def node(suite_options: SuiteOptions) -> AsyncIterator[LMQNode]:
+    n = LMQNode(suite_options(http=None, rpc=("127.0.0.1", 0)))
     await n.start()
     yield n
     await n.stop()

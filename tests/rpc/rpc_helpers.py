@@ -1,4 +1,4 @@
-"""A raw MessagePack-RPC test client.
+"""A raw MessagePack-RPC test client (and ``until_waiting``, for a pull sent to be waiting).
 
 The client speaks the wire format with plain ``msgpack`` over asyncio streams (not pylmq's own
 framing module), so these tests check the server against the spec, not against itself.
@@ -13,6 +13,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgpack
+
+from pylmq.core.queue import Queue
+from pylmq.node import LMQNode
 
 WAIT = 5.0  # upper bound for any single reply in these tests
 
@@ -102,3 +105,15 @@ Connect = Callable[[], Awaitable[RawClient]]
 async def open_client(address: tuple[str, int]) -> RawClient:
     reader, writer = await asyncio.open_connection(*address)
     return RawClient(reader, writer)
+
+
+async def until_waiting(node: LMQNode, name: str, timeout: float = 5.0) -> Queue:
+    """The queue ``name`` once a pull is waiting on it: a pull sent reaches the line at once on
+    an in-process store, after its round trips on a remote one."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while (queue := node.manager.get(name)) is None or not queue.has_waiters():
+        if loop.time() > deadline:
+            raise AssertionError(f"no pull waiting on {name} after {timeout} s")
+        await asyncio.sleep(0.01)
+    return queue

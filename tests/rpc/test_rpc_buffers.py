@@ -15,9 +15,10 @@ import pytest
 
 from pylmq.api._limits import BufferBudget
 from pylmq.api.rpc_server import RpcServer
-from pylmq.node import LMQNode, NodeOptions
+from pylmq.node import LMQNode
 from pylmq.wire.msgpack_rpc import Decoder
 from tests.rpc.rpc_helpers import open_client
+from tests.suite_store import SuiteOptions, node_eager
 
 KIB = 1024
 
@@ -44,7 +45,7 @@ async def serve(node: LMQNode) -> AsyncIterator[Serve]:
     servers: list[RpcServer] = []
 
     async def start(**kw: object) -> tuple[RpcServer, tuple[str, int]]:
-        srv = RpcServer(node.manager, **kw)  # type: ignore[arg-type]
+        srv = RpcServer(node.manager, eager=node_eager(node), **kw)  # type: ignore[arg-type]
         servers.append(srv)
         return srv, await srv.start("127.0.0.1", 0)
 
@@ -152,8 +153,8 @@ async def test_a_large_frame_streaming_in_keeps_its_place_at_the_limit(serve: Se
         await c.close()
 
 
-async def test_rpc_and_http_share_the_node_budget() -> None:
-    opts = NodeOptions(http=("127.0.0.1", 0), rpc=("127.0.0.1", 0), store="memory", max_buffered_bytes=KIB * KIB)
+async def test_rpc_and_http_share_the_node_budget(suite_options: SuiteOptions) -> None:
+    opts = suite_options(http=("127.0.0.1", 0), rpc=("127.0.0.1", 0), max_buffered_bytes=KIB * KIB)
     node = LMQNode(opts)
     await node.start()
     try:

@@ -13,8 +13,9 @@ import pytest
 from pylmq.client import AsyncRpcClient, DeadLetterInfo, PushOptions, RpcClient
 from pylmq.core.clock import ManualClock
 from pylmq.errors import InvalidOptions, NotFound
-from pylmq.node import LMQNode, NodeOptions
+from pylmq.node import LMQNode
 from tests.rpc.rpc_helpers import RawClient, open_client
+from tests.suite_store import SuiteOptions
 
 START = 1_800_000_000.0
 
@@ -25,8 +26,8 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def node(clock: ManualClock) -> AsyncIterator[LMQNode]:
-    n = LMQNode(NodeOptions(http=None, rpc=("127.0.0.1", 0), store="memory"), clock=clock)
+async def node(suite_options: SuiteOptions, clock: ManualClock) -> AsyncIterator[LMQNode]:
+    n = LMQNode(suite_options(http=None, rpc=("127.0.0.1", 0)), clock=clock)
     await n.start()
     yield n
     await n.stop()

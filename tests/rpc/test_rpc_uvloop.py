@@ -11,16 +11,17 @@ from collections.abc import Awaitable, Callable
 import msgpack
 import uvloop
 
-from pylmq.node import LMQNode, NodeOptions
-from tests.rpc.rpc_helpers import RawClient, open_client
+from pylmq.node import LMQNode
+from tests.rpc.rpc_helpers import RawClient, open_client, until_waiting
+from tests.suite_store import SuiteOptions
 
 Scenario = Callable[[LMQNode, Callable[[], Awaitable[RawClient]]], Awaitable[None]]
 
 
-def on_uvloop(scenario: Scenario) -> None:
+def on_uvloop(scenario: Scenario, options: SuiteOptions) -> None:
     async def main() -> None:
         assert isinstance(asyncio.get_running_loop(), uvloop.Loop)
-        node = LMQNode(NodeOptions(http=None, rpc=("127.0.0.1", 0), store="memory"))
+        node = LMQNode(options(http=None, rpc=("127.0.0.1", 0)))
         await node.start()
         clients: list[RawClient] = []
 
@@ -40,7 +41,7 @@ def on_uvloop(scenario: Scenario) -> None:
         runner.run(main())
 
 
-def test_push_pull_done_on_uvloop() -> None:
+def test_push_pull_done_on_uvloop(suite_options: SuiteOptions) -> None:
     async def scenario(node: LMQNode, connect: Callable[[], Awaitable[RawClient]]) -> None:
         c = await connect()
         assert await c.call("push", "q", {"k": [1, None]}) == "ok"
@@ -48,10 +49,10 @@ def test_push_pull_done_on_uvloop() -> None:
         assert r["content"] == {"k": [1, None]}
         assert await c.call("done", "q", r["id"]) == "ok"
 
-    on_uvloop(scenario)
+    on_uvloop(scenario, suite_options)
 
 
-def test_disconnect_during_long_poll_on_uvloop_loses_nothing() -> None:
+def test_disconnect_during_long_poll_on_uvloop_loses_nothing(suite_options: SuiteOptions) -> None:
     async def scenario(node: LMQNode, connect: Callable[[], Awaitable[RawClient]]) -> None:
         a = await connect()
         a.request("pull", "q")
@@ -62,10 +63,10 @@ def test_disconnect_during_long_poll_on_uvloop_loses_nothing() -> None:
         r = await b.call("pull", "q", 1)
         assert (r["content"], r["retry"]) == ("kept", 2)
 
-    on_uvloop(scenario)
+    on_uvloop(scenario, suite_options)
 
 
-def test_garbage_on_uvloop_closes_only_that_connection() -> None:
+def test_garbage_on_uvloop_closes_only_that_connection(suite_options: SuiteOptions) -> None:
     async def scenario(node: LMQNode, connect: Callable[[], Awaitable[RawClient]]) -> None:
         a, b = await connect(), await connect()
         a.send(b"\xc1garbage")
@@ -75,16 +76,16 @@ def test_garbage_on_uvloop_closes_only_that_connection() -> None:
         error, r = await b.response(5)
         assert error is None and r["content"] == 1
 
-    on_uvloop(scenario)
+    on_uvloop(scenario, suite_options)
 
 
-def test_node_stop_on_uvloop_answers_a_waiting_pull() -> None:
+def test_node_stop_on_uvloop_answers_a_waiting_pull(suite_options: SuiteOptions) -> None:
     async def scenario(node: LMQNode, connect: Callable[[], Awaitable[RawClient]]) -> None:
         c = await connect()
         poll = c.request("pull", "q")
-        assert await c.call("get_default_props") == []
+        await until_waiting(node, "q")
         await node.stop()
         error, _ = await c.response(poll)
         assert error[0] == "shutting_down"
 
-    on_uvloop(scenario)
+    on_uvloop(scenario, suite_options)

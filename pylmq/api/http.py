@@ -234,6 +234,19 @@ def error_response(status: int, reason: str, detail: str, extra_head: bytes = b"
 
 _CHALLENGE = b'WWW-Authenticate: Bearer realm="pylmq"\r\n'
 
+# A credential is only taken from the Authorization header, but users try RFC 6750's
+# ?access_token= (or ?token=): the node refuses it, and its logs must not keep the secret.
+_QUERY_SECRET = re.compile(r"(?i)((?:^|&)(?:access_)?token=)[^&]*")
+
+
+def _logged_target(target: str) -> str:
+    """``target`` as the logs show it: the values of ``access_token`` and ``token`` in the
+    query replaced by ``***`` (no route takes either, so nothing useful is hidden)."""
+    path, sep, query = target.partition("?")
+    if not sep or "oken=" not in query.lower():  # the common case: one cheap test per request
+        return target
+    return path + sep + _QUERY_SECRET.sub(r"\1***", query)
+
 
 def _lmq_error(e: LMQError) -> Response:
     # A 401 says which scheme to use (RFC 6750); Basic is never offered, so that a browser
@@ -811,12 +824,12 @@ class HttpApi:
             if not isinstance(e, Exception):
                 status = 499  # cancelled: the client went away (nginx's code for it)
                 raise
-            log.exception("%s %s failed", request.method, request.target)
+            log.exception("%s %s failed", request.method, _logged_target(request.target))
             resp = error_response(500, "internal_error", "the server failed; see its log")
         finally:
             if access_log.isEnabledFor(logging.INFO):
                 ms = (time.perf_counter() - start) * 1000
-                access_log.info("%s %s %d %.1fms", request.method, request.target, status, ms)
+                access_log.info("%s %s %d %.1fms", request.method, _logged_target(request.target), status, ms)
         return resp
 
 

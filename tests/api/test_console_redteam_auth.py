@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
+from pylmq.client import AsyncHttpClient, HttpClient, parse_http_urls
+from pylmq.errors import BadRequest
 from pylmq.node import LMQNode, NodeOptions
 from tests.api.api_helpers import Api, base_url
 
@@ -46,3 +48,22 @@ async def test_a_token_sent_in_the_query_string_is_not_written_to_the_access_log
     # The rest of the target is still logged as sent, so the log stays useful.
     assert lines[1].startswith("GET /peek/q?n=1&token=") and lines[2].endswith(" 401 " + lines[2].split()[-1])
     assert "limit=5&ACCESS_TOKEN=" in lines[2] and "&filter=x " in lines[2]
+
+
+@pytest.mark.parametrize("userinfo", [f":{TOKEN}@", f"me:{TOKEN}@", f"{TOKEN}@"])
+async def test_a_token_in_a_client_url_is_refused_at_once_without_being_quoted(guarded: Api, userinfo: str) -> None:
+    # curl takes http://:TOKEN@host; the clients dropped the user info without a word, so the
+    # node answered 401 to a user sure to have sent the credential (and Spark's `url` option
+    # went on to carry the secret around). Now the URL is refused, pointing at token=.
+    url = guarded.base.replace("http://", "http://" + userinfo)
+    for make in (lambda: HttpClient(url), lambda: AsyncHttpClient(url), lambda: parse_http_urls(["h:1", url])):
+        with pytest.raises(BadRequest) as refused:
+            make()
+        assert TOKEN not in str(refused.value) and "token=" in str(refused.value), refused.value
+    # The same credential as token= works.
+    client = AsyncHttpClient(guarded.base, token=TOKEN)
+    try:
+        await client.push("q", b"x")
+        assert (await client.peek("q"))[0]["size"] == 1
+    finally:
+        await client.close()

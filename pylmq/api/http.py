@@ -616,6 +616,24 @@ class HttpApi:
         self.auth = auth
         self.console = console
 
+    def refusal(self, method: str, target: str, headers: Mapping[bytes, bytes]) -> Response | None:
+        """The 401 of a request whose route needs a credential it does not carry, from its head
+        alone: the server asks before it reads a body, so that an anonymous client can neither
+        get a 100 Continue nor make the node receive and hold its body. None: read on (no
+        credential configured, an open or unknown route, or a good credential)."""
+        if self.auth is None:
+            return None
+        path = Request(method, target, {}, b"").path
+        found = _resolved.get(path) or _resolve(path)
+        handler = found[0].methods.get(method) if found is not None else None
+        if handler is None or not self.auth.protects(handler):
+            return None
+        try:
+            self.auth.check(headers)
+        except Unauthorized as e:
+            return _lmq_error(e)
+        return None
+
     def allows(self, method: str, path: str) -> bool:
         """Whether a request would reach a handler (the server asks before ``100 Continue``)."""
         found = _resolved.get(path) or _resolve(path)

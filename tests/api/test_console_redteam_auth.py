@@ -4,7 +4,9 @@ must not end up in a log, and must not be thrown away without a word."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import socket
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -35,12 +37,12 @@ async def test_a_token_sent_in_the_query_string_is_not_written_to_the_access_log
     # it (401: only the header counts) but its access log wrote the target as sent, secret included.
     caplog.set_level(logging.INFO, logger="pylmq.access")
     sent: list[tuple[str, str, dict[str, object]]] = [
-        ("POST", "/messages/q", {"access_token": TOKEN}),
+        ("GET", "/messages/q", {"t": 0, "access_token": TOKEN}),
         ("GET", "/peek/q", {"n": 1, "token": TOKEN}),
         ("GET", "/console/api/overview", {"limit": 5, "ACCESS_TOKEN": TOKEN, "filter": "x"}),
     ]
     for method, path, query in sent:
-        r = await guarded.request(method, path, query, data=b"x")
+        r = await guarded.request(method, path, query)
         assert r.status == 401, r
     lines = [rec.getMessage() for rec in caplog.records if rec.name == "pylmq.access"]
     assert len(lines) == 3, lines
@@ -67,3 +69,34 @@ async def test_a_token_in_a_client_url_is_refused_at_once_without_being_quoted(g
         assert (await client.peek("q"))[0]["size"] == 1
     finally:
         await client.close()
+
+
+def _head_then_first_line(port: int, head: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(head)
+        return s.recv(4096).split(b"\r\n", 1)[0]
+
+
+async def test_a_request_without_the_token_is_refused_before_its_body_is_read(guarded: Api) -> None:
+    # The credential was checked only once the whole body was in: an anonymous client could make
+    # the node say 100 Continue and take (and hold, against the buffer budget shared with everyone)
+    # up to 64 MiB per request before hearing 401. Now the 401 comes right after the headers.
+    port = int(guarded.base.rsplit(":", 1)[1])
+    loop = asyncio.get_running_loop()
+    big = b"Content-Length: 50000000\r\n"
+    for target, extra in (
+        (b"/messages/q", b"Expect: 100-continue\r\n"),
+        (b"/batch/q", b""),  # no Expect: the node would wait for 50 MB that never come
+        (b"/properties/q", b"Authorization: Bearer wrong-token-0123456789\r\n"),
+    ):
+        method = b"PATCH" if target.startswith(b"/properties") else b"POST"
+        head = method + b" " + target + b" HTTP/1.1\r\nHost: x\r\n" + big + extra + b"\r\n"
+        first = await loop.run_in_executor(None, _head_then_first_line, port, head)
+        assert first == b"HTTP/1.1 401 Unauthorized", (target, first)
+    # With the token, the same head is asked for its body (what LMQ does), not refused.
+    head = b"POST /messages/q HTTP/1.1\r\nHost: x\r\n" + big + b"Expect: 100-continue\r\n"
+    head += f"Authorization: Bearer {TOKEN}\r\n\r\n".encode()
+    assert await loop.run_in_executor(None, _head_then_first_line, port, head) == b"HTTP/1.1 100 Continue"
+    # Open routes and unknown paths are not touched by the early check.
+    r = await guarded.request("GET", "/stats")
+    assert r.status == 200

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from pylmq.client import AsyncHttpClient, HttpClient, parse_http_urls
-from pylmq.errors import BadRequest
+from pylmq.errors import BadRequest, Unauthorized
 from pylmq.node import LMQNode, NodeOptions
 from tests.api.api_helpers import Api, base_url
 
@@ -97,6 +97,13 @@ async def test_a_request_without_the_token_is_refused_before_its_body_is_read(gu
     head = b"POST /messages/q HTTP/1.1\r\nHost: x\r\n" + big + b"Expect: 100-continue\r\n"
     head += f"Authorization: Bearer {TOKEN}\r\n\r\n".encode()
     assert await loop.run_in_executor(None, _head_then_first_line, port, head) == b"HTTP/1.1 100 Continue"
+    # A client without the token still reads the 401, not a reset, though its body is unread.
+    client = AsyncHttpClient(guarded.base)
+    try:
+        with pytest.raises(Unauthorized):
+            await client.push("q", b"x" * (8 * 1024 * 1024))
+    finally:
+        await client.close()
     # Open routes and unknown paths are not touched by the early check.
     r = await guarded.request("GET", "/stats")
     assert r.status == 200

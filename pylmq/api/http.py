@@ -617,16 +617,13 @@ class HttpApi:
         self.console = console
 
     def refusal(self, method: str, target: str, headers: Mapping[bytes, bytes]) -> Response | None:
-        """The 401 of a request whose route needs a credential it does not carry, from its head
+        """The 401 of a request that announces a body without the credential, from its head
         alone: the server asks before it reads a body, so that an anonymous client can neither
-        get a 100 Continue nor make the node receive and hold its body. None: read on (no
-        credential configured, an open or unknown route, or a good credential)."""
+        get a 100 Continue nor make the node receive and hold a body, whatever the path (an
+        unknown one would be read whole before its 404, an open route before its answer). No
+        route needs a body and stays open: they are all reads. None: read on (no credential
+        configured, or a good one)."""
         if self.auth is None:
-            return None
-        path = Request(method, target, {}, b"").path
-        found = _resolved.get(path) or _resolve(path)
-        handler = found[0].methods.get(method) if found is not None else None
-        if handler is None or not self.auth.protects(handler):
             return None
         try:
             self.auth.check(headers)

@@ -234,6 +234,19 @@ def error_response(status: int, reason: str, detail: str, extra_head: bytes = b"
 
 _CHALLENGE = b'WWW-Authenticate: Bearer realm="pylmq"\r\n'
 
+# A credential is only taken from the Authorization header, but users try RFC 6750's
+# ?access_token= (or ?token=): the node refuses it, and its logs must not keep the secret.
+_QUERY_SECRET = re.compile(r"(?i)((?:^|&)(?:access_)?token=)[^&]*")
+
+
+def _logged_target(target: str) -> str:
+    """``target`` as the logs show it: the values of ``access_token`` and ``token`` in the
+    query replaced by ``***`` (no route takes either, so nothing useful is hidden)."""
+    path, sep, query = target.partition("?")
+    if not sep or "oken=" not in query.lower():  # the common case: one cheap test per request
+        return target
+    return path + sep + _QUERY_SECRET.sub(r"\1***", query)
+
 
 def _lmq_error(e: LMQError) -> Response:
     # A 401 says which scheme to use (RFC 6750); Basic is never offered, so that a browser
@@ -603,6 +616,21 @@ class HttpApi:
         self.auth = auth
         self.console = console
 
+    def refusal(self, method: str, target: str, headers: Mapping[bytes, bytes]) -> Response | None:
+        """The 401 of a request that announces a body without the credential, from its head
+        alone: the server asks before it reads a body, so that an anonymous client can neither
+        get a 100 Continue nor make the node receive and hold a body, whatever the path (an
+        unknown one would be read whole before its 404, an open route before its answer). No
+        route needs a body and stays open: they are all reads. None: read on (no credential
+        configured, or a good one)."""
+        if self.auth is None:
+            return None
+        try:
+            self.auth.check(headers)
+        except Unauthorized as e:
+            return _lmq_error(e)
+        return None
+
     def allows(self, method: str, path: str) -> bool:
         """Whether a request would reach a handler (the server asks before ``100 Continue``)."""
         found = _resolved.get(path) or _resolve(path)
@@ -811,12 +839,12 @@ class HttpApi:
             if not isinstance(e, Exception):
                 status = 499  # cancelled: the client went away (nginx's code for it)
                 raise
-            log.exception("%s %s failed", request.method, request.target)
+            log.exception("%s %s failed", request.method, _logged_target(request.target))
             resp = error_response(500, "internal_error", "the server failed; see its log")
         finally:
             if access_log.isEnabledFor(logging.INFO):
                 ms = (time.perf_counter() - start) * 1000
-                access_log.info("%s %s %d %.1fms", request.method, request.target, status, ms)
+                access_log.info("%s %s %d %.1fms", request.method, _logged_target(request.target), status, ms)
         return resp
 
 

@@ -286,6 +286,17 @@ class _Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         length = self._headers.get(b"content-length")
+        refusal = self.server.refusal
+        if (
+            refusal is not None
+            and self.parser is not None
+            and ((length is not None and length != b"0") or b"transfer-encoding" in self._headers)
+        ):
+            # A body comes: refuse a request lacking the credential before taking any of it.
+            method = self.parser.get_method().decode("ascii")
+            refused = refusal(method, self._target.decode("utf-8", "surrogateescape"), self._headers)
+            if refused is not None:
+                raise _Rejected(refused)
         if length is not None and int(length) > self.server.max_body:
             raise self._too_large()
         if length is not None and int(length) > self.server.budget.max_bytes:
@@ -542,6 +553,11 @@ class HttpServer:
         (the request's headers, the limit) in the API's own error shape; by default LMQ's 413."""
         self.api = api
         self.too_large = too_large
+        # The API's check of a request's head before its body is read (HttpApi.refusal: the
+        # credential); an API without one reads every body.
+        self.refusal: Callable[[str, str, Mapping[bytes, bytes]], Response | None] | None = getattr(
+            api, "refusal", None
+        )
         # Whether a request may now run its first step outside any task (pylmq.api._eager):
         # not while the store calls other nodes, whose waits use asyncio.timeout (needs a task).
         self.eager = eager

@@ -40,8 +40,14 @@ def _split(urls: str | Sequence[str]) -> list[str]:
 def parse_http_urls(urls: str | Sequence[str]) -> list[HttpBase]:
     """``http://host:port[/prefix]``; a bare ``host:port`` means http."""
     bases: list[HttpBase] = []
-    for text in _split(urls):
+    for i, text in enumerate(_split(urls), 1):
         parts = urlsplit(text if "://" in text else f"http://{text}")
+        if "@" in parts.netloc:
+            # curl's http://:TOKEN@host form: a client would drop it silently (and every error
+            # below would quote it). The URL is not quoted: its user info may be the secret.
+            raise BadRequest(
+                f"node URL {i}: user info (user:password@) is neither sent nor kept; pass the credential as token="
+            )
         if parts.scheme not in ("http", "https"):
             raise BadRequest(f"{text!r}: only http and https URLs are supported")
         if parts.query or parts.fragment:

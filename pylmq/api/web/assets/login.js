@@ -4,6 +4,8 @@ import { forgetToken, getToken, setToken } from "./api.js";
 import { afterLogin, refreshSession, session, showError } from "./app.js";
 import { h, mount } from "./dom.js";
 
+const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/;
+
 export const login = {
   mount(el) {
     showError(null);
@@ -27,6 +29,15 @@ export const login = {
       message.hidden = true;
       const token = input.value.trim();
       if (!token) return;
+      // Tokens are RFC 6750 token68 (app.config refuses others). Anything else, say a dash or
+      // a space pasted from a document, cannot go in a header: fetch would throw on it before
+      // sending, and a kept one would break every request of this tab, its next boot included.
+      if (!TOKEN68.test(token)) {
+        input.value = "";
+        message.textContent = "This is not a token: a token is made of A-Z a-z 0-9 - . _ ~ + / (then =).";
+        message.hidden = false;
+        return;
+      }
       setToken(token);
       // The session document says whether the node takes it, without a refused (401) request.
       const doc = await refreshSession().catch((e) => { showError(e); return null; });

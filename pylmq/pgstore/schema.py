@@ -141,6 +141,7 @@ $$;
 -- Every message function adds its deltas to lmq.queue_count with the same inline statement
 -- (INSERT ... ON CONFLICT on the shard pg_backend_pid() % 8), not through a helper function:
 -- a nested call is one more executor start and PL/pgSQL frame, and every operation counts.
+-- The wake-up of other nodes is inline too: pg_notify('lmq_due', '<queue id>:<ts>').
 
 -- The helpers below are PL/pgSQL, not SQL functions: called from PL/pgSQL, a SQL function is
 -- planned again at every call, a PL/pgSQL statement once per session.
@@ -157,12 +158,6 @@ BEGIN
            (SELECT fm.ts FROM lmq.message fm WHERE fm.queue_id = q AND NOT fm.held
             ORDER BY fm.ts, fm.uuid LIMIT 1)
     INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_count qc WHERE qc.queue_id = q;
-END
-$$;
-
-CREATE FUNCTION lmq.notify_due(q bigint, t float8) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('lmq_due', q::text || ':' || t::text);
 END
 $$;
 
@@ -183,7 +178,7 @@ BEGIN
         ORDER BY w.seq LIMIT 1 FOR UPDATE)
     RETURNING m.ts INTO t;
     IF FOUND THEN
-        PERFORM lmq.notify_due(q, t);
+        PERFORM pg_notify('lmq_due', q::text || ':' || t::text);
     END IF;
 END
 $$;
@@ -204,7 +199,7 @@ BEGIN
         INSERT INTO lmq.queue_count AS qc VALUES (q, pg_backend_pid() % 8, 1, n, 0)
         ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
             nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
-        PERFORM lmq.notify_due(q, now_);
+        PERFORM pg_notify('lmq_due', q::text || ':' || now_::text);
         result := 'no';
     ELSE
         -- One window per queue: pushes that accumulate take turns, so that two never open two.
@@ -226,7 +221,7 @@ BEGIN
             INSERT INTO lmq.queue_count AS qc VALUES (q, pg_backend_pid() % 8, 1, n, 0)
             ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
                 nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
-            PERFORM lmq.notify_due(q, t);
+            PERFORM pg_notify('lmq_due', q::text || ':' || t::text);
             result := 'new';
         END IF;
     END IF;
@@ -264,7 +259,7 @@ BEGIN
     ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
         nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
     IF NOT h THEN
-        PERFORM lmq.notify_due(q, t);
+        PERFORM pg_notify('lmq_due', q::text || ':' || t::text);
     END IF;
     SELECT coalesce(sum(qc.size), 0)::bigint, coalesce(sum(qc.nbytes), 0)::bigint,
            coalesce(sum(qc.in_flight), 0)::bigint,
@@ -342,7 +337,7 @@ BEGIN
                 INSERT INTO lmq.queue_count AS qc VALUES (dlq, pg_backend_pid() % 8, 1, r.nbytes, 0)
                 ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
                     nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
-                PERFORM lmq.notify_due(dlq, now_);
+                PERFORM pg_notify('lmq_due', dlq::text || ':' || now_::text);
                 ndead := ndead + 1;
             END IF;
             CONTINUE;
@@ -439,7 +434,7 @@ BEGIN
         INSERT INTO lmq.queue_count AS qc VALUES (q, pg_backend_pid() % 8, 0, 0, -1)
         ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
             nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
-        PERFORM lmq.notify_due(q, now_);
+        PERFORM pg_notify('lmq_due', q::text || ':' || now_::text);
     END IF;
     SELECT coalesce(sum(qc.size), 0)::bigint, coalesce(sum(qc.nbytes), 0)::bigint,
            coalesce(sum(qc.in_flight), 0)::bigint,
@@ -601,7 +596,7 @@ BEGIN
         INSERT INTO lmq.queue_count AS qc VALUES (tgt, pg_backend_pid() % 8, 1, r.nbytes, 0)
         ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
             nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
-        PERFORM lmq.notify_due(tgt, now_);
+        PERFORM pg_notify('lmq_due', tgt::text || ':' || now_::text);
         landed := landed || tgt;
     END LOOP;
     FOR qid, moved IN

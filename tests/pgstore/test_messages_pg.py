@@ -304,10 +304,10 @@ async def test_helpers_called_from_plpgsql_are_plpgsql(conn: asyncpg.Connection)
     assert [r["proname"] for r in rows] == ["msg_key"]
 
 
-async def test_a_cycle_calls_no_nested_function_for_counts_and_state(conn: asyncpg.Connection) -> None:
+async def test_a_cycle_calls_no_nested_function(conn: asyncpg.Connection) -> None:
     """Every operation counts and reads its queue's state: inline statements, not nested
     PL/pgSQL calls (each one more executor start and function frame, most of the state's cost
-    when it was a function). Only the wake-up helper runs nested, once per push."""
+    when it was a function), nor for the wake-up notification."""
     q = await create_queue(conn, "calls")
     async with conn.transaction():
         await conn.execute("SET LOCAL track_functions = 'pl'")
@@ -317,4 +317,4 @@ async def test_a_cycle_calls_no_nested_function_for_counts_and_state(conn: async
         ok, st = await pm.done(conn, q, got[0].id[1], 1002.0)
         assert ok and st == QueueState(0, 0, 0, None)
         rows = await conn.fetch("SELECT funcname, calls FROM pg_stat_xact_user_functions WHERE schemaname = 'lmq'")
-    assert {r["funcname"]: r["calls"] for r in rows} == {"enqueue": 1, "dequeue": 1, "done": 1, "notify_due": 1}
+    assert {r["funcname"]: r["calls"] for r in rows} == {"enqueue": 1, "dequeue": 1, "done": 1}

@@ -55,7 +55,7 @@ import msgpack
 from pylmq.api._putback import Deliveries
 from pylmq.api.batch import encode_deliveries
 from pylmq.api.options import push_all_with, push_many_with, push_options
-from pylmq.api.peek import DEFAULT_PEEK, MAX_PEEK, MAX_PREVIEW, peek_entry
+from pylmq.api.peek import DEFAULT_PEEK, MAX_PEEK, MAX_PREVIEW, json_page
 from pylmq.core.manager import MAX_BATCH, QueueManager
 from pylmq.core.message import Item, MessageExt, Metadata, PushOptions, StoredMessageType, make_item, uuid_text
 from pylmq.core.props import export_props, parse_default_list, parse_props
@@ -770,7 +770,11 @@ class HttpApi:
                 raise BadRequest("preview cuts the bodies that body=0 leaves out: drop one of them")
             body = True
         records = await self.manager.peek(_queue_name(name), query.get("after"), count)
-        return _json([peek_entry(m, body=body, preview=preview) for m in records])
+        data, cut = json_page(records, body=body, preview=preview)
+        head = _JSON_HEAD
+        if cut:  # fewer than n shown, more there: the reader goes on after the last one shown
+            head += b"x-lmq-peek-cut: true\r\n"
+        return Response(200, head, data)
 
     async def purge(self, request: Request, name: str) -> Response:
         return _json({"purged": await self.manager.purge(_queue_name(name))})

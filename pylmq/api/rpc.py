@@ -41,9 +41,10 @@ pylmq's extensions for per-message options, dead letters, peek and virtual queue
 - A pull map of a record with pylmq's fields adds ``attempts``, and for a dead letter ``dead``
   (``{origin, failures, last_delivery, reason}``); LMQ's records get LMQ's five keys.
 - ``peek(name[, after[, n[, body]]])``: an array of peek maps (:mod:`pylmq.api.peek`), bodies
-  as bin when asked. ``requeue(dlq[, n[, to]])``: the count moved. ``virtual_get([name])``:
-  ``{name: [queues]}`` or one name's queues; ``virtual_set(name, [queues])`` and
-  ``virtual_delete(name)``: ``"ok"``.
+  as bin when asked, until they reach 16 MiB as a batch pull (a shorter page whose sizes add
+  up to that was cut: go on ``after`` its last id). ``requeue(dlq[, n[, to]])``: the count
+  moved. ``virtual_get([name])``: ``{name: [queues]}`` or one name's queues;
+  ``virtual_set(name, [queues])`` and ``virtual_delete(name)``: ``"ok"``.
 
 Content on pull: an item stored as ``application/x-msgpack`` is sent back as the msgpack value it
 holds (byte for byte what was pushed over RPC, so top-level true/false/nil round-trip); any other
@@ -69,7 +70,7 @@ import msgpack
 
 from pylmq.api._putback import Deliveries
 from pylmq.api.options import push_options
-from pylmq.api.peek import DEFAULT_PEEK, MAX_PEEK, dead_fields, peek_entry
+from pylmq.api.peek import DEFAULT_PEEK, MAX_PEEK, dead_fields, raw_page
 from pylmq.core.manager import MAX_BATCH, QueueManager, validate_name
 from pylmq.core.message import Item, PushOptions, StoredMessageType, content_type_of, make_item, uuid_text
 from pylmq.core.props import RawProps, export_props, parse_default_list, parse_props
@@ -432,7 +433,7 @@ async def _peek(m: QueueManager, p: Sequence[Any]) -> Reply:
     if body is not None and not isinstance(body, bool):
         raise BadRequest(f"body must be true, false or nil, got {body!r:.40}")
     records = await m.peek(name, after, count)
-    return pack([peek_entry(r, body=bool(body), raw=True) for r in records])
+    return pack(raw_page(records, body=bool(body)))
 
 
 async def _requeue(m: QueueManager, p: Sequence[Any]) -> Reply:

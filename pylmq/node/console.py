@@ -35,7 +35,8 @@ import datetime
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
-from pylmq.api.peek import MAX_PEEK, peek_entry
+from pylmq.api import peek as _peek
+from pylmq.api.peek import MAX_PEEK, raw_page
 from pylmq.core.manager import MAX_BATCH, QueueManager
 from pylmq.erlang import Node
 from pylmq.erlang.terms import Atom, Term
@@ -269,7 +270,7 @@ def _body_lines(entry: Mapping[str, Any]) -> list[str]:
 
 def format_peek(term: Term, queue: str, count: int, *, dead: bool = False) -> str:
     """``lmq-admin peek Q`` (``dead=False``) or ``lmq-admin dead Q``: one line per record, the
-    body under it when asked, and how to see the next page when this one is full."""
+    body under it when asked, and how to see the next page when this one is full or was cut."""
     entries = [e for e in from_term(term) if isinstance(e, dict)] if isinstance(term, list) else []
     lines: list[str] = []
     if dead:
@@ -300,7 +301,8 @@ def format_peek(term: Term, queue: str, count: int, *, dead: bool = False) -> st
         shown += 1
     if not entries:
         lines.append(f"({queue} holds no messages here)")
-    if len(entries) >= count:
+    # A full page, or one the node cut when the bodies shown reached its byte budget.
+    if entries and (len(entries) >= count or sum(e.get("size", 0) for e in entries) >= _peek.MAX_PEEK_BYTES):
         command = "dead" if dead else "peek"
         lines.append(f"(more may follow: lmq-admin {command} {queue} --after {entries[-1]['id']})")
     return "".join(line + "\n" for line in lines)
@@ -335,7 +337,7 @@ def register_extensions(node: Node, manager: QueueManager) -> None:
             if not 1 <= n <= MAX_PEEK:
                 raise BadRequest(f"n must be a whole number of messages from 1 to {MAX_PEEK}, got {count!r}")
             records = await manager.peek(_text(name), _optional_text(after), n)
-            return to_term([peek_entry(r, body=body is True or body == A("true")) for r in records])
+            return to_term(raw_page(records, body=body is True or body == A("true"), raw=False))
 
         return await _refused(run())
 

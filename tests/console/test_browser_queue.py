@@ -13,11 +13,13 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
+from pylmq.api import peek as peek_module
 from pylmq.client import HttpClient
 from pylmq.node.testing import NodeThread, local_options
 from tests.console.browser import by_test, open_console, screenshot, severe_entries, wait_for
@@ -361,3 +363,27 @@ def console_status(node: NodeThread, path: str) -> int:
             return int(resp.status)
     except urllib.error.HTTPError as e:
         return e.code
+
+
+def test_peek_walks_on_past_a_page_the_api_cut_by_bytes(
+    browser: WebDriver, console_node: NodeThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two 512-byte previews fill the node's (shrunk) page budget: pages of 2 where 20 are asked.
+    monkeypatch.setattr(peek_module, "MAX_PEEK_BYTES", 1800)
+    with HttpClient(console_node.http_url) as client:
+        for i in range(5):
+            client.push("cutq", f"{i}" * 600, "text/plain")
+        ids = [m["id"] for m in client.peek("cutq")]
+        open_console(browser, console_node.http_url, queue_route("cutq"))
+        wait_for(browser, lambda d: peek_ids(d) == ids[:2])
+        assert one(browser, "peek-range").text == "1–2"
+        one(browser, "peek-next").click()  # short but cut: not the last page
+        wait_for(browser, lambda d: peek_ids(d) == ids[2:4])
+        assert one(browser, "peek-range").text == "3–4"
+        one(browser, "peek-next").click()
+        wait_for(browser, lambda d: peek_ids(d) == ids[4:])
+        assert one(browser, "peek-range").text == "5–5"
+        assert one(browser, "peek-next").get_attribute("disabled") is not None
+        one(browser, "peek-prev").click()
+        wait_for(browser, lambda d: peek_ids(d) == ids[2:4])
+        assert one(browser, "peek-range").text == "3–4"

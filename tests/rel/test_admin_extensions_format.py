@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pylmq.api.peek import DEFAULT_PEEK
+from pylmq.api.peek import DEFAULT_PEEK, MAX_PEEK_BYTES
 from pylmq.cli.admin import build_parser
 from pylmq.erlang.terms import Atom
 from pylmq.node.console import format_peek, format_virtual, from_term, to_term
@@ -89,6 +89,16 @@ def test_a_full_page_says_how_to_see_the_next() -> None:
     out = format_peek(to_term([_entry(ID1), _entry(ID2)]), "q", 2)
     assert out.splitlines()[-1] == f"(more may follow: lmq-admin peek q --after {ID2})"
     assert "holds no messages" in format_peek([], "q", 2)
+
+
+def test_a_page_cut_at_the_byte_budget_says_how_to_see_the_next() -> None:
+    # Two records where ten were asked, their sizes at the node's budget: it stopped there.
+    big = [_entry(ID1, body="a"), _entry(ID2, body="b")]
+    big[0]["size"] = big[1]["size"] = MAX_PEEK_BYTES // 2
+    out = format_peek(to_term(big), "q", 10)
+    assert out.splitlines()[-1] == f"(more may follow: lmq-admin peek q --after {ID2})"
+    big[1]["size"] = MAX_PEEK_BYTES // 2 - 1  # short of the budget: the queue had no more
+    assert "more may follow" not in format_peek(to_term(big), "q", 10)
 
 
 def test_dead_shows_origin_failures_reason_and_skips_live_records() -> None:

@@ -194,3 +194,22 @@ async def test_the_blocking_client_speaks_the_extensions(node: LMQNode, clock: M
             assert c.requeue("s") == 0  # nothing there is a dead letter
 
     await asyncio.to_thread(blocking)
+
+
+async def test_a_peek_with_bodies_stops_at_its_byte_budget_and_walks_on(
+    client: RawClient, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pylmq.api import peek as peek_module
+
+    monkeypatch.setattr(peek_module, "MAX_PEEK_BYTES", 1000)
+    ids = []
+    for i in range(5):
+        ids.append((await client.call("push", "pb", bytes([i]) * 400, {}))["id"])
+        clock.advance(0.001)
+    assert [e["id"] for e in await client.call("peek", "pb", None, 5)] == ids  # no bodies: not cut
+    page = await client.call("peek", "pb", None, 5, True)
+    # As a batch pull: on until the bodies reach the budget, so the sizes say the page was cut.
+    assert len(page) == 3 and sum(e["size"] for e in page) >= 1000
+    rest = await client.call("peek", "pb", page[-1]["id"], 5, True)
+    assert [e["id"] for e in page + rest] == ids
+    assert [e["body"] for e in page + rest] == [msgpack.packb(bytes([i]) * 400) for i in range(5)]

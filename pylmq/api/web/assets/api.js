@@ -47,6 +47,15 @@ export function setUnauthorizedHandler(fn) {
 // send(method, path, {query, body, type}) -> parsed JSON, text, or null (204).
 // path is absolute ("/console/api/overview", "/messages/" + enc(name)).
 export async function send(method, path, opts = {}) {
+  return (await exchange(method, path, opts)).data;
+}
+
+// getWithHeaders(path, query) -> {data, headers}: for answers that say more in a header.
+export function getWithHeaders(path, query) {
+  return exchange("GET", path, { query });
+}
+
+async function exchange(method, path, opts) {
   const headers = {};
   const token = getToken();
   if (token) headers["Authorization"] = `Bearer ${token}`;
@@ -66,7 +75,7 @@ export async function send(method, path, opts = {}) {
     if (resp.status === 401) onUnauthorized();
     throw new ApiError(resp.status, reason, detail);
   }
-  return data;
+  return { data, headers: resp.headers };
 }
 
 export function get(path, query) {

@@ -1,6 +1,6 @@
 // Peek at a queue's messages (GET /peek/:name), page by page; dead letters with Requeue.
 // Owner: work item D. Bodies are only ever text in a <pre> or a base64 note: never HTML.
-import { ApiError, enc, get, send } from "./api.js";
+import { ApiError, enc, get, getWithHeaders, send } from "./api.js";
 import { fmtBytes, fmtNum, h, mount } from "./dom.js";
 
 const PREVIEW = 512; // bytes of each body the list shows (the API cuts them: preview=N)
@@ -47,10 +47,13 @@ export function peekPanel(name, { features, onChange }) {
   const prev = h("button", { type: "button", "data-test": "peek-prev", disabled: true, on: { click: () => go(page - 1) } }, "Previous");
   const next = h("button", { type: "button", "data-test": "peek-next", disabled: true, on: { click: () => go(page + 1) } }, "Next");
   const requeueBox = h("div", { class: "requeue", "data-test": "requeue-panel", hidden: true });
-  // afters[i]: the `after` of page i (the last id of page i-1; undefined for the first page).
+  // afters[i]: the `after` of page i (the last id of page i-1; undefined for the first page);
+  // starts[i]: how many messages come before page i (pages cut by bytes are shorter than n).
   let afters = [undefined];
+  let starts = [0];
   let page = 0;
   let entries = [];
+  let cut = false; // the API cut this page at its byte budget: more follow though it is short
   let latest = 0; // the newest list request: an older answer that comes later is dropped
 
   const n = () => Math.min(1000, Math.max(1, Number(size.value) || 20));
@@ -60,13 +63,14 @@ export function peekPanel(name, { features, onChange }) {
     const mine = ++latest;
     let got;
     try {
-      got = await get("/peek/" + enc(name), { after, n: n(), body: 1, preview: PREVIEW });
+      got = await getWithHeaders("/peek/" + enc(name), { after, n: n(), body: 1, preview: PREVIEW });
       if (mine !== latest) return;
     } catch (e) {
       if (mine !== latest) return;
       if (e instanceof ApiError && e.status === 404 && after !== undefined && !restarted) {
         // The page's last message left the queue (acked, redelivered): start again.
         afters = [undefined];
+        starts = [0];
         await go(0, true);
         note.textContent = "A message this page started after has left the queue: back to the first page.";
         return;
@@ -75,9 +79,12 @@ export function peekPanel(name, { features, onChange }) {
       throw e;
     }
     page = target;
-    entries = got;
+    entries = got.data;
+    cut = got.headers.get("x-lmq-peek-cut") === "true";
     if (entries.length > 0) afters[page + 1] = entries[entries.length - 1].id;
     afters.length = page + 2;
+    starts[page + 1] = starts[page] + entries.length;
+    starts.length = page + 2;
     note.textContent = restarted ? note.textContent : "";
     render();
   }
@@ -97,10 +104,10 @@ export function peekPanel(name, { features, onChange }) {
   }
 
   function render() {
-    const first = page * n();
+    const first = starts[page];
     range.textContent = entries.length === 0 ? "no messages" : `${fmtNum(first + 1)}–${fmtNum(first + entries.length)}`;
     prev.disabled = page === 0;
-    next.disabled = entries.length < n();
+    next.disabled = entries.length === 0 || (entries.length < n() && !cut);
     mount(rows, entries.map((e, i) => h("tr", { "data-test": "peek-row", "data-id": e.id },
       h("td", { class: "id" }, h("code", {}, e.id)),
       h("td", { "data-test": "peek-state" }, e.state),
@@ -129,6 +136,7 @@ export function peekPanel(name, { features, onChange }) {
       const got = await send("POST", "/requeue/" + enc(name), { query: { n: rqN.value, to: rqTo.value.trim() || undefined } });
       rqResult.textContent = `requeued ${fmtNum(got.requeued)}`;
       afters = [undefined];
+      starts = [0];
       await go(0);
       onChange();
     } catch (e) {
@@ -141,7 +149,7 @@ export function peekPanel(name, { features, onChange }) {
     h("button", { type: "submit", "data-test": "requeue-submit" }, "Requeue")));
 
   const refresh = () => go(page);
-  size.addEventListener("change", () => { afters = [undefined]; go(0); });
+  size.addEventListener("change", () => { afters = [undefined]; starts = [0]; go(0); });
   const el = h("section", { class: "panel", "data-test": "peek-panel" },
     h("h2", {}, "Messages"),
     h("div", { class: "toolbar" }, h("label", {}, "Page size ", size), " ",

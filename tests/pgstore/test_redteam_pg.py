@@ -15,6 +15,7 @@ import pytest
 from pylmq.node import LMQNode, NodeOptions
 from pylmq.pgstore import PostgresStore
 from tests.api.api_helpers import Api, Reply, base_url
+from tests.pg_helpers import PgServer
 
 StartPgNode = Callable[..., Awaitable[tuple[LMQNode, Api]]]
 JSON_CT = {"Content-Type": "application/json"}
@@ -184,3 +185,72 @@ async def test_sessions_terminated_under_load_give_503_never_500(start: StartPgN
         stop.set()
         await asyncio.gather(*tasks)
     assert not bad, bad[:3]
+
+
+async def test_a_waiter_on_one_node_gets_what_another_node_delays_nacks_or_lets_time_out(
+    start: StartPgNode,
+) -> None:
+    """Passing probe: only notifications (and the pulls' own states) drive b's waiter here."""
+    loop = asyncio.get_running_loop()
+    _, api_a = await start()
+    _, api_b = await start(resync_interval=3600)
+    await api_b.set_props("w", timeout=1, retry=5)
+    await api_a.push("w", b"warm-up")
+    warm = await api_b.pull("w", t=2)
+    assert warm.body == b"warm-up"
+    assert (await api_b.ack("w", warm.id)).status == 204
+    # A delayed push on a: b's parked pull gets it when due, not before, well before its 10 s.
+    waiting = asyncio.ensure_future(api_b.pull("w", t=10))
+    await asyncio.sleep(0.2)
+    pushed = loop.time()
+    assert (await api_a.request("POST", "/messages/w", {"delay": 1.5}, data=b"delayed")).status == 200
+    r = await waiting
+    assert (r.status, r.body) == (200, b"delayed"), r
+    assert 1.4 <= loop.time() - pushed < 5
+    assert (await api_b.ack("w", r.id)).status == 204
+    # A nack on a of a's delivery: b's parked pull gets it at once.
+    await api_a.push("w", b"nacked")
+    got = await api_a.pull("w", t=0)
+    waiting = asyncio.ensure_future(api_b.pull("w", t=10))
+    await asyncio.sleep(0.2)
+    assert not waiting.done()
+    assert (await api_a.reply("w", got.id, "nack")).status == 204
+    r = await asyncio.wait_for(waiting, 5)
+    assert (r.status, r.body, r.retry) == (200, b"nacked", "4"), r
+    # b lets its delivery time out (1 s): b's pull, parked on the deadline, gets it back on a.
+    waiting = asyncio.ensure_future(api_a.pull("w", t=10))
+    r2 = await waiting
+    assert (r2.status, r2.body, r2.retry) == (200, b"nacked", "3"), r2
+    assert (await api_b.ack("w", r.id)).status == 404  # the old delivery is gone
+    assert (await api_a.ack("w", r2.id)).status == 204
+
+
+async def test_a_parked_pull_survives_a_postgresql_restart_and_gets_the_next_push(
+    start: StartPgNode, pg_server: PgServer
+) -> None:
+    """Passing probe: b's LISTEN session is cut by the restart; b's pull neither fails nor
+    sleeps through a's push once the database is back."""
+    loop = asyncio.get_running_loop()
+    _, api_a = await start()
+    _, api_b = await start(resync_interval=3600)
+    await api_b.set_props("w", timeout=30)
+    await api_a.push("w", b"warm-up")
+    assert (await api_b.pull("w", t=2)).status == 200
+    waiting = asyncio.ensure_future(api_b.pull("w", t=20))
+    await asyncio.sleep(0.3)
+    pg_server.stop()
+    try:
+        await asyncio.sleep(1.0)
+        assert not waiting.done()
+    finally:
+        pg_server.start()
+    for _ in range(100):
+        r = await api_a.push("w", b"after")
+        if r.status == 200:
+            break
+        assert r.status == 503, r
+        await asyncio.sleep(0.1)
+    pushed = loop.time()
+    r = await asyncio.wait_for(waiting, 10)
+    assert (r.status, r.body) == (200, b"after"), r
+    assert loop.time() - pushed < 6  # the listener's backoff at most, not the pull's 20 s

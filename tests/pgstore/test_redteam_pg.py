@@ -14,6 +14,7 @@ import pytest
 
 from pylmq.node import LMQNode, NodeOptions
 from pylmq.pgstore import PostgresStore
+from pylmq.pgstore.meta import decode_props
 from tests.api.api_helpers import Api, Reply, base_url
 from tests.pg_helpers import PgServer
 
@@ -254,3 +255,30 @@ async def test_a_parked_pull_survives_a_postgresql_restart_and_gets_the_next_pus
     r = await asyncio.wait_for(waiting, 10)
     assert (r.status, r.body) == (200, b"after"), r
     assert loop.time() - pushed < 6  # the listener's backoff at most, not the pull's 20 s
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="lost update of props: QueueManager.update_props merges a PATCH into the node's mirror"
+    " (store.queue_props) and PostgresStore.set_queue_props/_queue_row writes the whole merged object"
+    " over the row, so a node that has not followed another node's PATCH yet (refresh_delay) silently"
+    " undoes it; the merge should happen in the UPDATE (props || patch under the row lock)",
+)
+async def test_patches_of_one_queues_props_on_two_nodes_both_stay(start: StartPgNode, pg_dsn: str) -> None:
+    _, api_a = await start(refresh_delay=1.0, resync_interval=3600)
+    b, api_b = await start(refresh_delay=1.0, resync_interval=3600)
+    await api_a.set_props("p", timeout=7)
+
+    async def mirrored() -> None:
+        while b.store.queue_props("p") != {"timeout": 7}:
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(mirrored(), 5)
+    await api_a.set_props("p", retry=4)  # 204: committed
+    await api_b.set_props("p", accum=2)  # 204: committed, b not told of a's patch yet
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        stored = decode_props(await conn.fetchval("SELECT props::text FROM lmq.queue WHERE name = 'p'"))
+    finally:
+        await conn.close()
+    assert stored == {"timeout": 7, "retry": 4, "accum": 2}

@@ -138,33 +138,26 @@ CREATE FUNCTION lmq.msg_key(u uuid) RETURNS bigint LANGUAGE sql IMMUTABLE PARALL
     SELECT ('x' || encode(substring(uuid_send(u) FROM 9 FOR 8), 'hex'))::bit(64)::bigint & 9007199254740991
 $$;
 
+-- Every message function adds its deltas to lmq.queue_count with the same inline statement
+-- (INSERT ... ON CONFLICT on the shard pg_backend_pid() % 8), not through a helper function:
+-- a nested call is one more executor start and PL/pgSQL frame, and every operation counts.
+-- The wake-up of other nodes is inline too: pg_notify('lmq_due', '<queue id>:<ts>').
+
 -- The helpers below are PL/pgSQL, not SQL functions: called from PL/pgSQL, a SQL function is
 -- planned again at every call, a PL/pgSQL statement once per session.
-CREATE FUNCTION lmq.count_add(q bigint, d_size bigint, d_nbytes bigint, d_in_flight bigint)
-RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO lmq.queue_count AS c VALUES (q, pg_backend_pid() % 8, d_size, d_nbytes, d_in_flight)
-    ON CONFLICT (queue_id, shard) DO UPDATE
-    SET size = c.size + d_size, nbytes = c.nbytes + d_nbytes, in_flight = c.in_flight + d_in_flight;
-END
-$$;
-
--- The queue's state: its counters and one probe of the first record (never a scan).
+-- The queue's state: its counters and one probe of the first record (never a scan), in one
+-- statement. The message functions run this same statement inline rather than call this
+-- function: a nested PL/pgSQL call is one more executor start and function frame per
+-- operation, and the state is computed by every operation.
 CREATE FUNCTION lmq.queue_state(q bigint, OUT st_size bigint, OUT st_nbytes bigint,
                                 OUT st_in_flight bigint, OUT st_first float8)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    SELECT coalesce(sum(c.size), 0)::bigint, coalesce(sum(c.nbytes), 0)::bigint,
-           coalesce(sum(c.in_flight), 0)::bigint
-    INTO st_size, st_nbytes, st_in_flight
-    FROM lmq.queue_count c WHERE c.queue_id = q;
-    SELECT m.ts INTO st_first FROM lmq.message m WHERE m.queue_id = q AND NOT m.held ORDER BY m.ts, m.uuid LIMIT 1;
-END
-$$;
-
-CREATE FUNCTION lmq.notify_due(q bigint, t float8) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('lmq_due', q::text || ':' || t::text);
+    SELECT coalesce(sum(qc.size), 0)::bigint, coalesce(sum(qc.nbytes), 0)::bigint,
+           coalesce(sum(qc.in_flight), 0)::bigint,
+           (SELECT fm.ts FROM lmq.message fm WHERE fm.queue_id = q AND NOT fm.held
+            ORDER BY fm.ts, fm.uuid LIMIT 1)
+    INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_count qc WHERE qc.queue_id = q;
 END
 $$;
 
@@ -185,7 +178,7 @@ BEGIN
         ORDER BY w.seq LIMIT 1 FOR UPDATE)
     RETURNING m.ts INTO t;
     IF FOUND THEN
-        PERFORM lmq.notify_due(q, t);
+        PERFORM pg_notify('lmq_due', q::text || ':' || t::text);
     END IF;
 END
 $$;
@@ -203,8 +196,10 @@ BEGIN
         u := gen_random_uuid();
         INSERT INTO lmq.message (queue_id, ts, uuid, state, compound, retry, content, nbytes, key)
         VALUES (q, now_, u, 0, false, p_retry, item, n, lmq.msg_key(u));
-        PERFORM lmq.count_add(q, 1, n, 0);
-        PERFORM lmq.notify_due(q, now_);
+        INSERT INTO lmq.queue_count AS qc VALUES (q, pg_backend_pid() % 8, 1, n, 0)
+        ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
+            nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
+        PERFORM pg_notify('lmq_due', q::text || ':' || now_::text);
         result := 'no';
     ELSE
         -- One window per queue: pushes that accumulate take turns, so that two never open two.
@@ -214,19 +209,27 @@ BEGIN
         IF FOUND THEN
             UPDATE lmq.message m SET content = m.content || item, nbytes = m.nbytes + n
             WHERE m.queue_id = q AND m.uuid = u;
-            PERFORM lmq.count_add(q, 0, n, 0);
+            INSERT INTO lmq.queue_count AS qc VALUES (q, pg_backend_pid() % 8, 0, n, 0)
+            ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
+                nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
             result := 'yes';
         ELSE
             u := gen_random_uuid();
             t := now_ + accum;
             INSERT INTO lmq.message (queue_id, ts, uuid, state, compound, retry, content, nbytes, key)
             VALUES (q, t, u, 2, true, p_retry, item, n, lmq.msg_key(u));
-            PERFORM lmq.count_add(q, 1, n, 0);
-            PERFORM lmq.notify_due(q, t);
+            INSERT INTO lmq.queue_count AS qc VALUES (q, pg_backend_pid() % 8, 1, n, 0)
+            ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
+                nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
+            PERFORM pg_notify('lmq_due', q::text || ':' || t::text);
             result := 'new';
         END IF;
     END IF;
-    SELECT * INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_state(q);
+    SELECT coalesce(sum(qc.size), 0)::bigint, coalesce(sum(qc.nbytes), 0)::bigint,
+           coalesce(sum(qc.in_flight), 0)::bigint,
+           (SELECT fm.ts FROM lmq.message fm WHERE fm.queue_id = q AND NOT fm.held
+            ORDER BY fm.ts, fm.uuid LIMIT 1)
+    INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_count qc WHERE qc.queue_id = q;
 END
 $$;
 
@@ -252,11 +255,17 @@ BEGIN
                              priority, expires, hard, interval, once, sent_at, grp, seq)
     VALUES (q, t, id, 0, false, p_retry, item, n, lmq.msg_key(id), h, p_ext,
             p_priority, p_expires, p_hard, p_interval, p_once, CASE WHEN p_ext THEN now_ END, p_grp, s);
-    PERFORM lmq.count_add(q, 1, n, 0);
+    INSERT INTO lmq.queue_count AS qc VALUES (q, pg_backend_pid() % 8, 1, n, 0)
+    ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
+        nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
     IF NOT h THEN
-        PERFORM lmq.notify_due(q, t);
+        PERFORM pg_notify('lmq_due', q::text || ':' || t::text);
     END IF;
-    SELECT * INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_state(q);
+    SELECT coalesce(sum(qc.size), 0)::bigint, coalesce(sum(qc.nbytes), 0)::bigint,
+           coalesce(sum(qc.in_flight), 0)::bigint,
+           (SELECT fm.ts FROM lmq.message fm WHERE fm.queue_id = q AND NOT fm.held
+            ORDER BY fm.ts, fm.uuid LIMIT 1)
+    INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_count qc WHERE qc.queue_id = q;
 END
 $$;
 
@@ -309,7 +318,10 @@ BEGIN
         END IF;
         IF reason IS NOT NULL THEN
             DELETE FROM lmq.message x WHERE x.queue_id = q AND x.uuid = r.uuid;
-            PERFORM lmq.count_add(q, -1, -r.nbytes, CASE WHEN r.state = 1 THEN -1 ELSE 0 END);
+            INSERT INTO lmq.queue_count AS qc VALUES (q, pg_backend_pid() % 8, -1, -r.nbytes,
+                CASE WHEN r.state = 1 THEN -1 ELSE 0 END)
+            ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
+                nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
             IF r.grp IS NOT NULL THEN
                 PERFORM lmq.group_left(q, r.grp);
             END IF;
@@ -322,8 +334,10 @@ BEGIN
                                          ext, priority, sent_at, dead_origin, dead_failures, dead_last_at, dead_reason)
                 VALUES (dlq, now_, nu, 0, r.compound, dlq_retry + 1, r.content, r.nbytes, lmq.msg_key(nu),
                         true, r.priority, r.sent_at, origin, r.attempts, r.last_at, reason);
-                PERFORM lmq.count_add(dlq, 1, r.nbytes, 0);
-                PERFORM lmq.notify_due(dlq, now_);
+                INSERT INTO lmq.queue_count AS qc VALUES (dlq, pg_backend_pid() % 8, 1, r.nbytes, 0)
+                ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
+                    nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
+                PERFORM pg_notify('lmq_due', dlq::text || ':' || now_::text);
                 ndead := ndead + 1;
             END IF;
             CONTINUE;
@@ -345,12 +359,18 @@ BEGIN
             WHERE x.queue_id = q AND x.uuid = r.uuid RETURNING * INTO m;
         END IF;
         IF r.state <> 1 THEN
-            PERFORM lmq.count_add(q, 0, 0, 1);
+            INSERT INTO lmq.queue_count AS qc VALUES (q, pg_backend_pid() % 8, 0, 0, 1)
+            ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
+                nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
         END IF;
         retention := now_ - r.ts;
         EXIT;
     END LOOP;
-    SELECT * INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_state(q);
+    SELECT coalesce(sum(qc.size), 0)::bigint, coalesce(sum(qc.nbytes), 0)::bigint,
+           coalesce(sum(qc.in_flight), 0)::bigint,
+           (SELECT fm.ts FROM lmq.message fm WHERE fm.queue_id = q AND NOT fm.held
+            ORDER BY fm.ts, fm.uuid LIMIT 1)
+    INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_count qc WHERE qc.queue_id = q;
 END
 $$;
 
@@ -368,12 +388,18 @@ BEGIN
     RETURNING m.nbytes, m.grp, m.held INTO n, g, h;
     ok := FOUND;
     IF ok THEN
-        PERFORM lmq.count_add(q, -1, -n, -1);
+        INSERT INTO lmq.queue_count AS qc VALUES (q, pg_backend_pid() % 8, -1, -n, -1)
+        ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
+            nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
         IF g IS NOT NULL AND NOT h THEN
             PERFORM lmq.group_left(q, g);
         END IF;
     END IF;
-    SELECT * INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_state(q);
+    SELECT coalesce(sum(qc.size), 0)::bigint, coalesce(sum(qc.nbytes), 0)::bigint,
+           coalesce(sum(qc.in_flight), 0)::bigint,
+           (SELECT fm.ts FROM lmq.message fm WHERE fm.queue_id = q AND NOT fm.held
+            ORDER BY fm.ts, fm.uuid LIMIT 1)
+    INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_count qc WHERE qc.queue_id = q;
 END
 $$;
 
@@ -405,10 +431,16 @@ BEGIN
         ok := FOUND;
     END IF;
     IF ok AND mode <> 'retain' THEN
-        PERFORM lmq.count_add(q, 0, 0, -1);
-        PERFORM lmq.notify_due(q, now_);
+        INSERT INTO lmq.queue_count AS qc VALUES (q, pg_backend_pid() % 8, 0, 0, -1)
+        ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
+            nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
+        PERFORM pg_notify('lmq_due', q::text || ':' || now_::text);
     END IF;
-    SELECT * INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_state(q);
+    SELECT coalesce(sum(qc.size), 0)::bigint, coalesce(sum(qc.nbytes), 0)::bigint,
+           coalesce(sum(qc.in_flight), 0)::bigint,
+           (SELECT fm.ts FROM lmq.message fm WHERE fm.queue_id = q AND NOT fm.held
+            ORDER BY fm.ts, fm.uuid LIMIT 1)
+    INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_count qc WHERE qc.queue_id = q;
 END
 $$;
 
@@ -447,7 +479,10 @@ BEGIN
         held_now := r.state = 1 AND r.ts >= now_;
         IF NOT held_now AND r.retry <= 0 THEN  -- as a pull would: discarded
             DELETE FROM lmq.message x WHERE x.queue_id = q AND x.uuid = r.uuid;
-            PERFORM lmq.count_add(q, -1, -r.nbytes, CASE WHEN r.state = 1 THEN -1 ELSE 0 END);
+            INSERT INTO lmq.queue_count AS qc VALUES (q, pg_backend_pid() % 8, -1, -r.nbytes,
+                CASE WHEN r.state = 1 THEN -1 ELSE 0 END)
+            ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
+                nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
             IF r.grp IS NOT NULL AND NOT r.held THEN
                 PERFORM lmq.group_left(q, r.grp);
             END IF;
@@ -461,7 +496,9 @@ BEGIN
             last_at = CASE WHEN held_now OR NOT x.ext THEN x.last_at ELSE now_ END
         WHERE x.queue_id = q AND x.uuid = r.uuid RETURNING * INTO m;
         IF r.state <> 1 THEN
-            PERFORM lmq.count_add(q, 0, 0, 1);
+            INSERT INTO lmq.queue_count AS qc VALUES (q, pg_backend_pid() % 8, 0, 0, 1)
+            ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
+                nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
         END IF;
         IF r.held THEN
             -- A waiting grouped record taken: it is its group's record in processing now, the
@@ -474,7 +511,11 @@ BEGIN
     END LOOP;
     ord := NULL;
     m := NULL;
-    SELECT * INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_state(q);
+    SELECT coalesce(sum(qc.size), 0)::bigint, coalesce(sum(qc.nbytes), 0)::bigint,
+           coalesce(sum(qc.in_flight), 0)::bigint,
+           (SELECT fm.ts FROM lmq.message fm WHERE fm.queue_id = q AND NOT fm.held
+            ORDER BY fm.ts, fm.uuid LIMIT 1)
+    INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_count qc WHERE qc.queue_id = q;
     RETURN NEXT;
 END
 $$;
@@ -544,14 +585,18 @@ BEGIN
             tr := retries[k];
         END IF;
         DELETE FROM lmq.message x WHERE x.queue_id = dlq AND x.uuid = r.uuid;
-        PERFORM lmq.count_add(dlq, -1, -r.nbytes, 0);
+        INSERT INTO lmq.queue_count AS qc VALUES (dlq, pg_backend_pid() % 8, -1, -r.nbytes, 0)
+        ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
+            nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
         nu := gen_random_uuid();
         INSERT INTO lmq.message (queue_id, ts, uuid, state, compound, retry, content, nbytes, key,
                                  ext, priority, sent_at)
         VALUES (tgt, now_, nu, 0, r.compound, tr + 1, r.content, r.nbytes, lmq.msg_key(nu),
                 true, r.priority, r.sent_at);
-        PERFORM lmq.count_add(tgt, 1, r.nbytes, 0);
-        PERFORM lmq.notify_due(tgt, now_);
+        INSERT INTO lmq.queue_count AS qc VALUES (tgt, pg_backend_pid() % 8, 1, r.nbytes, 0)
+        ON CONFLICT (queue_id, shard) DO UPDATE SET size = qc.size + EXCLUDED.size,
+            nbytes = qc.nbytes + EXCLUDED.nbytes, in_flight = qc.in_flight + EXCLUDED.in_flight;
+        PERFORM pg_notify('lmq_due', tgt::text || ':' || now_::text);
         landed := landed || tgt;
     END LOOP;
     FOR qid, moved IN
@@ -559,7 +604,11 @@ BEGIN
         UNION ALL
         SELECT l, count(*)::integer FROM unnest(landed) l GROUP BY l
     LOOP
-        SELECT * INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_state(qid);
+        SELECT coalesce(sum(qc.size), 0)::bigint, coalesce(sum(qc.nbytes), 0)::bigint,
+               coalesce(sum(qc.in_flight), 0)::bigint,
+               (SELECT fm.ts FROM lmq.message fm WHERE fm.queue_id = qid AND NOT fm.held
+                ORDER BY fm.ts, fm.uuid LIMIT 1)
+        INTO st_size, st_nbytes, st_in_flight, st_first FROM lmq.queue_count qc WHERE qc.queue_id = qid;
         RETURN NEXT;
     END LOOP;
 END

@@ -60,7 +60,7 @@ from pylmq.errors import StoreUnavailable
 from pylmq.pgstore import messages as m
 from pylmq.pgstore.listener import Listener
 from pylmq.pgstore.meta import check_text, decode_defaults, decode_props, encode_defaults, encode_props
-from pylmq.pgstore.pool import connection_failure, create_pool, unavailable
+from pylmq.pgstore.pool import connection_failure, create_pool, discard, unavailable
 from pylmq.pgstore.schema import migrate
 from pylmq.pgstore.summary import Summary
 
@@ -250,6 +250,7 @@ class PostgresStore:
                 cause = connection_failure(e)
                 if cause is None:
                     raise
+                discard(conn)
                 if not retry:
                     raise unavailable(
                         cause,

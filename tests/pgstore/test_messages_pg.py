@@ -302,3 +302,19 @@ async def test_helpers_called_from_plpgsql_are_plpgsql(conn: asyncpg.Connection)
         " WHERE p.pronamespace = 'lmq'::regnamespace AND l.lanname = 'sql'"
     )
     assert [r["proname"] for r in rows] == ["msg_key"]
+
+
+async def test_a_cycle_calls_no_nested_function(conn: asyncpg.Connection) -> None:
+    """Every operation counts and reads its queue's state: inline statements, not nested
+    PL/pgSQL calls (each one more executor start and function frame, most of the state's cost
+    when it was a function), nor for the wake-up notification."""
+    q = await create_queue(conn, "calls")
+    async with conn.transaction():
+        await conn.execute("SET LOCAL track_functions = 'pl'")
+        await pm.enqueue(conn, q, ((), b"m"), None, 0.0, 1000.0)
+        got, st, _ = await pm.dequeue(conn, q, 30.0, 1001.0, None)
+        assert got is not None and st == QueueState(1, 1, 1, 1031.0)
+        ok, st = await pm.done(conn, q, got[0].id[1], 1002.0)
+        assert ok and st == QueueState(0, 0, 0, None)
+        rows = await conn.fetch("SELECT funcname, calls FROM pg_stat_xact_user_functions WHERE schemaname = 'lmq'")
+    assert {r["funcname"]: r["calls"] for r in rows} == {"enqueue": 1, "dequeue": 1, "done": 1}

@@ -139,6 +139,12 @@ async def test_a_push_missed_while_the_listen_session_was_down_wakes_the_waiter(
     await api_b.set_props("w", timeout=30)  # b made it: no news of it can be pending on b
     await api_a.push("w", b"warm-up")
     assert (await api_b.pull("w", t=2)).body == b"warm-up"
+    # b heard the warm-up's push: its follower re-reads the queue's state refresh_delay later and
+    # wakes the waiters if a record is due then, which would find the push below without any
+    # notification (a node starts faster than refresh_delay). Let that re-read pass first.
+    while b.store._work.is_set() or b.store._dirty:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(b.store.refresh_delay)
     listener = b.store.listener
     gate = asyncio.Event()
     connect = listener._connect

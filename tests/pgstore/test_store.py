@@ -281,3 +281,75 @@ async def test_another_nodes_pushes_pulls_and_acks_show_in_sizes(pg_dsn: str) ->
         got = await a.dequeue("q", 30.0)
         assert got is not None and await a.done("q", got[0].uuid)
         await asyncio.wait_for(size_on_b(0), WAIT)  # no notification: the periodic re-read
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        asyncpg.InternalClientError("cannot switch to state 12; another operation (2) is in progress"),
+        asyncpg.ProtocolError("unexpected message"),
+        asyncpg.InterfaceError("cannot perform operation: another operation is in progress"),
+        asyncpg.InterfaceError("cannot perform operation: connection is closed"),
+        asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation"),
+        asyncpg.CannotConnectNowError("the database system is shutting down"),
+        asyncpg.AdminShutdownError("terminating connection due to administrator command"),
+        asyncpg.CrashShutdownError("terminating connection because of crash of another server process"),
+        asyncpg.TooManyConnectionsError("sorry, too many clients already"),
+        ConnectionResetError(104, "Connection reset by peer"),
+    ],
+    ids=type,
+)
+async def test_a_broken_connection_is_503_and_never_lent_again(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    """What asyncpg raises when the server goes away mid-operation (a fast shutdown or a restart
+    under load): StoreUnavailable, and the pool's only connection is replaced, not lent again
+    broken (the pool runs no reset query on release that would notice)."""
+    async with opened(pg_dsn, pool_size=1) as a:
+        await a.create("q")
+        real = messages.enqueue
+        pids: list[int] = []
+
+        async def broken(db: Any, *args: Any) -> Any:
+            pids.append(db.get_server_pid())
+            if len(pids) == 1:
+                raise error
+            return await real(db, *args)
+
+        monkeypatch.setattr(messages, "enqueue", broken)
+        with pytest.raises(StoreUnavailable) as e:  # a push is not retried: its outcome is unknown
+            await a.enqueue("q", ((), b"lost"), None, 0.0)
+        assert "postgresql unreachable" in e.value.detail
+        await a.enqueue("q", ((), b"m"), None, 0.0)
+        assert len(pids) == 2 and pids[0] != pids[1]
+        assert [msg.items() for msg in await a.load_messages("q")] == [[((), b"m")]]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [asyncpg.DataError("invalid input for query argument $1"), asyncpg.UndefinedFunctionError("no such function")],
+    ids=type,
+)
+async def test_errors_of_ours_stay_what_they_are(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    async with opened(pg_dsn, pool_size=1) as a:
+        await a.create("q")
+
+        async def buggy(*_args: Any) -> Any:
+            raise error
+
+        monkeypatch.setattr(messages, "dequeue", buggy)
+        with pytest.raises(type(error)):
+            await a.dequeue("q", 30.0)
+
+
+async def test_releasing_a_connection_costs_no_round_trip(pg_dsn: str) -> None:
+    """The pool releases connections without a reset query: an operation is one statement."""
+    async with opened(pg_dsn, pool_size=1) as a:
+        await a.create("q")
+        seen: list[str] = []
+        async with a._db().acquire() as conn:
+            conn.add_query_logger(lambda record: seen.append(record.query))
+        await a.enqueue("q", ((), b"m"), None, 0.0)
+        assert len(seen) == 1 and "lmq.enqueue" in seen[0], seen

@@ -1,6 +1,6 @@
 """Adversarial probes of the postgres store through real nodes over HTTP on one throwaway
 PostgreSQL: races between nodes (a queue deleted on one node while another pushes), waiters
-across nodes, hostile input. The xfail(strict) ones are open bugs, their reason the diagnosis."""
+across nodes, hostile input."""
 
 from __future__ import annotations
 
@@ -69,15 +69,6 @@ async def _forgotten(node: LMQNode, name: str, qid: int) -> None:
         await asyncio.sleep(0.02)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lost acknowledged push: lmq.message has no foreign key to lmq.queue (schema.py, by design) and"
-    " lmq.push/lmq.enqueue insert under whatever queue id the node passes; a node that still maps the name"
-    " to a queue another node just deleted (until its lmq_meta notification is followed, refresh_delay"
-    " later; or any push in flight while the DELETE commits) inserts a row under the dead id and answers"
-    " 200. The row is an orphan nobody can pull, never deleted (queue_gone already ran). The"
-    " ForeignKeyViolationError retry in PostgresStore._write_new can never fire.",
-)
 async def test_a_push_answered_200_right_after_another_node_deleted_the_queue_is_not_lost(
     start: StartPgNode, pg_dsn: str
 ) -> None:
@@ -96,13 +87,6 @@ async def test_a_push_answered_200_right_after_another_node_deleted_the_queue_is
     assert await _count(pg_dsn, ORPHANS) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HTTP 500: QueueManager.set_default_props never calls store.check_props, and"
-    " PostgresStore.set_default_props does not check the regexes for text jsonb cannot hold (NUL;"
-    " props get a 400 from the queue name/props parsers):"
-    " asyncpg's UntranslatableCharacterError escapes as internal_error instead of invalid_props",
-)
 async def test_a_default_props_regex_jsonb_cannot_hold_is_a_400(start: StartPgNode) -> None:
     _, api = await start()
     r = await api.request("PUT", "/properties", data='[["a\\u0000",{"timeout":3}]]', headers=JSON_CT)
@@ -113,14 +97,6 @@ async def test_a_default_props_regex_jsonb_cannot_hold_is_a_400(start: StartPgNo
     assert r.status == 400, r
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ack lost (duplicate delivery): a node answers 404 queue_not_found to an ack of a queue another"
-    " node created until it has followed that node's lmq_meta notification (refresh_delay later, or up to"
-    " resync_interval while its LISTEN session is down); QueueManager's reply path trusts the store's"
-    " mirror (PostgresStore._settle returns False for a name not in _ids) and never asks the database,"
-    " although a pull of the same name on that node does find the queue (_create reads the row)",
-)
 async def test_an_ack_on_a_node_that_has_not_mirrored_the_new_queue_yet_is_done(start: StartPgNode) -> None:
     _, api_a = await start()
     _, api_b = await start(refresh_delay=1.0, resync_interval=3600)
@@ -135,13 +111,6 @@ async def test_an_ack_on_a_node_that_has_not_mirrored_the_new_queue_yet_is_done(
     assert again.status == 204, again
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="virtual and real names stop being disjoint: PostgresStore.set_virtual writes lmq.virtual with no"
-    " check against lmq.queue (nor does queue creation check lmq.virtual), and QueueManager checks only"
-    " its node's mirror, so a node that has not followed another node's creation of queue v binds v"
-    " (204); afterwards that node answers a pull of v 204 while the other still serves the real v",
-)
 async def test_binding_a_virtual_name_another_node_made_a_queue_is_refused(start: StartPgNode) -> None:
     _, api_a = await start(refresh_delay=1.0, resync_interval=3600)
     _, api_b = await start(refresh_delay=1.0, resync_interval=3600)
@@ -150,14 +119,6 @@ async def test_binding_a_virtual_name_another_node_made_a_queue_is_refused(start
     assert r.status == 400, r
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HTTP 500 instead of 503 when PostgreSQL ends busy sessions (pg_terminate_backend, as a failover"
-    " or pgbouncer restart does): a pooled asyncpg connection is left mid-protocol and the next statement"
-    " on it raises InternalClientError 'cannot switch to state 12; another operation (2) is in progress',"
-    " which pool.connection_failure does not recognise, so PostgresStore._run_unknown lets it escape as"
-    " internal_error (also from the settle re-read in _tracked after an operation that committed)",
-)
 async def test_sessions_terminated_under_load_give_503_never_500(start: StartPgNode, pg_dsn: str) -> None:
     _, api_a = await start()
     _, api_b = await start()
@@ -257,13 +218,6 @@ async def test_a_parked_pull_survives_a_postgresql_restart_and_gets_the_next_pus
     assert loop.time() - pushed < 6  # the listener's backoff at most, not the pull's 20 s
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lost update of props: QueueManager.update_props merges a PATCH into the node's mirror"
-    " (store.queue_props) and PostgresStore.set_queue_props/_queue_row writes the whole merged object"
-    " over the row, so a node that has not followed another node's PATCH yet (refresh_delay) silently"
-    " undoes it; the merge should happen in the UPDATE (props || patch under the row lock)",
-)
 async def test_patches_of_one_queues_props_on_two_nodes_both_stay(start: StartPgNode, pg_dsn: str) -> None:
     _, api_a = await start(refresh_delay=1.0, resync_interval=3600)
     b, api_b = await start(refresh_delay=1.0, resync_interval=3600)

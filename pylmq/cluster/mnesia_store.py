@@ -553,6 +553,9 @@ class MnesiaStore:
         # table copy, so it lists itself only while it serves alone.
         return self._link().node_lists() if self.mode == CLUSTER else None
 
+    async def lookup(self, name: str) -> bool:
+        return False  # the mirror hears of every queue the cluster creates, in order
+
     def queue_names(self) -> list[str]:
         if self.mode != CLUSTER:
             return self.local.queue_names()

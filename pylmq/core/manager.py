@@ -748,20 +748,29 @@ class QueueManager:
         except Exception:
             log.exception("could not put back message %s of %s", d.message.uuid.hex(), d.queue)
 
+    async def _replied(self, name: str) -> Queue:
+        """The queue a reply to a delivery names. One this node does not know may have been
+        created on another node sharing its store (the delivery was made there): the store is
+        asked before the reply is refused, so the answer is not lost."""
+        q = self._queues.get(name)
+        if q is None and name not in self._virtual and await self.store.lookup(name):
+            q = self._queues.get(name) or self._attach(name)
+        return self._require(name) if q is None else q
+
     async def put_back(self, name: str, id_: str | bytes) -> None:
         """Server-side put back, for an adapter whose client vanished after a pull returned. A
         holder tag's record stays: its holder never got the message, and claims it back by
         the tag (first, where a pull would find it behind newer messages) if it comes back."""
-        await self._require(name).put_back(_uuid(id_))
+        await (await self._replied(name)).put_back(_uuid(id_))
 
     async def ack(self, name: str, id_: str | bytes) -> None:
         u = _uuid(id_)
-        await self._require(name).ack(u)
+        await (await self._replied(name)).ack(u)
         self._forget(name, (u,))
 
     async def nack(self, name: str, id_: str | bytes) -> None:
         u = _uuid(id_)
-        await self._require(name).nack(u)
+        await (await self._replied(name)).nack(u)
         self._forget(name, (u,))
 
     def _forget(self, name: str, uuids: Iterable[bytes]) -> None:
@@ -773,7 +782,7 @@ class QueueManager:
     async def ext(self, name: str, id_: str | bytes, timeout: float | None = None) -> None:
         """Extend a delivery's deadline to ``timeout`` seconds from now (None: the queue's
         timeout, LMQ's ext; a message with its own interval keeps using that)."""
-        await self._require(name).ext(_uuid(id_), timeout)
+        await (await self._replied(name)).ext(_uuid(id_), timeout)
 
     async def reply_many(self, name: str, reply: str, ids: Sequence[str | bytes]) -> ReplyOutcome:
         """``ack``, ``nack`` or ``ext`` for every id (a pylmq extension): one request and one
@@ -784,7 +793,7 @@ class QueueManager:
             raise BadRequest(f"reply must be ack, nack or ext, got {reply!r}")
         if len(ids) > MAX_REPLY_IDS:
             raise BadRequest(f"at most {MAX_REPLY_IDS} ids in one reply, got {len(ids)}")
-        q = self._require(name)
+        q = await self._replied(name)
         parsed = [parse_uuid(i) for i in ids]
         found = await q.reply_many(reply, [u for u in parsed if u is not None])
         if reply != "ext":

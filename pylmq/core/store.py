@@ -130,6 +130,13 @@ class Store(Protocol):
         """Drop the queue and its messages; False if it did not exist."""
         ...
 
+    async def lookup(self, name: str) -> bool:
+        """Whether queue ``name``, which the node does not know, exists in the store all the
+        same (a store shared with other nodes: created elsewhere, not heard of yet); if so the
+        node is told of it as of any other node's new queue. Stores whose queue list the node
+        always has answer False."""
+        ...
+
     async def set_queue_props(self, name: str, props: RawProps) -> None: ...
 
     async def set_default_props(self, defaults: DefaultList) -> None: ...

@@ -16,7 +16,7 @@ from typing import Any
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.errors import InvalidProps
 
-__all__ = ["check_text", "decode_defaults", "decode_props", "encode_defaults", "encode_props"]
+__all__ = ["check_defaults", "check_text", "decode_defaults", "decode_props", "encode_defaults", "encode_props"]
 
 
 def encode_props(props: RawProps) -> str:
@@ -64,3 +64,15 @@ def check_text(props: RawProps) -> None:
                     t.encode("utf-8")
                 except UnicodeEncodeError as e:
                     raise InvalidProps(f"'{key}' is not valid Unicode text (a lone surrogate)") from e
+
+
+def check_defaults(defaults: DefaultList) -> None:
+    """:func:`check_text` for a default list: its regexes and each entry's props."""
+    for regex, props in defaults:
+        if "\x00" in regex:
+            raise InvalidProps(f"default props of {regex!r:.60}: the regex holds a NUL character")
+        try:
+            regex.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InvalidProps(f"default props of {regex!r:.60}: the regex is not valid Unicode text") from e
+        check_text(props)

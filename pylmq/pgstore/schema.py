@@ -124,8 +124,16 @@ CREATE TABLE lmq.queue_count (
 -- (and on updates of rows a transaction inserted) locks the queue's row FOR KEY SHARE, so every
 -- concurrent push and delivery of a queue would share locks on that one row (MultiXacts, the
 -- known cost of foreign keys on a hot parent row). Queue ids are never reused (identity).
+-- Without a foreign key, a write that adds records to a queue (push, enqueue, a dead letter, a
+-- requeue) must not land under a queue id a concurrent DELETE removes: it takes the queue's
+-- advisory lock in shared mode and checks that the queue row is there (raising 23503,
+-- foreign_key_violation, when not: the node creates the queue again and retries), and the
+-- delete takes it in exclusive mode here, so either the write commits first and its records
+-- go with the queue, or it waits and finds the row gone. Deliveries and acks add no record:
+-- they take no lock.
 CREATE FUNCTION lmq.queue_gone() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('lmq.queue:' || OLD.id, 0));
     DELETE FROM lmq.message WHERE queue_id = OLD.id;
     DELETE FROM lmq.queue_count WHERE queue_id = OLD.id;
     RETURN OLD;
@@ -192,6 +200,10 @@ DECLARE
     u uuid;
     t float8;
 BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended('lmq.queue:' || q, 0));
+    IF NOT EXISTS (SELECT 1 FROM lmq.queue lq WHERE lq.id = q) THEN
+        RAISE foreign_key_violation USING MESSAGE = 'queue ' || q || ' was deleted';
+    END IF;
     IF accum <= 0 THEN
         u := gen_random_uuid();
         INSERT INTO lmq.message (queue_id, ts, uuid, state, compound, retry, content, nbytes, key)
@@ -245,6 +257,10 @@ DECLARE
     s bigint := 0;
     h boolean := false;
 BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended('lmq.queue:' || q, 0));
+    IF NOT EXISTS (SELECT 1 FROM lmq.queue lq WHERE lq.id = q) THEN
+        RAISE foreign_key_violation USING MESSAGE = 'queue ' || q || ' was deleted';
+    END IF;
     id := gen_random_uuid();
     IF p_grp IS NOT NULL THEN
         PERFORM pg_advisory_xact_lock(hashtextextended('lmq.group:' || q || ':' || p_grp, 0));
@@ -328,6 +344,10 @@ BEGIN
             IF dlq IS NOT NULL AND reason <> 'drop' AND NOT r.once THEN
                 IF origin IS NULL THEN
                     SELECT name INTO origin FROM lmq.queue WHERE id = q;
+                    PERFORM pg_advisory_xact_lock_shared(hashtextextended('lmq.queue:' || dlq, 0));
+                    IF NOT EXISTS (SELECT 1 FROM lmq.queue lq WHERE lq.id = dlq) THEN
+                        RAISE foreign_key_violation USING MESSAGE = 'queue ' || dlq || ' was deleted';
+                    END IF;
                 END IF;
                 nu := gen_random_uuid();
                 INSERT INTO lmq.message (queue_id, ts, uuid, state, compound, retry, content, nbytes, key,
@@ -583,6 +603,10 @@ BEGIN
             CONTINUE WHEN k IS NULL;
             tgt := ids[k];
             tr := retries[k];
+        END IF;
+        PERFORM pg_advisory_xact_lock_shared(hashtextextended('lmq.queue:' || tgt, 0));
+        IF NOT EXISTS (SELECT 1 FROM lmq.queue lq WHERE lq.id = tgt) THEN
+            RAISE foreign_key_violation USING MESSAGE = 'queue ' || tgt || ' was deleted';
         END IF;
         DELETE FROM lmq.message x WHERE x.queue_id = dlq AND x.uuid = r.uuid;
         INSERT INTO lmq.queue_count AS qc VALUES (dlq, pg_backend_pid() % 8, -1, -r.nbytes, 0)

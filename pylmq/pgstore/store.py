@@ -56,10 +56,10 @@ from pylmq.core.store import (
     TransferListener,
 )
 from pylmq.core.table import AccumResult, QueueCounts
-from pylmq.errors import StoreUnavailable
+from pylmq.errors import BadRequest
 from pylmq.pgstore import messages as m
 from pylmq.pgstore.listener import Listener
-from pylmq.pgstore.meta import check_text, decode_defaults, decode_props, encode_defaults, encode_props
+from pylmq.pgstore.meta import check_defaults, check_text, decode_defaults, decode_props, encode_defaults, encode_props
 from pylmq.pgstore.pool import connection_failure, create_pool, discard, unavailable
 from pylmq.pgstore.schema import migrate
 from pylmq.pgstore.summary import Summary
@@ -411,8 +411,11 @@ class PostgresStore:
         if quiet and settle:
             try:
                 await self._read_states(quiet)
-            except StoreUnavailable:
-                self._dirty.update(quiet)  # the operation itself is done: read them later
+            except Exception as e:
+                # The operation itself is committed: its answer stands, whatever this re-read
+                # met; the follower task reads them later.
+                log.warning("re-reading queues' states failed: %s", connection_failure(e) or e)
+                self._dirty.update(quiet)
                 self._work.set()
             else:
                 self._wake_due(quiet)
@@ -574,10 +577,18 @@ class PostgresStore:
     def default_props(self) -> DefaultList:
         return list(self._defaults)
 
-    async def _queue_row(self, conn: Conn, name: str, props: RawProps | None) -> tuple[int, bool, RawProps]:
+    async def _queue_row(
+        self, conn: Conn, name: str, props: RawProps | None, changes: RawProps | None = None
+    ) -> tuple[int, bool, RawProps]:
         """Create the queue if missing (props None keeps existing ones), notifying other nodes
-        in the same transaction; (id, created, its props)."""
+        in the same transaction; (id, created, its props). With ``changes``, an existing queue
+        gets only those keys set over its stored props, merged under the row's lock."""
         async with conn.transaction():
+            # Queue and virtual names are disjoint: a creation and a binding of one name take
+            # turns, each seeing what the other committed.
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('lmq.name:' || $1, 0))", name)
+            if await conn.fetchval("SELECT EXISTS (SELECT 1 FROM lmq.virtual WHERE name = $1)", name):
+                raise BadRequest(f"{name!r} is a virtual queue: it cannot be a queue")
             encoded = None if props is None else encode_props(props)
             qid = await conn.fetchval(
                 "INSERT INTO lmq.queue (name, props) VALUES ($1, coalesce($2::jsonb, '[]'))"
@@ -593,17 +604,20 @@ class PostgresStore:
             if row is None:
                 raise _Retry
             old = decode_props(row["props"])
+            if changes is not None:
+                props = {**old, **changes}
+                encoded = encode_props(props)
             if props is None or props == old:
                 return row["id"], False, old
             await conn.execute("UPDATE lmq.queue SET props = $2::jsonb WHERE id = $1", row["id"], encoded)
             await conn.execute("SELECT pg_notify('lmq_meta', $1)", "q:" + name)
             return row["id"], False, dict(props)
 
-    async def _create(self, name: str, props: RawProps | None) -> tuple[int, bool]:
+    async def _create(self, name: str, props: RawProps | None, changes: RawProps | None = None) -> tuple[int, bool]:
         for _ in range(3):
             try:
                 qid, created, stored = await self._run(
-                    f"create queue {name}", lambda c: self._queue_row(c, name, props), retry=True
+                    f"create queue {name}", lambda c: self._queue_row(c, name, props, changes), retry=True
                 )
             except _Retry:
                 continue  # deleted by another node between our two statements
@@ -627,6 +641,14 @@ class PostgresStore:
     async def delete(self, name: str) -> bool:
         async def drop(c: Conn) -> int | None:
             async with c.transaction():
+                # The queue's advisory lock before its row (lmq.queue_gone takes it too, too late
+                # to order it before a grouped push's update of the row): pushes in flight
+                # commit first, later ones find the row gone (see lmq.queue_gone).
+                await c.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended('lmq.queue:' || id, 0))"
+                    " FROM lmq.queue WHERE name = $1",
+                    name,
+                )
                 qid: int | None = await c.fetchval("DELETE FROM lmq.queue WHERE name = $1 RETURNING id", name)
                 if qid is not None:
                     await c.execute("SELECT pg_notify('lmq_meta', $1)", "q:" + name)
@@ -638,9 +660,38 @@ class PostgresStore:
         return qid is not None or unknown
 
     async def set_queue_props(self, name: str, props: RawProps) -> None:
-        await self._create(name, props)
+        # The manager merged a PATCH into this node's mirror, which may not have another node's
+        # latest patch yet: when ``props`` only adds to the mirror or changes its values (a
+        # merge), only those keys are written, over the props stored (see _queue_row), so that
+        # the other node's keys stay. Dropping a key (a reset) writes the whole object.
+        mirror = self._props.get(name)
+        changes = None
+        if mirror is not None and props and all(k in props for k in mirror):
+            changes = {k: v for k, v in props.items() if k not in mirror or mirror[k] != v}
+        await self._create(name, props, changes)
+
+    async def lookup(self, name: str) -> bool:
+        """Whether queue ``name`` exists in the database though this node has not heard of it
+        yet (created on another node, its notification not followed yet): then it is mirrored
+        at once (the manager is told, as for a notification)."""
+        if name in self._ids:
+            return True
+        start = self._changes
+        row = await self._run(
+            f"look up queue {name}",
+            lambda c: c.fetchrow("SELECT id, props::text FROM lmq.queue WHERE name = $1", name),
+            retry=True,
+        )
+        if row is None:
+            return False
+        if not self._changed_since(start, "q:" + name):
+            self._adopt(row["id"], name, decode_props(row["props"]))
+            await self._read_states([row["id"]])
+        return name in self._ids
 
     async def set_default_props(self, defaults: DefaultList) -> None:
+        check_defaults(defaults)  # before writing: jsonb cannot hold every text
+
         async def write(c: Conn) -> None:
             async with c.transaction():
                 await c.execute(
@@ -701,6 +752,11 @@ class PostgresStore:
         async def write(c: Conn) -> None:
             async with c.transaction():
                 if members:
+                    # Under the name's lock queue creation takes too (see _queue_row): a queue
+                    # another node just created, not mirrored here yet, is seen.
+                    await c.execute("SELECT pg_advisory_xact_lock(hashtextextended('lmq.name:' || $1, 0))", name)
+                    if await c.fetchval("SELECT EXISTS (SELECT 1 FROM lmq.queue WHERE name = $1)", name):
+                        raise BadRequest(f"{name!r} is a queue: a virtual queue needs a name of its own")
                     await c.execute(
                         "INSERT INTO lmq.virtual (name, members) VALUES ($1, $2)"
                         " ON CONFLICT (name) DO UPDATE SET members = EXCLUDED.members",
@@ -740,12 +796,30 @@ class PostgresStore:
                     result, state = await self._run(what, _bound(fn, qid))
                     self._applied(qid, state, sinces[qid])
             except asyncpg.ForeignKeyViolationError:
+                # The queue was deleted (by another node, or while this push was on its way):
+                # nothing was written. A push to a missing queue creates it, as in LMQ.
                 if attempt:
                     raise
-                self._forget_local(name)  # nothing was written: the queue is gone
+                self._forget_local(name)
+                if self._events is not None:
+                    self._events.refresh_props([name])  # the new queue has no props of its own
                 continue
             return result
         raise AssertionError("unreachable")
+
+    async def _forget_gone(self, qids: Iterable[int]) -> None:
+        """After a write found one of these queues deleted: forget those that are gone."""
+        ids = list(qids)
+        rows = await self._run(
+            "read which queues are left",
+            lambda c: c.fetch("SELECT id FROM lmq.queue WHERE id = ANY($1::bigint[])", ids),
+            retry=True,
+        )
+        left = {r["id"] for r in rows}
+        for qid in ids:
+            name = self._names.get(qid)
+            if qid not in left and name is not None:
+                self._forget_local(name)
 
     def _forget_local(self, name: str) -> None:
         events, self._events = self._events, None
@@ -770,16 +844,27 @@ class PostgresStore:
         qid = self._ids.get(name)
         if qid is None:
             return None
-        dead: tuple[int, Retry] | None = None
-        if dead_letter is not None and dead_letter != name:
-            dead = (await self._qid(dead_letter), self._retry_of(dead_letter))
         now = self.clock.now()
-        async with self._tracked([qid]) as sinces:
+
+        async def pull() -> tuple[tuple[StoredMessage, float] | None, m.QueueState, int]:
+            dead: tuple[int, Retry] | None = None
+            if dead_letter is not None and dead_letter != name:
+                dead = (await self._qid(dead_letter), self._retry_of(dead_letter))
             # Retried once: a first attempt that committed left a processing record nobody was
             # handed, which comes back after its timeout (LMQ's own rule for a lost delivery).
-            got, state, moved = await self._run(
-                f"pull from {name}", lambda c: m.dequeue(c, qid, timeout, now, dead), retry=True
-            )
+            return await self._run(f"pull from {name}", lambda c: m.dequeue(c, qid, timeout, now, dead), retry=True)
+
+        async with self._tracked([qid]) as sinces:
+            try:
+                got, state, moved = await pull()
+            except asyncpg.ForeignKeyViolationError:
+                # The dead-letter queue was deleted meanwhile (nothing was done): once more,
+                # creating it again.
+                gone = None if dead_letter is None else self._ids.get(dead_letter)
+                if gone is None:
+                    raise
+                await self._forget_gone([gone])
+                got, state, moved = await pull()
             s = self._applied(qid, state, sinces[qid])
             if got is None and s is not None:
                 s.missed(sinces[qid], self.clock.now())
@@ -789,7 +874,7 @@ class PostgresStore:
                 try:
                     # Its size is exact when the pull is answered, as after a local move.
                     await self._read_states([dlq])
-                except StoreUnavailable:
+                except Exception:
                     self._dirty.add(dlq)  # the delivery is not lost for it: read it later
                     self._work.set()
             if self._transfers is not None:
@@ -814,6 +899,21 @@ class PostgresStore:
         dlq_id = self._ids.get(dlq)
         if dlq_id is None:
             return 0
+        landed = await self._requeue_once(dlq, dlq_id, count, to, keep)
+        if landed is None:  # a target queue was deleted meanwhile: once more, creating it again
+            landed = await self._requeue_once(dlq, dlq_id, count, to, keep, last=True)
+            assert landed is not None
+        for qid, n in landed.items():
+            name = self._names.get(qid)
+            if n and name is not None and self._transfers is not None:
+                self._transfers(name)
+        return sum(landed.values())
+
+    async def _requeue_once(
+        self, dlq: str, dlq_id: int, count: int, to: str | None, keep: Container[str], *, last: bool = False
+    ) -> dict[int, int] | None:
+        """How many landed in each target queue; None when one was deleted by another node
+        meanwhile (nothing was moved; those deleted are forgotten), unless ``last``."""
         target: tuple[int, Retry] | None = None
         targets: dict[str, tuple[int, Retry]] = {}
         kept: list[str] = []
@@ -835,18 +935,20 @@ class PostgresStore:
                 else:
                     targets[origin] = (await self._qid(origin), self._retry_of(origin))
         now = self.clock.now()
-        touched = [dlq_id, *(t[0] for t in targets.values()), *([] if target is None else [target[0]])]
-        async with self._tracked(touched) as sinces:
-            landed, states = await self._run(
-                f"requeue from {dlq}", lambda c: m.requeue(c, dlq_id, count, target, targets, kept, now)
-            )
-            for qid, state in states.items():
-                self._applied(qid, state, sinces.get(qid, 0))
-        for qid, n in landed.items():
-            name = self._names.get(qid)
-            if n and name is not None and self._transfers is not None:
-                self._transfers(name)
-        return sum(landed.values())
+        touched = [*(t[0] for t in targets.values()), *([] if target is None else [target[0]])]
+        try:
+            async with self._tracked([dlq_id, *touched]) as sinces:
+                landed, states = await self._run(
+                    f"requeue from {dlq}", lambda c: m.requeue(c, dlq_id, count, target, targets, kept, now)
+                )
+                for qid, state in states.items():
+                    self._applied(qid, state, sinces.get(qid, 0))
+        except asyncpg.ForeignKeyViolationError:
+            if last:
+                raise
+            await self._forget_gone(touched)
+            return None
+        return landed
 
     # -- deliveries ---------------------------------------------------------------------------------
 

@@ -75,6 +75,9 @@ class LocalStore:
     def cluster_nodes(self) -> tuple[list[str], list[str]] | None:
         return None
 
+    async def lookup(self, name: str) -> bool:
+        return False  # the node knows every queue of its own store
+
     def queue_names(self) -> list[str]:
         return list(self.tables)
 

@@ -5,44 +5,12 @@ going away and coming back under a running node (503 store_unavailable, then ser
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
 
-import aiohttp
-import pytest
-
-from pylmq.node import LMQNode, NodeOptions
 from pylmq.pgstore import PostgresStore
-from tests.api.api_helpers import Api, base_url
 from tests.pg_helpers import PgServer
+from tests.pgstore.conftest import StartPgNode
 
-StartPgNode = Callable[..., Awaitable[tuple[LMQNode, Api]]]
 JSON_CT = {"Content-Type": "application/json"}
-
-
-@pytest.fixture
-async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as s:
-        yield s
-
-
-@pytest.fixture
-async def start(pg_dsn: str, session: aiohttp.ClientSession) -> AsyncIterator[StartPgNode]:
-    """Starts nodes on one fresh database, each with its own HTTP port."""
-    nodes: list[LMQNode] = []
-
-    async def _start(*, resync_interval: float | None = None) -> tuple[LMQNode, Api]:
-        node = LMQNode(NodeOptions(http=("127.0.0.1", 0), rpc=None, store="postgres", dsn=pg_dsn, pg_timeout=3.0))
-        if resync_interval is not None:
-            # Tests of the wake-ups: the periodic re-read, a safety net, must not be what wakes.
-            assert isinstance(node.store, PostgresStore)
-            node.store.resync_interval = resync_interval
-        await node.start()
-        nodes.append(node)
-        return node, Api(session, base_url(node))
-
-    yield _start
-    for node in nodes:
-        await node.stop()
 
 
 async def test_push_pull_ack_nack_on_the_postgres_store(start: StartPgNode) -> None:

@@ -6,48 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
 
-import aiohttp
 import asyncpg
-import pytest
 
-from pylmq.node import LMQNode, NodeOptions
+from pylmq.node import LMQNode
 from pylmq.pgstore import PostgresStore
 from pylmq.pgstore.meta import decode_props
-from tests.api.api_helpers import Api, Reply, base_url
+from tests.api.api_helpers import Api, Reply
 from tests.pg_helpers import PgServer
+from tests.pgstore.conftest import StartPgNode
 
-StartPgNode = Callable[..., Awaitable[tuple[LMQNode, Api]]]
 JSON_CT = {"Content-Type": "application/json"}
-
-
-@pytest.fixture
-async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as s:
-        yield s
-
-
-@pytest.fixture
-async def start(pg_dsn: str, session: aiohttp.ClientSession) -> AsyncIterator[StartPgNode]:
-    nodes: list[LMQNode] = []
-
-    async def _start(
-        *, refresh_delay: float | None = None, resync_interval: float | None = None
-    ) -> tuple[LMQNode, Api]:
-        node = LMQNode(NodeOptions(http=("127.0.0.1", 0), rpc=None, store="postgres", dsn=pg_dsn, pg_timeout=3.0))
-        assert isinstance(node.store, PostgresStore)
-        if refresh_delay is not None:
-            node.store.refresh_delay = refresh_delay
-        if resync_interval is not None:
-            node.store.resync_interval = resync_interval
-        await node.start()
-        nodes.append(node)
-        return node, Api(session, base_url(node))
-
-    yield _start
-    for node in nodes:
-        await node.stop()
 
 
 async def _count(dsn: str, sql: str) -> int:

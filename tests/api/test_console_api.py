@@ -140,7 +140,7 @@ async def test_session_says_auth_is_off_and_what_the_node_supports(api: Api) -> 
     }
 
 
-async def test_overview_lists_queues_with_their_counts(api: Api) -> None:
+async def test_overview_lists_queues_with_their_counts(api: Api, node: LMQNode) -> None:
     for _ in range(3):
         assert (await api.push("orders")).status == 200
     await api.push("jobs")
@@ -152,7 +152,7 @@ async def test_overview_lists_queues_with_their_counts(api: Api) -> None:
     assert set(doc) == {"node", "time", "unavailable", "cluster", "totals", "rates", "page"}
     assert (doc["node"], doc["unavailable"]) == ("nonode@nohost", None)
     assert doc["cluster"] == {
-        "node": "nonode@nohost", "runtime": "python", "store": "memory", "mode": None, "mode_detail": None,
+        "node": "nonode@nohost", "runtime": "python", "store": node.store.kind, "mode": None, "mode_detail": None,
         "nodes": [{"name": "nonode@nohost", "runtime": "python", "self": True, "state": "active", "silent_for": None}],
     }  # fmt: skip
     assert set(doc["rates"]) == {"step", "seq", "t", "push", "pull"}  # filled: test_overview_rates_*

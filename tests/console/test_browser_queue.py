@@ -339,9 +339,12 @@ def test_with_a_credential_the_queue_page_s_actions_send_it(browser: WebDriver) 
         client.push("locked", "one")
         # The tab holds the token when the console boots (as after a login on #/login).
         open_console(browser, node.http_url, "/login")
+        # Once the login page is up: a token stored while the boot still asks the node would be
+        # met by its "no credential" answer, which sends the next route back to the login.
+        wait_for(browser, lambda d: by_test(d, "login-form"))
         browser.execute_script("sessionStorage.setItem('pylmq.token', arguments[0])", TOKEN)
+        browser.get("about:blank")  # a whole new load of the console, not a change of its hash
         open_console(browser, node.http_url, queue_route("locked"))
-        browser.refresh()
         text_of(browser, "queue-depth", "1")
         wait_for(browser, lambda d: peek_body(d, 0) == "one")  # peek is guarded: it sent the token
         fill(one(browser, "push-body"), "two")

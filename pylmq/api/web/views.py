@@ -1,6 +1,6 @@
 """The documents of the console's JSON routes, computed from the queue manager and the meters.
 
-Shapes (the page's contract; CONSOLE-PLAN section 2): :func:`session_doc`, :func:`overview_doc`
+Shapes (the page's contract, which the JS modules in assets/ read): :func:`session_doc`, :func:`overview_doc`
 (a page of queues, totals, node rates, the cluster) and :func:`queue_doc` (one queue). Reading
 never creates a queue. Rates come from the node's :class:`~pylmq.metrics.RateHistory`. The
 sorted names, filtered lists, orders by a count and totals are kept between requests by a

@@ -18,6 +18,7 @@ import uvloop
 from pylmq.api._listen import Listener, listen
 from pylmq.api.http import HttpApi
 from pylmq.api.http_server import HttpServer
+from pylmq.api.rpc_server import RpcServer
 from pylmq.node import LMQNode
 from tests.suite_store import SuiteOptions, node_eager
 
@@ -103,6 +104,33 @@ def test_a_burst_of_waiting_connections_is_accepted_within_one_pass_of_the_loop(
                             got += 1
                     except BlockingIOError:
                         pass
+        finally:
+            for c in clients:
+                c.close()
+            await srv.close()
+            await node.stop()
+
+    run_on(loop_name, main())
+
+
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+def test_the_rpc_server_too_accepts_a_burst_within_a_few_passes(loop_name: str, suite_options: SuiteOptions) -> None:
+    n = 40
+
+    async def main() -> None:
+        node = LMQNode(suite_options(http=None, rpc=None))
+        await node.start()
+        srv = RpcServer(node.manager, eager=node_eager(node))
+        _, port = await srv.start("127.0.0.1", 0)
+        clients = connect_while_the_loop_is_held(port, n)
+        try:
+            counter = PassCounter()
+            start = counter.passes
+            while len(srv._conns) < n and counter.passes < start + 200:
+                await asyncio.sleep(0)
+            assert len(srv._conns) == n
+            took = counter.passes - start
+            assert took <= 4, f"{n} waiting connections took {took} passes of the loop to be let in"
         finally:
             for c in clients:
                 c.close()

@@ -47,7 +47,6 @@ after the answer) and cancels what is left after the grace.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
@@ -71,6 +70,7 @@ from pylmq.api._limits import (
     default_max_buffered,
     default_max_connections,
 )
+from pylmq.api._listen import Listener, listen
 from pylmq.api._putback import Deliveries, PutBacks
 from pylmq.api.http import DEFAULT_MAX_BODY, Request, Response, error_response
 from pylmq.core.manager import QueueManager
@@ -575,7 +575,7 @@ class HttpServer:
         self.connections: set[_Connection] = set()
         self._evictions: Evictions[_Connection] = Evictions(evict_after)
         self.stopping = False
-        self._listener: asyncio.Server | None = None
+        self._listener: Listener | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._drained: asyncio.Event | None = None
         self._put_backs = PutBacks(api.manager, name.lower())
@@ -584,9 +584,9 @@ class HttpServer:
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen; the address really bound (port 0 picks a free one)."""
-        self._listener = await self.loop.create_server(
-            lambda: _Connection(self), host, port, reuse_address=True, backlog=1024
-        )
+        # Not loop.create_server: under uvloop it lets in one new connection per pass of the
+        # loop, so a burst of clients waits on a busy node (pylmq.api._listen).
+        self._listener = listen(lambda: _Connection(self), host, port, backlog=1024)
         self._sweeper = self.loop.create_task(self._sweep_idle(), name="http-keepalive")
         sockname = self._listener.sockets[0].getsockname()
         return sockname[0], sockname[1]
@@ -669,6 +669,3 @@ class HttpServer:
             if conn.transport is not None:
                 conn.transport.close()
         await self._put_backs.wait(grace)
-        if self._listener is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._listener.wait_closed(), grace)

@@ -61,6 +61,7 @@ from pylmq.api._limits import (
     default_max_buffered,
     default_max_connections,
 )
+from pylmq.api._listen import Listener, listen
 from pylmq.api._putback import Deliveries, PutBacks
 from pylmq.api.rpc import METHODS, OUTCOME, Handler, arity_error, encode_deliveries, outcome
 from pylmq.core.manager import QueueManager
@@ -489,7 +490,7 @@ class RpcServer:
         self._sweeper: asyncio.Task[None] | None = None
         self.shutdown_timeout = shutdown_timeout
         self.address: tuple[str, int] | None = None
-        self._server: asyncio.Server | None = None
+        self._server: Listener | None = None
         self._conns: set[_Connection] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._put_backs = PutBacks(manager, "rpc")
@@ -499,7 +500,9 @@ class RpcServer:
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen; returns the bound address (useful with port 0)."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self), host, port, reuse_address=True)
+        # Not loop.create_server: under uvloop it lets in one new connection per pass of the
+        # loop, so a burst of clients waits on a busy node (pylmq.api._listen).
+        self._server = listen(lambda: _Connection(self), host, port)
         self._sweeper = loop.create_task(self._sweep(), name="rpc-frame-timeouts")
         sockname = self._server.sockets[0].getsockname()
         self.address = (str(sockname[0]), int(sockname[1]))
@@ -536,7 +539,6 @@ class RpcServer:
                 for conn in list(self._conns):
                     if conn.transport is not None:
                         conn.transport.abort()
-        await self._server.wait_closed()
         await self._put_backs.wait(_CLOSE_GRACE)
         log.info("MessagePack-RPC stopped")
 

@@ -128,7 +128,7 @@ def _versions() -> dict[str, Any]:
         "multidict",
         "yarl",
         "aio-pika",
-        "redis",
+        "hiredis",
         "matplotlib",
         "moto",
     ):

@@ -9,6 +9,7 @@ __all__ = [
     "FULL",
     "LIGHT_DEPTHS",
     "LIGHT_WORKLOADS",
+    "MIN_SERVER_CPU_S",
     "QUICK",
     "SATURATED",
     "Budget",
@@ -154,10 +155,15 @@ def saturation(gen_cpu_pct: float | None, gen_units: int, server_cpu_pct: float 
     return None
 
 
+MIN_SERVER_CPU_S = 0.1
+"""Below this much server CPU over a cell, µs per message is not given: /proc counts CPU time in
+clock ticks (10 ms), so a smaller total (workload 5's few hundred probes) is mostly rounding."""
+
+
 def server_us_per_msg(server_cpu_s: float | None, msgs: int) -> float | None:
     """Microseconds of server CPU per completed message: what the server spends on one message
     whatever drove it (the generator's speed changes the rate, not this)."""
-    if server_cpu_s is None or msgs <= 0:
+    if server_cpu_s is None or msgs <= 0 or server_cpu_s < MIN_SERVER_CPU_S:
         return None
     return round(server_cpu_s / msgs * 1e6, 1)
 

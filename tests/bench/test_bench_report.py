@@ -64,6 +64,8 @@ def test_server_cpu_per_message_is_server_seconds_over_completed_messages_in_mic
     assert server_us_per_msg(1.3, 1_000) == 1300.0
     assert server_us_per_msg(0.5, 0) is None
     assert server_us_per_msg(None, 100) is None
+    # a few clock ticks of CPU (workload 5's probes) give no figure: it would be mostly rounding
+    assert server_us_per_msg(0.02, 100) is None
 
 
 def test_flag_saturated_fills_the_cell_from_its_own_figures() -> None:

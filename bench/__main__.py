@@ -128,7 +128,7 @@ def _versions() -> dict[str, Any]:
         "multidict",
         "yarl",
         "aio-pika",
-        "redis",
+        "hiredis",
         "matplotlib",
         "moto",
     ):
@@ -305,7 +305,10 @@ def main(argv: list[str] | None = None) -> int:
         "platform": platform.platform(),
         "budget": asdict(budget),
         "targets": targets_meta,
-        "load_generator": {"http": "wrk + bench/lua/lmq.lua", "other": "bench/pygen.py (uvloop), 2 processes"},
+        "load_generator": {
+            "http": "wrk + bench/lua/lmq.lua, one thread per connection",
+            "other": "bench/pygen.py (uvloop), Target.gen_procs processes (2; 4 for Redis and RabbitMQ)",
+        },
         **_versions(),
     }
     md = write(out, cells, meta)

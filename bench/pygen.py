@@ -11,7 +11,9 @@ Roles: ``push`` (``quota`` pushes), ``drain`` (pull t=0 and ack until empty or `
 ``consume`` (pull t=``pull_t`` and ack until ``quota``, or until an empty answer to a pull sent
 once every push lane of the run was done), ``idle`` (long polls with t=30 until stopped),
 ``probe`` (``quota`` times: one pull t=0, then its ack, timed apart), ``cycle`` (``quota``
-rounds of push, pull t=0 and ack on the lane's own queue), ``batch`` (the same with
+rounds of push, pull t=0 and ack on the lane's own queue), ``cycle_wait`` (the same with
+pulls that wait up to ``pull_t``, as wrk's ``cycle`` mode: on a queue shared by several lanes a
+pull that lost the race for the message just pushed waits for the next one), ``batch`` (the same with
 :data:`BATCH` messages a request: a batch push, a pull of up to that many, a batch ack).
 
 A consumer does not stop on the first empty answer while producers still push: the original
@@ -69,6 +71,7 @@ class LaneSet:
     pull_lat: list[float] = field(default_factory=list)
     ack_lat: list[float] = field(default_factory=list)
     cpu_s: float = 0.0
+    proc_cpu_s: list[float] = field(default_factory=list)  # cpu_s of each worker process merged
     error_text: str = ""
 
     def merge(self, other: dict[str, Any]) -> None:
@@ -83,6 +86,7 @@ class LaneSet:
         self.pull_lat += other["pull_lat"]
         self.ack_lat += other["ack_lat"]
         self.cpu_s += other["cpu_s"]
+        self.proc_cpu_s.append(other["cpu_s"])
         self.error_text = self.error_text or other["error_text"]
 
 
@@ -143,15 +147,15 @@ class _Worker:
                 self.res.acked += 1
                 self._mark()
 
-        async def cycle_loop() -> None:
-            # push, then pull (t=0) and ack what came: one message's whole life per round,
+        async def cycle_loop(timeout: float) -> None:
+            # push, then pull and ack what came: one message's whole life per round,
             # each request timed; a round counts as pushed and acked.
             while left[0] > 0 and time.monotonic() < self.deadline:
                 left[0] -= 1
                 t = time.perf_counter()
                 await driver.push(lane.queue, self.body)
                 t2 = time.perf_counter()
-                handle = await driver.pull(lane.queue, 0)
+                handle = await driver.pull(lane.queue, timeout)
                 t3 = time.perf_counter()
                 self.res.pushed += 1
                 if handle is None:
@@ -215,7 +219,9 @@ class _Worker:
         elif lane.role == "idle":
             loops = [idle_loop()]
         elif lane.role == "cycle":
-            loops = [cycle_loop() for _ in range(lane.window)]
+            loops = [cycle_loop(0) for _ in range(lane.window)]
+        elif lane.role == "cycle_wait":
+            loops = [cycle_loop(self.pull_t) for _ in range(lane.window)]
         elif lane.role == "batch":
             loops = [batch_loop() for _ in range(lane.window)]
         elif lane.role == "probe":

@@ -9,7 +9,7 @@ from typing import Any
 from bench.model import Cell
 from pylmq.core.store import DEFAULT_FSYNC
 
-__all__ = ["check_targets", "ratios", "table", "write"]
+__all__ = ["check_targets", "headlines", "ratios", "server_cpu_md", "table", "write"]
 
 PYLMQ_PREFIX = "pylmq-"
 REFERENCES = ("ceiling-nginx", "lmq-external", "rabbitmq", "redis")
@@ -24,8 +24,8 @@ def _f(v: float | None, digits: int = 0) -> str:
 def table(cells: list[Cell]) -> str:
     head = (
         "| target | proto | workload | param | msgs | msgs/s | p50 ms | p99 ms | p99.9 ms | server RSS MB "
-        "| server CPU % | gen CPU % | note |\n"
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
+        "| server CPU % | server µs/msg | gen CPU % | generator | note |\n"
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n"
     )
     rows = []
     for c in cells:
@@ -35,15 +35,22 @@ def table(cells: list[Cell]) -> str:
                 f"ack p50 {c.extra.get('ack_p50_ms')} ms, pull p50 {c.extra.get('pull_p50_ms')} ms, "
                 f"RSS +{c.extra.get('rss_delta_mb')} MB" + (f"; {c.error}" if c.error else "")
             )
+        if c.saturated:
+            note = f"**GEN-BOUND** ({c.saturated}; left out of ratios)" + (f"; {note}" if note else "")
+        gen = c.generator
+        per = c.extra.get("gen_cpu_pct_per_proc")
+        if per:
+            gen += ": " + "/".join(f"{v:.0f}" for v in per) + "% each"
         rows.append(
             f"| {c.target} | {c.protocol} | {c.workload} | {c.param} | {c.msgs} | {_f(c.msgs_per_s)} "
             f"| {_f(c.p50_ms, 2)} | {_f(c.p99_ms, 2)} | {_f(c.p999_ms, 2)} | {_f(c.server_rss_mb, 0)} "
-            f"| {_f(c.server_cpu_pct)} | {_f(c.gen_cpu_pct)} | {note.replace('|', '/')} |"
+            f"| {_f(c.server_cpu_pct)} | {_f(c.server_us_per_msg)} | {_f(c.gen_cpu_pct)} | {gen} "
+            f"| {note.replace('|', '/')} |"
         )
     return head + "\n".join(rows) + "\n"
 
 
-def _rate(cells: list[Cell], target: str, protocol: str | None, workload: str, param: str) -> float | None:
+def _find(cells: list[Cell], target: str, protocol: str | None, workload: str, param: str) -> Cell | None:
     for c in cells:
         if (
             c.target == target
@@ -52,15 +59,25 @@ def _rate(cells: list[Cell], target: str, protocol: str | None, workload: str, p
             and c.param == param
             and c.msgs_per_s
         ):
-            return c.msgs_per_s
+            return c
     return None
 
 
+def _rate(cells: list[Cell], target: str, protocol: str | None, workload: str, param: str) -> float | None:
+    """The rate of that cell, or None when it was not measured or its generator was saturated
+    (then its rate is the generator's: no ratio or performance target is built on it)."""
+    c = _find(cells, target, protocol, workload, param)
+    return None if c is None or c.saturated else c.msgs_per_s
+
+
 def ratios(cells: list[Cell]) -> list[dict[str, Any]]:
-    """For each pylmq cell: its rate over the ceiling's, each reference's and pylmq-memory's."""
+    """For each pylmq cell: its rate over the ceiling's, each reference's and pylmq-memory's.
+
+    Cells whose generator was saturated are left out on both sides: no row for such a pylmq
+    cell, and None (listed in the row's ``excluded``) for such a reference."""
     out = []
     for c in cells:
-        if not c.target.startswith(PYLMQ_PREFIX) or not c.msgs_per_s or c.workload == "w5_depth":
+        if not c.target.startswith(PYLMQ_PREFIX) or not c.msgs_per_s or c.workload == "w5_depth" or c.saturated:
             continue
         row: dict[str, Any] = {"target": c.target, "protocol": c.protocol, "workload": c.workload, "param": c.param}
         for ref in REFERENCES:
@@ -70,6 +87,12 @@ def ratios(cells: list[Cell]) -> list[dict[str, Any]]:
             row[ref] = None if r is None else round(c.msgs_per_s / r, 3)
         m = _rate(cells, "pylmq-memory", c.protocol, c.workload, c.param)
         row["pylmq-memory"] = None if m is None else round(c.msgs_per_s / m, 3)
+        row["excluded"] = [
+            ref
+            for ref in (*REFERENCES, "pylmq-memory")
+            if (x := _find(cells, ref, None if ref in ("rabbitmq", "redis") else c.protocol, c.workload, c.param))
+            and x.saturated
+        ]
         out.append(row)
     return out
 
@@ -80,11 +103,93 @@ def _ratio_table(rows: list[dict[str, Any]]) -> str:
     head += "|---|---|---|---|" + "---:|" * len(cols) + "\n"
     lines = [
         f"| {r['target']} | {r['protocol']} | {r['workload']} | {r['param']} | "
-        + " | ".join("-" if r[c] is None else f"{r[c]:.2f}" for c in cols)
+        + " | ".join(
+            ("gen-bound" if c in r.get("excluded", ()) else "-") if r[c] is None else f"{r[c]:.2f}" for c in cols
+        )
         + " |"
         for r in rows
     ]
     return head + "\n".join(lines) + "\n"
+
+
+def server_cpu_md(cells: list[Cell]) -> str:
+    """Server µs per completed message by target and cell: the efficiency comparison that holds
+    whatever drove the server (a saturated generator lowers the rate, not the CPU per message)."""
+    measured = [c for c in cells if c.server_us_per_msg is not None and c.workload != "w5_depth"]
+    keys = sorted({(c.workload, c.param) for c in measured})
+    series = list(dict.fromkeys((c.target, c.protocol) for c in measured))
+    if not keys:
+        return "No cell measured its server's CPU.\n"
+    head = "| target | proto | " + " | ".join(f"{w} {p}" for w, p in keys) + " |\n"
+    head += "|---|---|" + "---:|" * len(keys) + "\n"
+    lines = []
+    for target, proto in series:
+        vals = []
+        for w, p in keys:
+            c = next((x for x in cells if (x.target, x.protocol, x.workload, x.param) == (target, proto, w, p)), None)
+            vals.append("-" if c is None or c.server_us_per_msg is None else _f(c.server_us_per_msg))
+        lines.append(f"| {target} | {proto} | " + " | ".join(vals) + " |")
+    return head + "\n".join(lines) + "\n"
+
+
+LMQ_W3 = (
+    "In workload 3 (w3_steady) C connections only push and C others only pull (t=1) and ack. The "
+    "original LMQ's queue process hands a message to a waiting pull only when it is idle: while "
+    "pushes keep it busy, pulls are answered 204 (empty) and go round again, so its rate collapses "
+    "and its p99 grows with C. That is real LMQ behaviour under separate producers and consumers, "
+    "and the ratio there says so; it is not what LMQ does when each connection pushes, pulls and "
+    "acks its own messages, which workload 7 (w7_cycle) measures, where LMQ is not pathological."
+)
+
+
+def headlines(cells: list[Cell]) -> list[dict[str, Any]]:
+    """pylmq-memory against the Erlang LMQ over HTTP in both shapes of load (w3_steady, w7_cycle),
+    with each side's rate, p99 and server µs per message; a generator-bound side gives no ratio."""
+    out = []
+    for workload in ("w3_steady", "w7_cycle"):
+        params = sorted(
+            {c.param for c in cells if c.workload == workload and c.target == "lmq-external" and c.msgs_per_s},
+            key=lambda p: int(p.partition("=")[2] or 0),
+        )
+        for param in params:
+            py = _find(cells, "pylmq-memory", "http", workload, param)
+            erl = _find(cells, "lmq-external", "http", workload, param)
+            if py is None or erl is None or not py.msgs_per_s or not erl.msgs_per_s:
+                continue
+            ok = not py.saturated and not erl.saturated
+            out.append(
+                {
+                    "workload": workload,
+                    "param": param,
+                    "pylmq": py.msgs_per_s,
+                    "lmq": erl.msgs_per_s,
+                    "ratio": round(py.msgs_per_s / erl.msgs_per_s, 2) if ok else None,
+                    "pylmq_p99_ms": py.p99_ms,
+                    "lmq_p99_ms": erl.p99_ms,
+                    "pylmq_us_per_msg": py.server_us_per_msg,
+                    "lmq_us_per_msg": erl.server_us_per_msg,
+                    "excluded": "" if ok else "generator-bound",
+                }
+            )
+    return out
+
+
+def _headlines_md(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "Not measured (needs pylmq-memory and lmq-external over HTTP in w3_steady or w7_cycle).\n"
+    lines = [
+        "| workload | param | pylmq-memory msgs/s | Erlang LMQ msgs/s | ratio | p99 ms pylmq / LMQ "
+        "| server µs/msg pylmq / LMQ |",
+        "|---|---|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        ratio = f"{r['ratio']:.1f}×" if r["ratio"] is not None else r["excluded"]
+        lines.append(
+            f"| {r['workload']} | {r['param']} | {_f(r['pylmq'])} | {_f(r['lmq'])} | {ratio} "
+            f"| {_f(r['pylmq_p99_ms'], 1)} / {_f(r['lmq_p99_ms'], 1)} "
+            f"| {_f(r['pylmq_us_per_msg'])} / {_f(r['lmq_us_per_msg'])} |"
+        )
+    return "\n".join(lines) + "\n\n" + LMQ_W3 + "\n"
 
 
 def check_targets(cells: list[Cell]) -> list[dict[str, Any]]:
@@ -92,7 +197,11 @@ def check_targets(cells: list[Cell]) -> list[dict[str, Any]]:
     measured, with its numbers."""
     out: list[dict[str, Any]] = []
 
+    bound = sorted({c.target for c in cells if c.saturated and c.workload == "w3_steady" and c.param == "c=16"})
+
     def add(name: str, value: float | None, limit: str, ok: bool | None, detail: str) -> None:
+        if ok is None and bound and name.startswith("w3"):
+            detail += f" (generator-bound, left out: {', '.join(bound)})"
         out.append({"target": name, "value": value, "limit": limit, "met": ok, "detail": detail})
 
     mem = _rate(cells, "pylmq-memory", "http", "w3_steady", "c=16")
@@ -173,16 +282,31 @@ def chart(cells: list[Cell], path: Path) -> None:
 def write(out: Path, cells: list[Cell], meta: dict[str, Any]) -> str:
     rows = ratios(cells)
     checks = check_targets(cells)
-    doc = {"meta": meta, "cells": [c.to_json() for c in cells], "ratios": rows, "targets": checks}
+    heads = headlines(cells)
+    bound = [c for c in cells if c.saturated]
+    doc = {
+        "meta": meta,
+        "cells": [c.to_json() for c in cells],
+        "ratios": rows,
+        "targets": checks,
+        "headlines": heads,
+    }
     (out / "results.json").write_text(json.dumps(doc, indent=1))
     md = (
         f"# pylmq bench {meta['started']}\n\n"
         f"{meta['cpu_count']} CPUs, Python {meta['python']}, mode {meta['mode']}, "
         f"{meta['seconds']:.0f} s total.\n\n"
-        "## Results\n\nmsgs/s counts messages completed (pushed for w1, pushed+pulled+acked for the "
-        "others); latency is per request (push, pull or ack) as the generator saw it.\n\n"
+        "## Headline: pylmq against the original Erlang LMQ (HTTP)\n\n"
+        + _headlines_md(heads)
+        + "\n## Results\n\nmsgs/s counts messages completed (pushed for w1, pushed+pulled+acked for the "
+        "others); latency is per request (push, pull or ack) as the generator saw it. server µs/msg is the "
+        "server's CPU time over the cell per completed message: it does not depend on the generator. "
+        f"**GEN-BOUND** marks a cell whose load generator was saturated ({len(bound)} here: see "
+        "bench/README.md); its rate is the generator's, so it is left out of the ratios and the targets.\n\n"
         + table(cells)
-        + "\n## Ratios (pylmq rate / reference rate, same workload and parameter)\n\n"
+        + "\n## Server CPU per completed message (µs; the fair efficiency comparison)\n\n"
+        + server_cpu_md(cells)
+        + "\n## Ratios (pylmq rate / reference rate, same workload and parameter; gen-bound cells left out)\n\n"
         + _ratio_table(rows)
         + "\n## Performance targets\n\n"
         + _targets_md(checks)

@@ -1,8 +1,12 @@
 """The workloads, run against one target at a time; each measured run is a :class:`Cell`.
 
 Over HTTP the load comes from wrk (bench/lua/lmq.lua), over every other protocol from the
-Python generator (bench/pygen.py); workload 5 (a few hundred timed pull+ack pairs) and the idle
-clients of workload 6 use the Python generator over HTTP too.
+Python generator (bench/pygen.py) in ``Target.gen_procs`` processes; workload 5 (a few hundred
+timed pull+ack pairs) and the idle clients of workload 6 use the Python generator over HTTP too.
+
+Every cell records the server's CPU seconds over the measured window (from the moment the
+generator is released to its last answer), hence ``server_us_per_msg``, and is checked for a
+saturated generator (:func:`bench.model.saturation`) by :func:`run_target`.
 
 Adding a workload: write ``def wN(ctx: Ctx, protocol: str) -> list[Cell]`` and add it to
 :data:`WORKLOADS`.
@@ -11,18 +15,19 @@ Adding a workload: write ``def wN(ctx: Ctx, protocol: str) -> list[Cell]`` and a
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.model import Budget, Cell, Skip, percentile
+from bench.model import Budget, Cell, Skip, flag_saturated, percentile
 from bench.pygen import Lane, LaneSet, Workers, run_lanes
 from bench.targets import Target
 from bench.wrk import WrkRun, run_wrk
 
 __all__ = ["WORKLOADS", "Ctx", "run_target"]
 
-GEN_PROCS = 2  # Python generator processes (one per core of the 2-core reference machine)
+GEN_PROCS = 2  # Python generator processes of a pre-fill (one per core of the 2-core reference machine)
 RPC_WINDOW = 8  # pipelined requests per RPC connection where order does not matter
 _seq = itertools.count(1)
 
@@ -48,7 +53,11 @@ class _Meter:
 
     def __init__(self, target: Target) -> None:
         self.target = target
-        self.u0 = target.usage()
+        self.restart()
+
+    def restart(self) -> None:
+        """Start the window again (once the generator is connected, just before it is released)."""
+        self.u0 = self.target.usage()
         self.t0 = time.monotonic()
 
     def fill(self, cell: Cell) -> Cell:
@@ -57,7 +66,8 @@ class _Meter:
         if u1 is not None:
             cell.server_rss_mb = round(u1.rss_bytes / 2**20, 1)
             if self.u0 is not None and wall > 0:
-                cell.server_cpu_pct = round((u1.cpu_s - self.u0.cpu_s) / wall * 100, 1)
+                cell.server_cpu_s = round(u1.cpu_s - self.u0.cpu_s, 3)
+                cell.server_cpu_pct = round(cell.server_cpu_s / wall * 100, 1)
         return cell
 
 
@@ -72,7 +82,8 @@ def _from_wrk(cell: Cell, run: WrkRun, counted: str) -> Cell:
     cell.msgs_per_s = round(cell.msgs / s["span"], 1) if s["span"] > 0 and cell.msgs else None
     cell.p50_ms, cell.p99_ms, cell.p999_ms = _ms(s["p50_us"]), _ms(s["p99_us"]), _ms(s["p999_us"])
     cell.gen_cpu_pct = round(run.cpu_s / run.wall * 100, 1) if run.wall > 0 else None
-    cell.generator = "wrk"
+    cell.gen_units = int(s["threads"])  # one connection per wrk thread
+    cell.generator = f"wrk -t{cell.gen_units}"
     cell.extra.update(requests=s["requests"], bad=s["bad"] + s["wrk_errors"], completed=run.done)
     if s["bad"] + s["wrk_errors"]:
         cell.error = f"{s['bad'] + s['wrk_errors']} failed requests"
@@ -89,20 +100,32 @@ def _from_lanes(cell: Cell, res: LaneSet, counted: str, wall: float) -> Cell:
         None if (v := percentile(lat, p)) is None else round(v, 3) for p in (50, 99, 99.9)
     )
     cell.gen_cpu_pct = round(res.cpu_s / wall * 100, 1) if wall > 0 else None
-    cell.generator = f"python x{GEN_PROCS}"
+    cell.gen_units = len(res.proc_cpu_s)
+    if wall > 0:
+        cell.extra["gen_cpu_pct_per_proc"] = [round(c / wall * 100, 1) for c in res.proc_cpu_s]
+    cell.generator = f"python x{cell.gen_units}"
     if res.errors:
         cell.error = f"{res.errors} lanes failed: {res.error_text}"
     return cell
 
 
-def _lanes(ctx: Ctx, protocol: str, lanes: list[Lane], *, body: int = 100, seconds: float | None = None,
-           pull_t: float = 1.0) -> tuple[LaneSet, float]:  # fmt: skip
-    t0 = time.monotonic()
-    res = run_lanes(
-        protocol, ctx.target.addr(protocol), lanes, procs=GEN_PROCS,
+def _lanes(ctx: Ctx, protocol: str, lanes: list[Lane], meter: _Meter, *, body: int = 100,
+           seconds: float | None = None, pull_t: float = 1.0) -> tuple[LaneSet, float]:  # fmt: skip
+    """Run ``lanes`` in the target's generator processes; ``meter``'s window and the returned
+    wall time start when the connected workers are released, so neither counts their start-up."""
+    w = Workers(
+        protocol, ctx.target.addr(protocol), lanes, procs=ctx.target.gen_procs,
         seconds=seconds or ctx.budget.cell_seconds, body=body, pull_t=pull_t, rpc_oldspec=ctx.target.rpc_oldspec,
     )  # fmt: skip
-    return res, time.monotonic() - t0
+    try:
+        w.ready()
+        meter.restart()
+        t0 = time.monotonic()
+        w.go()
+        res = w.results()
+        return res, time.monotonic() - t0
+    finally:
+        w.kill()
 
 
 def _need_wrk(ctx: Ctx) -> str:
@@ -168,7 +191,7 @@ def w1_push(ctx: Ctx, protocol: str) -> list[Cell]:
         m.fill(_from_wrk(cell, run, "pushed"))
     else:
         lanes = [Lane("push", q, b.push_count // c, RPC_WINDOW) for _ in range(c)]
-        res, wall = _lanes(ctx, protocol, lanes)
+        res, wall = _lanes(ctx, protocol, lanes, m)
         m.fill(_from_lanes(cell, res, "pushed", wall))
         cell.extra["window"] = RPC_WINDOW
     cleanup(ctx, protocol, q)
@@ -187,7 +210,7 @@ def w2_drain(ctx: Ctx, protocol: str) -> list[Cell]:
         m.fill(_from_wrk(cell, run, "acked"))
     else:
         lanes = [Lane("drain", q, -(-filled // c), 1) for _ in range(c)]
-        res, wall = _lanes(ctx, protocol, lanes)
+        res, wall = _lanes(ctx, protocol, lanes, m)
         m.fill(_from_lanes(cell, res, "acked", wall))
     cleanup(ctx, protocol, q)
     return [cell]
@@ -204,7 +227,7 @@ def _steady(ctx: Ctx, protocol: str, workload: str, c: int, body: int, count: in
         cell.extra["pushed"] = run.stats["pushed"]
     else:
         lanes = [Lane("push", q, per, 1) for _ in range(c)] + [Lane("consume", q, per, 1) for _ in range(c)]
-        res, wall = _lanes(ctx, protocol, lanes, body=body)
+        res, wall = _lanes(ctx, protocol, lanes, m, body=body)
         m.fill(_from_lanes(cell, res, "acked", wall))
         cell.extra["pushed"] = res.pushed
     return cell
@@ -224,6 +247,31 @@ def w4_steady_10k(ctx: Ctx, protocol: str) -> list[Cell]:
     for c in ctx.budget.concurrency:
         q = _queue("big")
         cells.append(_steady(ctx, protocol, "w4_steady_10k", c, 10 * 1024, ctx.budget.big_count, q))
+        cleanup(ctx, protocol, q)
+    return cells
+
+
+def w7_cycle(ctx: Ctx, protocol: str) -> list[Cell]:
+    """Each connection repeats push, pull and ack on one queue shared by all (one acked message
+    a cycle): over HTTP wrk's ``cycle`` mode, elsewhere ``cycle_wait`` lanes. Unlike workload 3
+    no connection only pushes, so the original LMQ's queue process is never kept busy by pushes
+    while pulls wait (there it answers pulls empty); pulls wait up to 1 s, so one that lost the
+    race for the message just pushed takes the next."""
+    cells = []
+    for c in ctx.budget.cycle_concurrency:
+        q = _queue("cycle")
+        cell = _cell(ctx, protocol, "w7_cycle", f"c={c}")
+        per = max(1, ctx.budget.cycle_count // c)
+        m = _Meter(ctx.target)
+        if protocol == "http":
+            run = run_wrk(_need_wrk(ctx), ctx.target.url(), mode="cycle", queue=q, connections=c, quota=per,
+                          pull_t="1", seconds=ctx.budget.cell_seconds)  # fmt: skip
+            m.fill(_from_wrk(cell, run, "acked"))
+        else:
+            res, wall = _lanes(ctx, protocol, [Lane("cycle_wait", q, per) for _ in range(c)], m)
+            m.fill(_from_lanes(cell, res, "acked", wall))
+            cell.extra["empties"] = res.empties
+        cells.append(cell)
         cleanup(ctx, protocol, q)
     return cells
 
@@ -282,7 +330,7 @@ def w5_depth(ctx: Ctx, protocols: tuple[str, ...]) -> list[Cell]:
             if reached < depth * 0.99:
                 cell.error = f"pre-fill reached {reached} of {depth} in its time bound"
             m = _Meter(t)
-            res, wall = _lanes(ctx, protocol, [Lane("probe", q, b.probes)], seconds=b.cell_seconds * 3)
+            res, wall = _lanes(ctx, protocol, [Lane("probe", q, b.probes)], m, seconds=b.cell_seconds * 3)
             m.fill(_from_lanes(cell, res, "acked", wall))
             pull, ack = sorted(res.pull_lat), sorted(res.ack_lat)
             cell.extra.update(
@@ -312,6 +360,7 @@ WORKLOADS: dict[str, Callable[[Ctx, str], list[Cell]]] = {
     "w3_steady": w3_steady,
     "w4_steady_10k": w4_steady_10k,
     "w6_fanin": w6_fanin,
+    "w7_cycle": w7_cycle,
 }
 """Per-protocol workloads; workload 5 (``w5_depth``) runs once per target over all protocols."""
 
@@ -334,6 +383,7 @@ def run_target(ctx: Ctx, workloads: list[str], deadline: float) -> list[Cell]:
             except Exception as e:
                 got = [_skipped(t, protocol, name, f"failed: {e!r}"[:500])]
             for c in got:
+                flag_saturated(c, os.cpu_count() or 1)
                 ctx.log(f"    {_line(c)}")
             cells += got
     if "w5_depth" in workloads:
@@ -348,6 +398,7 @@ def run_target(ctx: Ctx, workloads: list[str], deadline: float) -> list[Cell]:
             except Exception as e:
                 got = [_skipped(t, "*", "w5_depth", f"failed: {e!r}"[:500])]
             for c in got:
+                flag_saturated(c, os.cpu_count() or 1)
                 ctx.log(f"    {_line(c)}")
             cells += got
     return cells
@@ -364,5 +415,13 @@ def _line(c: Cell) -> str:
         return f"{c.protocol} {c.workload} {c.param}: {c.error}"
     return (
         f"{c.protocol} {c.workload} {c.param}: {c.msgs_per_s:,.0f} msg/s p50 {c.p50_ms} p99 {c.p99_ms} ms"
-        f" rss {c.server_rss_mb} MB srv {c.server_cpu_pct}% gen {c.gen_cpu_pct}%" + (f" [{c.error}]" if c.error else "")
+        f" rss {c.server_rss_mb} MB srv {c.server_cpu_pct}% {c.server_us_per_msg} us/msg"
+        f" gen {c.gen_cpu_pct}% ({c.generator}{_per_proc(c)})"
+        + (f" [{c.error}]" if c.error else "")
+        + (f" [{c.saturated}]" if c.saturated else "")
     )
+
+
+def _per_proc(c: Cell) -> str:
+    per = c.extra.get("gen_cpu_pct_per_proc")
+    return f": {'/'.join(f'{v:.0f}' for v in per)}% each" if per else ""

@@ -3,7 +3,13 @@ brokers users would pick instead. Each target starts its server on 127.0.0.1 wit
 config and data, in its own process group, and stops it at the end.
 
 Adding a target: subclass :class:`Target` (``start``, ``addr``, optional ``stop``/``usage``),
-and add a factory to :data:`TARGETS` (name -> callable taking the :class:`Env`).
+and add a factory to :data:`TARGETS` (name -> callable taking the :class:`Env`); another pylmq
+configuration is ``Pylmq(env, store, fsync, name=..., extra_args=[...])``.
+
+``gen_procs`` is how many Python generator processes drive a target over its non-HTTP
+protocols: the brokers get more than pylmq, since a Python client spends more CPU per message
+than Redis or RabbitMQ do and one process would measure itself (each cell says whether its
+generator was saturated all the same: bench/model.py ``saturation``).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +30,7 @@ from urllib.parse import urlsplit
 from bench.install import ensure
 from bench.model import Skip
 from bench.procs import GroupUsage, Proc, free_port, group_usage, wait_port
+from bench.refkit import HOST, KIT, RefNode, kit_missing_reason
 
 __all__ = ["TARGETS", "Env", "Target"]
 
@@ -47,6 +54,7 @@ class Target:
     protocols: tuple[str, ...] = ()
     proc: Proc | None = None
     rpc_oldspec = False  # its RPC clients pack old-spec msgpack (bench/drivers.py RpcDriver)
+    gen_procs = 2  # Python generator processes per cell (one per core of the 2-core reference machine)
 
     def start(self) -> None:
         raise NotImplementedError
@@ -98,11 +106,14 @@ class Pylmq(Target):
     kind = "lmq"
     protocols = ("http", "rpc")
 
-    def __init__(self, env: Env, store: str, fsync: str = "always") -> None:
+    def __init__(
+        self, env: Env, store: str, fsync: str = "always", *, name: str | None = None, extra_args: Sequence[str] = ()
+    ) -> None:
         self.env = env
         self.store = store
         self.fsync = fsync
-        self.name = "pylmq-memory" if store == "memory" else f"pylmq-durable-{fsync}"
+        self.extra_args = tuple(extra_args)  # more ``python -m pylmq`` options of this configuration
+        self.name = name or ("pylmq-memory" if store == "memory" else f"pylmq-durable-{fsync}")
         self.http_port = self.rpc_port = self.qs_port = self.sqs_port = 0
 
     def start(self) -> None:
@@ -123,6 +134,7 @@ class Pylmq(Target):
             "--sqs", f"127.0.0.1:{self.sqs_port}",
             "--store", self.store, "--data-dir", str(data / "data"),
             "--fsync", self.fsync, "--log-level", "warning", "--statsd", "off", "--stats-interval", "0",
+            *self.extra_args,
         ]  # fmt: skip
         # Run in the scratch directory: no etc/ or log/ of the checkout is read or written.
         self.proc = Proc(argv, name=self.name, log=data / "server.log", cwd=data)
@@ -134,14 +146,19 @@ class Pylmq(Target):
         return ["127.0.0.1", self.http_port if protocol == "http" else self.rpc_port]
 
     def info(self) -> dict[str, Any]:
-        return {"store": self.store, "fsync": self.fsync, "log_level": "warning", "statsd": "off"}
+        info: dict[str, Any] = {"store": self.store, "fsync": self.fsync, "log_level": "warning", "statsd": "off"}
+        if self.extra_args:
+            info["args"] = list(self.extra_args)
+        return info
 
 
 # -- an LMQ somewhere else (the original Erlang LMQ) -----------------------------------------------------
 
 
 class ExternalLmq(Target):
-    """An LMQ the bench does not start; its RSS and CPU are those of ``--lmq-pid`` if given."""
+    """The original Erlang LMQ: the one at ``--lmq-url`` (its RSS and CPU are those of
+    ``--lmq-pid`` if given), else a node of the reference kit (bench/refkit.py) started for the
+    run, whose beam.smp pid the kit records."""
 
     name = "lmq-external"
     kind = "lmq"
@@ -150,10 +167,12 @@ class ExternalLmq(Target):
         self.env = env
         self.protocols = ("http", "rpc") if env.lmq_rpc else ("http",)
         self.rpc_oldspec = env.lmq_rpc_oldspec
+        self.node: RefNode | None = None
 
     def start(self) -> None:
         if not self.env.lmq_url:
-            raise Skip("no --lmq-url given")
+            self._start_kit_node()
+            return
         u = urlsplit(self.env.lmq_url)
         try:
             socket.create_connection((u.hostname or "127.0.0.1", u.port or 80), timeout=5).close()
@@ -163,7 +182,30 @@ class ExternalLmq(Target):
         if pid is not None and not Path(f"/proc/{pid}").exists():
             raise Skip(f"--lmq-pid {pid} is no running process")
 
+    def _start_kit_node(self) -> None:
+        reason = kit_missing_reason()
+        if reason is not None:
+            raise Skip(f"no --lmq-url given, and {reason}")
+        node = RefNode("benchlmq", secrets.token_hex(8), self.env.scratch / "lmq-kit")
+        try:
+            node.start()
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+            raise Skip(f"the reference kit's LMQ node did not start: {str(e)[-400:]}") from e
+        self.node = node
+        self.protocols = ("http", "rpc")
+        self.rpc_oldspec = True  # msgpack-erlang 0.2.3: old spec only
+
+    def stop(self) -> None:
+        if self.node is not None:
+            self.node.stop()
+            self.node = None
+
+    def _pid(self) -> int | None:
+        return self.node.pid() if self.node is not None else self.env.lmq_pid
+
     def addr(self, protocol: str) -> Any:
+        if self.node is not None:
+            return [HOST, self.node.http if protocol == "http" else self.node.rpc]
         if protocol == "http":
             u = urlsplit(self.env.lmq_url or "")
             return [u.hostname or "127.0.0.1", u.port or 80]
@@ -172,13 +214,21 @@ class ExternalLmq(Target):
         return [host or "127.0.0.1", int(port)]
 
     def usage(self) -> GroupUsage | None:
-        pid = self.env.lmq_pid
+        pid = self._pid()
         # A pid that is gone (or was never there) reports nothing rather than zeros.
         if pid is None or not Path(f"/proc/{pid}").exists():
             return None
         return group_usage([pid])
 
     def info(self) -> dict[str, Any]:
+        if self.node is not None:
+            return {
+                "kit": str(KIT),
+                "url": self.node.url,
+                "rpc": f"{HOST}:{self.node.rpc}",
+                "rpc_msgpack": "old spec (raw, no str8/bin)",
+                "pid": self.node.pid(),
+            }
         return {
             "url": self.env.lmq_url,
             "rpc": self.env.lmq_rpc,
@@ -253,6 +303,7 @@ class RabbitMQ(Target):
     name = "rabbitmq"
     kind = "rabbitmq"
     protocols = ("amqp",)
+    gen_procs = 4  # aio-pika spends more CPU per message than RabbitMQ
 
     def __init__(self, env: Env) -> None:
         self.env = env
@@ -313,6 +364,7 @@ class Redis(Target):
     name = "redis"
     kind = "redis"
     protocols = ("redis",)
+    gen_procs = 4  # redis-py spends several times Redis's CPU per message
 
     def __init__(self, env: Env) -> None:
         self.env = env

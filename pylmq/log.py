@@ -36,7 +36,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import Any, BinaryIO, TextIO, cast
 
 from pylmq.config.lager import LAGER_LEVELS, LagerConfig, RotationSpec, levels_for, parse_date_spec
 from pylmq.config.settings import Settings
@@ -51,6 +51,7 @@ __all__ = [
     "configure_logging",
     "escape_controls",
     "format_line",
+    "info_line",
     "install_crash_handler",
     "log_crash",
     "next_rotation",
@@ -202,7 +203,8 @@ class _RotatingFile:
         self.spec = parse_date_spec(date)
         self.count = count
         self.clock = clock
-        self._file: TextIO | None = None
+        self._file: BinaryIO | None = None
+        self._size = 0  # bytes in the file, counted as written (tell() would flush)
         self._inode: tuple[int, int] | None = None
         self._checked = 0.0
         self._next: float | None = None
@@ -210,9 +212,10 @@ class _RotatingFile:
 
     def _open(self, now: float) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("a", encoding="utf-8", errors="backslashreplace")
+        self._file = self.path.open("ab")
         st = os.fstat(self._file.fileno())
         self._inode = (st.st_dev, st.st_ino)
+        self._size = st.st_size
         self._checked = now
         self._next = None if self.spec is None else next_rotation(self.spec, dt.datetime.fromtimestamp(now)).timestamp()
 
@@ -234,19 +237,27 @@ class _RotatingFile:
         rotate_files(self.path, self.count)
         self._open(now)
 
-    def write(self, text: str, now: float, sync: bool) -> None:
+    def write(self, text: str, now: float, sync: bool, flush: bool = True) -> None:
+        """Append ``text``; ``flush=False`` leaves it in the buffer for :meth:`flush`."""
         if self._next is not None and now >= self._next:
             self.rotate(now)
         else:
             self._reopen_if_moved(now)
         f = self._file
         assert f is not None
-        f.write(text)
-        f.flush()
+        data = text.encode("utf-8", "backslashreplace")
+        f.write(data)
+        self._size += len(data)
+        if flush or sync:
+            f.flush()
         if sync:
             os.fsync(f.fileno())
-        if self.size_limit > 0 and f.tell() > self.size_limit:
+        if self.size_limit > 0 and self._size > self.size_limit:
             self.rotate(now)
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
 
     def close(self) -> None:
         if self._file is not None:
@@ -277,6 +288,16 @@ class LagerFileHandler(logging.Handler):
         except Exception:
             self.handleError(record)
 
+    def write_line(self, line: str, now: float) -> None:
+        """An info line made by :func:`info_line`, flushed at the end of the loop's pass."""
+        with self.lock:  # type: ignore[union-attr]  # made by Handler.__init__
+            self.file.write(line, now, sync=False, flush=False)
+        _flush_soon(self)
+
+    def flush(self) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            self.file.flush()
+
     def close(self) -> None:
         self.file.close()
         super().close()
@@ -289,15 +310,37 @@ class _ConsoleHandler(logging.StreamHandler[TextIO]):
         super().__init__(sys.stderr)
         self.levels = levels_for(level)
         self.clock = clock
+        # Lines of info_line not yet written: stderr writes through (a system call per
+        # write), so they are written together at the end of the loop's pass.
+        self._pending: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         if _lager_level(record.levelno) not in self.levels:
             return
         try:
-            self.stream.write(format_line(record, self.clock.now()))
+            line = format_line(record, self.clock.now())
+            if self._pending:
+                line = self._take_pending() + line
+            self.stream.write(line)
             self.flush()
         except Exception:
             self.handleError(record)
+
+    def write_line(self, line: str, now: float) -> None:
+        """An info line made by :func:`info_line`, written at the end of the loop's pass."""
+        self._pending.append(line)
+        _flush_soon(self)
+
+    def _take_pending(self) -> str:
+        text = "".join(self._pending)
+        self._pending.clear()
+        return text
+
+    def flush(self) -> None:
+        with self.lock:  # type: ignore[union-attr]  # made by Handler.__init__
+            if self._pending:
+                self.stream.write(self._take_pending())
+        super().flush()
 
 
 class CrashLogHandler(logging.Handler):
@@ -355,12 +398,18 @@ def pairs(**values: Any) -> str:
 class LoggingSetup:
     """The handlers installed by :func:`configure_logging`; :meth:`close` removes them."""
 
-    def __init__(self, handlers: list[logging.Handler], crash: CrashLogHandler | None) -> None:
+    def __init__(self, handlers: list[logging.Handler], crash: CrashLogHandler | None, clock: Clock) -> None:
         self.handlers = handlers
         self.crash = crash
+        self.clock = clock
+        # The handlers that write info lines: info_line writes to them directly.
+        self.info_writers: list[LagerFileHandler | _ConsoleHandler] = [
+            h for h in handlers if isinstance(h, (LagerFileHandler, _ConsoleHandler)) and "info" in h.levels
+        ]
 
     def close(self) -> None:
         root = logging.getLogger()
+        _flush_all()
         for h in self.handlers:
             root.removeHandler(h)
             h.close()
@@ -368,6 +417,76 @@ class LoggingSetup:
 
 
 _current: LoggingSetup | None = None
+
+
+def info_line(logger: logging.Logger, message: str) -> None:
+    """``logger.info(message)``, the same line in the same files, at a fraction of its cost.
+
+    For lines written once per request (the access lines): the standard path makes a record
+    (the caller's frame found by walking the stack, thread and process names), locks and
+    formats it in each handler, and flushes each file at each line, which made logging at info
+    level cost a node about 40% of its request rate. Here, when no handler but those of
+    :func:`configure_logging` would see the line, it is made once and appended to each file that
+    wants info lines, and the files are flushed once, at the end of the loop's pass (at once
+    outside a loop). Otherwise (another handler is installed, as pytest's log capture is) it
+    goes the standard way. The caller checks ``logger.isEnabledFor(logging.INFO)`` first."""
+    setup = _current
+    if setup is None or not _only_ours(logger, setup):
+        logger.info(message, stacklevel=2)
+        return
+    writers = setup.info_writers
+    if not writers:
+        return
+    now = setup.clock.now()
+    micros = round(now * 1_000_000)
+    second, micro = divmod(micros, 1_000_000)
+    frame = sys._getframe(1)
+    text = escape_controls(message)
+    if len(text) > MAX_MESSAGE:
+        text = text[:MAX_MESSAGE]
+    line = (
+        f"{_local_second(second)}.{micro // 1000:03d} [info] "
+        f"<{_task_name()}>@{logger.name}:{frame.f_code.co_name}:{frame.f_lineno} {text}\n"
+    )
+    for h in writers:
+        h.write_line(line, now)
+
+
+def _only_ours(logger: logging.Logger, setup: LoggingSetup) -> bool:
+    """Whether the handlers ``logger``'s records reach are exactly those of ``setup``."""
+    node: logging.Logger | None = logger
+    root = logging.root
+    while node is not None and node is not root:
+        if node.handlers or not node.propagate:
+            return False
+        node = node.parent
+    return root.handlers == setup.handlers
+
+
+_to_flush: set[logging.Handler] = set()
+
+
+def _flush_soon(handler: logging.Handler) -> None:
+    if handler in _to_flush:
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        handler.flush()
+        return
+    if not _to_flush:
+        loop.call_soon(_flush_all)
+    _to_flush.add(handler)
+
+
+def _flush_all() -> None:
+    handlers = list(_to_flush)
+    _to_flush.clear()
+    for h in handlers:
+        try:
+            h.flush()
+        except Exception:  # a full disk, say: reported as a failed emit is, never raised into the loop
+            traceback.print_exc(file=sys.stderr)
 
 
 def _place(file: str, log_dir: Path | None) -> Path:
@@ -417,7 +536,7 @@ def configure_logging(
     wanted = [LEVEL_NUMBERS[lv] for h in handlers if isinstance(h, (LagerFileHandler, _ConsoleHandler))
               for lv in h.levels]  # fmt: skip
     root.setLevel(min(wanted, default=logging.ERROR))
-    _current = LoggingSetup(handlers, crash)
+    _current = LoggingSetup(handlers, crash, clock)
     return _current
 
 

@@ -70,6 +70,7 @@ from pylmq.errors import (
     Unauthorized,
     shown_detail,
 )
+from pylmq.log import info_line
 from pylmq.metrics import HistogramStats, MeterRates, QueueStats
 from pylmq.wire.batch import BAD_HEADER_CHARS, decode_pushes
 from pylmq.wire.compound import (
@@ -848,7 +849,7 @@ class HttpApi:
         finally:
             if access_log.isEnabledFor(logging.INFO):
                 ms = (time.perf_counter() - start) * 1000
-                access_log.info("%s %s %d %.1fms", request.method, _logged_target(request.target), status, ms)
+                info_line(access_log, f"{request.method} {_logged_target(request.target)} {status} {ms:.1f}ms")
         return resp
 
 

@@ -66,6 +66,7 @@ from pylmq.api._putback import Deliveries, PutBacks
 from pylmq.api.rpc import METHODS, OUTCOME, Handler, arity_error, encode_deliveries, outcome
 from pylmq.core.manager import QueueManager
 from pylmq.errors import BadMessage, ConnectionClosed, LMQError, RequestTimeout, ShuttingDown, UnknownMethod
+from pylmq.log import info_line
 from pylmq.wire.msgpack_rpc import (
     DEFAULT_MAX_MESSAGE_SIZE,
     Decoder,
@@ -375,7 +376,7 @@ class _Connection(asyncio.Protocol):
     def _access(self, method: str, params: Sequence[Any], outcome: str, started: float) -> None:
         target = params[0] if params and type(params[0]) is str else "-"
         ms = (time.perf_counter() - started) * 1000
-        access_log.info("rpc %s %s %s %s %.3fms", self.peer, method, target, outcome, ms)
+        info_line(access_log, f"rpc {self.peer} {method} {target} {outcome} {ms:.3f}ms")
 
     # -- writing ---------------------------------------------------------------------------------
 

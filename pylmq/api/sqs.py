@@ -40,6 +40,7 @@ from pylmq.core.props import MAX_RETRY
 from pylmq.core.queue import Delivery, Queue
 from pylmq.core.store import prune_dedup
 from pylmq.errors import InvalidProps, LMQError, NotFound, NotSupported, QueueNotFound
+from pylmq.log import info_line
 from pylmq.wire.sqs import (
     DEFAULT_ACCOUNT,
     DEFAULT_REGION,
@@ -287,7 +288,8 @@ class SqsApi:
                 SqsError("InternalFailure", "The request failed; see the node's log.", status=500, sender=False),
                 request_id,
             )
-        access_log.info("sqs %s %d", action, response.status)
+        if access_log.isEnabledFor(logging.INFO):
+            info_line(access_log, f"sqs {action} {response.status}")
         return response
 
     def _authenticate(self, request: Request, path: str, query: str) -> None:

@@ -305,6 +305,18 @@ class SqsApi:
         secret = self.access_keys.get(auth.access_key)
         if secret is None:
             raise SqsError("InvalidClientTokenId", "The security token included in the request is invalid.", status=403)
+        if auth.region != self.region or auth.service != "sqs":
+            # An SQS endpoint serves one region: a signature scoped to another region (or
+            # service) is not one it can check, and AWS refuses it before comparing, naming
+            # the scope it expects, so that a misconfigured client sees what to fix.
+            raise SqsError(
+                "SignatureDoesNotMatch",
+                f"Credential should be scoped to a valid region, not '{auth.region[:64]}'."
+                f" This endpoint expects '{self.region}'."
+                if auth.region != self.region
+                else "Credential should be scoped to correct service: 'sqs'.",
+                status=403,
+            )
         signed_at = signature_time(auth, request.headers)
         if signed_at is None:
             raise SqsError(

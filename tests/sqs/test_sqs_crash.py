@@ -191,3 +191,26 @@ def test_a_deduplication_id_of_a_deleted_message_still_dedups_after_kill_9(tmp_p
         assert [m["Body"] for m in sqs.receive_message(QueueUrl=url)["Messages"]] == ["twice"]
     finally:
         node.kill()
+
+
+def test_queue_tags_survive_kill_9(tmp_path: Path) -> None:
+    # The most tags a queue may have, of the longest keys and values in 4-byte characters.
+    largest = {f"{i:02d}" + "\U0001f600" * 126: "\U0001f600" * 256 for i in range(50)}
+    node = Node(tmp_path)
+    try:
+        sqs = node.client()
+        sqs.create_queue(QueueName="crash-tags-largest", tags=largest)
+        url = sqs.create_queue(QueueName="crash-tags", tags={"made": "at creation"})["QueueUrl"]
+        sqs.tag_queue(QueueUrl=url, Tags={"added": "later", "dropped": "soon"})
+        sqs.untag_queue(QueueUrl=url, TagKeys=["dropped"])
+    finally:
+        node.kill()
+    node = Node(tmp_path)
+    try:
+        sqs = node.client()
+        url = sqs.get_queue_url(QueueName="crash-tags")["QueueUrl"]
+        assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"made": "at creation", "added": "later"}
+        url = sqs.get_queue_url(QueueName="crash-tags-largest")["QueueUrl"]
+        assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == largest
+    finally:
+        node.kill()

@@ -693,10 +693,10 @@ class MnesiaStore:
         )
 
     async def dequeue(
-        self, name: str, timeout: float, dead_letter: str | None = None
+        self, name: str, timeout: float, dead_letter: str | None = None, *, hold: bool = False
     ) -> tuple[StoredMessage, float] | None:
         if self.mode != CLUSTER:
-            return await self.local.dequeue(name, timeout, dead_letter)
+            return await self.local.dequeue(name, timeout, dead_letter, hold=hold)
         # ``dead_letter`` cannot be set in the cluster (erlang_props_problem): the Erlang nodes'
         # discard is the only fate of a message out of retries here, as for every node.
         t = self.mirror.table(name)

@@ -192,7 +192,10 @@ class Queue:
         if props.dead_letter is None:
             got = await self.store.dequeue(self.name, props.timeout)
         else:
-            got = await self.store.dequeue(self.name, props.timeout, self._dead_letter(props))
+            # SQS's rule (a queue with an ``sqs`` prop): a dead-letter queue that was deleted is
+            # not made again by a message moving there; the message stays and is received again.
+            hold = bool(props.sqs)
+            got = await self.store.dequeue(self.name, props.timeout, self._dead_letter(props), hold=hold)
         if got is None:
             return None
         msg, retention = got

@@ -178,11 +178,13 @@ class Store(Protocol):
         ...
 
     async def dequeue(
-        self, name: str, timeout: float, dead_letter: str | None = None
+        self, name: str, timeout: float, dead_letter: str | None = None, *, hold: bool = False
     ) -> tuple[StoredMessage, float] | None:
         """The delivered record and how long it waited (retention, seconds), or None. With
         ``dead_letter``, records exhausted on the way move to that queue (created if missing;
-        each move one atomic change), and the transfer listener is told its name."""
+        each move one atomic change), and the transfer listener is told its name. With
+        ``hold`` too, a missing ``dead_letter`` is not created: exhausted records stay and are
+        delivered again (SQS's rule for a deleted dead-letter queue)."""
         ...
 
     def listen_transfers(self, listener: TransferListener | None) -> None:

@@ -1076,12 +1076,14 @@ class QueueTable:
         return uuid
 
     def dequeue(
-        self, timeout: float, now: float, dead: list[StoredMessage] | None = None
+        self, timeout: float, now: float, dead: list[StoredMessage] | None = None, *, hold: bool = False
     ) -> tuple[StoredMessage, float] | None:
         """Take the first deliverable record: a fresh id ``(now + timeout, new uuid)``, state
         processing, retry - 1. Records whose retry is spent are discarded on the way, or, with
         ``dead`` given (the queue has a dead-letter queue), removed unjournaled and appended to
-        it as :func:`dead_letter_of` marks them, for the store to transfer.
+        it as :func:`dead_letter_of` marks them, for the store to transfer. With ``hold`` (the
+        queue's dead-letter queue is missing, and SQS's rule keeps such records), a record
+        whose retry is spent is delivered all the same, its retry left at 0.
         Returns the delivered record and its retention (seconds it waited).
 
         A record with a priority is served before any other due one; a record with a
@@ -1106,13 +1108,13 @@ class QueueTable:
                     self.bytes -= len(e) - _HEAD_SIZE + self._md.lens[e[26]] + RECORD_OVERHEAD
                 else:
                     self._drop(old_uuid, e)
-                if code == 0:
+                if code == 0 and not hold:
                     if dead is not None:
                         dead.append(dead_letter_of(self.name, _decode(e, self._md.mds), "retries"))
                     elif self._journal is not None:
                         self._journal.delete(self.name, old_uuid)
                     continue
-                if code != _INFINITY:
+                if code != _INFINITY and code > 0:
                     code -= 1
                 ts_new = now + timeout
                 uuid, key = self._fresh_uuid()
@@ -1137,17 +1139,17 @@ class QueueTable:
                 return None
             self._drop(old_uuid, e)
             if e.ext is not None:
-                got = self._deliver_ext(e, timeout, now, dead)
+                got = self._deliver_ext(e, timeout, now, dead, hold)
                 if got is None:
                     continue
                 return got
-            if e.retry is not None and e.retry <= 0:
+            if e.retry is not None and e.retry <= 0 and not hold:
                 if dead is not None:
                     dead.append(dead_letter_of(self.name, e, "retries"))
                 elif self._journal is not None:
                     self._journal.delete(self.name, old_uuid)
                 continue
-            retry = None if e.retry is None else e.retry - 1
+            retry = None if e.retry is None else max(0, e.retry - 1)
             new = StoredMessage((now + timeout, self._fresh_uuid()[0]), _S_PROCESSING, e.type, retry, e.content)
             self._insert(new)
             if self._journal is not None:
@@ -1155,7 +1157,7 @@ class QueueTable:
             return new, now - ts
 
     def _deliver_ext(
-        self, e: StoredMessage, timeout: float, now: float, dead: list[StoredMessage] | None
+        self, e: StoredMessage, timeout: float, now: float, dead: list[StoredMessage] | None, hold: bool = False
     ) -> tuple[StoredMessage, float] | None:
         """Deliver ``e``, a due record with an ext, already dropped from the table; None when it
         is exhausted instead. queue_server's ttl rule: once ``expires`` has come, a record never
@@ -1171,7 +1173,7 @@ class QueueTable:
             if self._journal is not None:
                 self._journal.delete(self.name, old_uuid)
             return None
-        if (e.retry is not None and e.retry <= 0) or (expired and ext.attempts > 0):
+        if (e.retry is not None and e.retry <= 0 and not hold) or (expired and ext.attempts > 0):
             if dead is not None and not ext.once:
                 dead.append(dead_letter_of(self.name, e, "expired" if expired else "retries"))
             elif self._journal is not None:
@@ -1181,7 +1183,7 @@ class QueueTable:
         if not ext.hard and (expired or (ext.expires is not None and deadline >= ext.expires)):
             retry: Retry = 0
         else:
-            retry = None if e.retry is None else e.retry - 1
+            retry = None if e.retry is None else max(0, e.retry - 1)
         new = StoredMessage(
             (deadline, self._fresh_uuid()[0]),
             _S_PROCESSING,

@@ -839,8 +839,12 @@ class PostgresStore:
         )
 
     async def dequeue(
-        self, name: str, timeout: float, dead_letter: str | None = None
+        self, name: str, timeout: float, dead_letter: str | None = None, *, hold: bool = False
     ) -> tuple[StoredMessage, float] | None:
+        # ``hold`` is not honoured here (docs/sqs.md#dead-letters): the database's dequeue makes
+        # a missing dead-letter queue again, as LMQ's rule has it; keeping exhausted records in
+        # place would take a new version of lmq.dequeue.
+        del hold
         qid = self._ids.get(name)
         if qid is None:
             return None

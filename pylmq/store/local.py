@@ -147,13 +147,15 @@ class LocalStore:
         return self._table(name).push(item, retry, self.clock.now(), options, track=track)
 
     async def dequeue(
-        self, name: str, timeout: float, dead_letter: str | None = None
+        self, name: str, timeout: float, dead_letter: str | None = None, *, hold: bool = False
     ) -> tuple[StoredMessage, float] | None:
         table = self.tables.get(name)
         if table is None:
             return None
         if dead_letter is None or dead_letter == name:
             return table.dequeue(timeout, self.clock.now())
+        if hold and dead_letter not in self.tables:
+            return table.dequeue(timeout, self.clock.now(), hold=True)
         dead: list[StoredMessage] = []
         try:
             return table.dequeue(timeout, self.clock.now(), dead)

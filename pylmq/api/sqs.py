@@ -895,7 +895,7 @@ class SqsApi:
             # A delete frees the group's next message: waiting receives are told, also for
             # groups recovered from the store that this process has not delivered yet.
             q.grouped = True
-        taken = await self.manager.pull_many(name, count, float(wait))
+        taken = await self.manager.pull_many(name, count, float(wait), groups=self._is_fifo(name))
         deliveries: list[Delivery] = []
         pending = list(taken)
         try:

@@ -205,6 +205,17 @@ class Queue:
             self.observer.on_pull(self.name, retention)
         return Delivery(self.name, msg)
 
+    async def take_in_group(self, group: str) -> Delivery | None:
+        """The next message of ``group`` after those in processing (see
+        :meth:`Store.dequeue_in_group`), for a pull that has just taken the group's head."""
+        got = await self.store.dequeue_in_group(self.name, group, self.props.timeout)
+        if got is None:
+            return None
+        msg, retention = got
+        if self.observer is not None:
+            self.observer.on_pull(self.name, retention)
+        return Delivery(self.name, msg)
+
     def has_waiters(self) -> bool:
         return any(w.live for w in self._waiters)
 

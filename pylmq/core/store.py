@@ -187,6 +187,13 @@ class Store(Protocol):
         delivered again (SQS's rule for a deleted dead-letter queue)."""
         ...
 
+    async def dequeue_in_group(self, name: str, group: str, timeout: float) -> tuple[StoredMessage, float] | None:
+        """The next record of message group ``group`` after those in processing, delivered as
+        :meth:`dequeue` delivers (:meth:`QueueTable.dequeue_in_group
+        <pylmq.core.table.QueueTable.dequeue_in_group>`), for a receive that has just taken the
+        group's head; None when there is none to take so."""
+        ...
+
     def listen_transfers(self, listener: TransferListener | None) -> None:
         """Install the one listener told of queues that records were transferred into."""
         ...

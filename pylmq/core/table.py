@@ -777,15 +777,17 @@ class QueueTable:
 
     def _group_insert(self, msg: StoredMessage, group: str, seq: int) -> None:
         """``msg`` (in ``_other`` already) joins its group: it becomes the head if the group has
-        none, or if it is in processing (the group's one delivery), or comes before an available
-        head (a record made visible again keeps its place); else it waits. O(log n)."""
+        none, or if it comes before the head (a record made visible again keeps its place);
+        else it waits. The head is so the group's first record, in processing or not: when
+        several are in processing (taken together by :meth:`dequeue_in_group`), only the first
+        is redelivered when its deadline passes, and the next waits until it leaves. O(log n)."""
         if seq >= self._seq:
             self._seq = seq + 1
         heads, uuid = self._heads, msg.id[1]
         cur = heads.get(group)
         head = None if cur is None else self._other.get(cur)
         if type(head) is StoredMessage and head.ext is not None:
-            if msg.state is not _S_PROCESSING and (head.state is _S_PROCESSING or seq > head.ext.seq):
+            if seq > head.ext.seq:
                 heapq.heappush(self._held.setdefault(group, []), (seq, msg.id))
                 return
             # The head waits again; its entry in _side goes stale (_side_top checks the head).
@@ -1201,6 +1203,39 @@ class QueueTable:
         if self._journal is not None:
             self._journal.move(self.name, old_uuid, new)
         return new, now - ts
+
+    def dequeue_in_group(self, group: str, timeout: float, now: float) -> tuple[StoredMessage, float] | None:
+        """Deliver the first waiting record of ``group`` that is not in processing, as
+        :meth:`dequeue` would deliver it once it were the head: for a receive that has just
+        taken the group's head, so that several messages of one group go out in one answer,
+        in order. None when there is none, it is not due, or it is out of retries or past its
+        expiry (those are left to :meth:`dequeue`, which knows the dead-letter queue). The
+        records in processing passed over are few: those taken with the head in one receive."""
+        held = self._held.get(group)
+        if not held:
+            return None
+        passed: list[tuple[int, MessageId]] = []
+        found: StoredMessage | None = None
+        while held:
+            entry = held[0]
+            m = self._other.get(entry[1][1])
+            if type(m) is not StoredMessage or m.id is not entry[1]:
+                heapq.heappop(held)  # stale
+            elif m.state is _S_PROCESSING:
+                passed.append(heapq.heappop(held))
+            else:
+                found = m
+                break
+        for entry in passed:
+            heapq.heappush(held, entry)
+        if found is None or found.ext is None or found.id[0] > now:
+            return None
+        ext = found.ext
+        if (found.retry is not None and found.retry <= 0) or (ext.expires is not None and now >= ext.expires):
+            return None
+        self._later.tick(now)
+        self._drop(found.id[1], found)
+        return self._deliver_ext(found, timeout, now, None)
 
     def _processing(self, uuid: bytes, now: float) -> Entry | None:
         e = self._find(uuid)

@@ -164,6 +164,10 @@ class LocalStore:
             if dead:
                 self._transfer_dead(name, dead, dead_letter)
 
+    async def dequeue_in_group(self, name: str, group: str, timeout: float) -> tuple[StoredMessage, float] | None:
+        table = self.tables.get(name)
+        return None if table is None else table.dequeue_in_group(group, timeout, self.clock.now())
+
     def _retry_of(self, name: str) -> Retry:
         """The queue's effective retry (a transferred record is pushed there)."""
         return effective_props(name, self.props.get(name), self.defaults).retry

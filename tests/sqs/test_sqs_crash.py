@@ -142,10 +142,10 @@ def test_a_fifo_queue_its_groups_and_deduplication_ids_survive_kill_9(tmp_path: 
         url = sqs.create_queue(QueueName="crash.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
         sent = [
             sqs.send_message(QueueUrl=url, MessageBody=b, MessageGroupId="g", MessageDeduplicationId=b)
-            for b in ("g0", "g1")
+            for b in ("g0", "g1", "g2")
         ]
-        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=60)["Messages"]
-        assert [m["Body"] for m in got] == ["g0"]
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2, VisibilityTimeout=60)["Messages"]
+        assert [m["Body"] for m in got] == ["g0", "g1"]
     finally:
         node.kill()
 
@@ -155,12 +155,12 @@ def test_a_fifo_queue_its_groups_and_deduplication_ids_survive_kill_9(tmp_path: 
         url = sqs.get_queue_url(QueueName="crash.fifo")["QueueUrl"]
         attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["FifoQueue"])["Attributes"]
         assert attrs == {"FifoQueue": "true"}
-        # g0 is still in flight: its group's next waits behind it.
+        # g0 and g1 are still in flight: their group's next waits behind them.
         assert "Messages" not in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
         again = sqs.send_message(QueueUrl=url, MessageBody="g1", MessageGroupId="g", MessageDeduplicationId="g1")
         assert (again["MessageId"], again["SequenceNumber"]) == (sent[1]["MessageId"], sent[1]["SequenceNumber"])
-        later = sqs.send_message(QueueUrl=url, MessageBody="g2", MessageGroupId="g", MessageDeduplicationId="g2")
-        assert int(later["SequenceNumber"]) > int(sent[1]["SequenceNumber"])
+        later = sqs.send_message(QueueUrl=url, MessageBody="g3", MessageGroupId="g", MessageDeduplicationId="g3")
+        assert int(later["SequenceNumber"]) > int(sent[2]["SequenceNumber"])
     finally:
         node.kill()
 

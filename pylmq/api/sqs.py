@@ -19,6 +19,7 @@ maps onto :class:`~pylmq.core.manager.QueueManager` calls:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -89,6 +90,13 @@ MAX_WAIT: Final = 20
 MAX_RECEIVE: Final = 10
 MAX_ATTRIBUTES: Final = 10
 MAX_LISTED: Final = 1000
+MAX_TAGS: Final = 50
+MAX_TAG_KEY: Final = 128
+MAX_TAG_VALUE: Final = 256
+TAGS: Final = "Tags"
+"""The ``sqs`` prop's entry that holds the queue's tags (a JSON object of text to text): kept,
+journaled and dropped with the queue like its attributes. Not an attribute: GetQueueAttributes
+does not show it."""
 
 _QUEUE_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _FIFO_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
@@ -235,6 +243,9 @@ class SqsApi:
         self.region = region
         self._info: dict[str, _QueueInfo] = {}
         self._last_sequence = 0
+        # The ``sqs`` prop is replaced whole at each change: its read-modify-writes (tags,
+        # attributes) take turns, so that two concurrent changes do not lose one.
+        self._sqs_lock = asyncio.Lock()
         self._actions: dict[str, Callable[[dict[str, Any], str], Awaitable[tuple[dict[str, Any], Any]]]] = {
             "CreateQueue": self.create_queue,
             "GetQueueUrl": self.get_queue_url,
@@ -251,6 +262,9 @@ class SqsApi:
             "ChangeMessageVisibility": self.change_visibility,
             "ChangeMessageVisibilityBatch": self.change_visibility_batch,
             "ListDeadLetterSourceQueues": self.list_dead_letter_sources,
+            "TagQueue": self.tag_queue,
+            "UntagQueue": self.untag_queue,
+            "ListQueueTags": self.list_queue_tags,
         }
 
     # -- the request ---------------------------------------------------------------------------
@@ -307,6 +321,18 @@ class SqsApi:
         secret = self.access_keys.get(auth.access_key)
         if secret is None:
             raise SqsError("InvalidClientTokenId", "The security token included in the request is invalid.", status=403)
+        if auth.region != self.region or auth.service != "sqs":
+            # An SQS endpoint serves one region: a signature scoped to another region (or
+            # service) is not one it can check, and AWS refuses it before comparing, naming
+            # the scope it expects, so that a misconfigured client sees what to fix.
+            raise SqsError(
+                "SignatureDoesNotMatch",
+                f"Credential should be scoped to a valid region, not '{auth.region[:64]}'."
+                f" This endpoint expects '{self.region}'."
+                if auth.region != self.region
+                else "Credential should be scoped to correct service: 'sqs'.",
+                status=403,
+            )
         signed_at = signature_time(auth, request.headers)
         if signed_at is None:
             raise SqsError(
@@ -380,7 +406,9 @@ class SqsApi:
         SQS); a queue made over LMQ keeps LMQ's rule (no expiry) until it is given some."""
         attributes = self._attributes(name)
         return (
-            int(attributes.get("MessageRetentionPeriod", _DEFAULTS["MessageRetentionPeriod"])) if attributes else None
+            int(attributes.get("MessageRetentionPeriod", _DEFAULTS["MessageRetentionPeriod"]))
+            if _has_attributes(attributes)
+            else None
         )
 
     # -- queues --------------------------------------------------------------------------------
@@ -401,6 +429,7 @@ class SqsApi:
                 "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
             )
         props, extra = self._check_attributes(name, attributes, creating=fifo)
+        tags = _tags_param(params, "tags")
         if self.manager.get(name) is not None:
             differ = [k for k, v in attributes.items() if _normal(k, self._current(name, k)) != _normal(k, str(v))]
             if differ:
@@ -413,6 +442,8 @@ class SqsApi:
         props.setdefault("retry", None)  # SQS: no receive limit without a redrive policy
         now = str(int(self.clock.now()))
         props["sqs"] = {**extra, "CreatedTimestamp": now, "LastModifiedTimestamp": now}
+        if tags:
+            props["sqs"][TAGS] = _tags_text(tags)
         await self.manager.update_props(name, props)
         return {"QueueUrl": self._url(base, name)}, None
 
@@ -605,15 +636,59 @@ class SqsApi:
         props, extra = self._check_attributes(name, attributes)
         info = self._info_of(name)
         now = int(self.clock.now())
-        kept = self._attributes(name)
-        if extra or kept:
-            # The whole map is the prop's value: the attributes set before stay.
-            created = kept.get("CreatedTimestamp", str(info.created))
-            props["sqs"] = {**kept, **extra, "CreatedTimestamp": created, "LastModifiedTimestamp": str(now)}
-        if props:
-            await self.manager.update_props(name, props)
+        async with self._sqs_lock:
+            kept = self._attributes(name)
+            if extra or _has_attributes(kept):
+                # The whole map is the prop's value: the attributes (and tags) set before stay.
+                created = kept.get("CreatedTimestamp", str(info.created))
+                props["sqs"] = {**kept, **extra, "CreatedTimestamp": created, "LastModifiedTimestamp": str(now)}
+            if props:
+                await self.manager.update_props(name, props)
         info.modified = now
         return {}, None
+
+    # -- tags ----------------------------------------------------------------------------------
+
+    def _tags(self, name: str) -> dict[str, str]:
+        return _tags_of(self._attributes(name).get(TAGS, ""))
+
+    async def _set_tags(self, name: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        """The queue's tags replaced by ``change`` of them, in its ``sqs`` prop (the other
+        entries kept); a queue with neither tags nor attributes left has no ``sqs`` prop."""
+        async with self._sqs_lock:
+            kept = self._attributes(name)
+            tags = change(_tags_of(kept.pop(TAGS, "")))
+            if tags:
+                kept[TAGS] = _tags_text(tags)
+            await self.manager.update_props(name, {"sqs": kept or None})
+
+    async def tag_queue(self, params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:
+        name = self._queue(params)
+        added = _tags_param(params, "Tags")
+        if not added:
+            raise missing_parameter("Tags")
+
+        def change(tags: dict[str, str]) -> dict[str, str]:
+            merged = {**tags, **added}
+            if len(merged) > MAX_TAGS:
+                raise invalid_parameter(f"Too many tags added for queue {name}: at most {MAX_TAGS}.")
+            return merged
+
+        await self._set_tags(name, change)
+        return {}, None
+
+    async def untag_queue(self, params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:
+        name = self._queue(params)
+        keys = _names_param(params, "TagKeys")
+        if not keys:
+            raise missing_parameter("TagKeys")
+        gone = set(keys)
+        await self._set_tags(name, lambda tags: {k: v for k, v in tags.items() if k not in gone})
+        return {}, None
+
+    async def list_queue_tags(self, params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:
+        tags = self._tags(self._queue(params))
+        return ({"Tags": tags} if tags else {}), None
 
     async def list_dead_letter_sources(self, params: dict[str, Any], base: str) -> tuple[dict[str, Any], Any]:
         name = self._queue(params)
@@ -822,7 +897,7 @@ class SqsApi:
             # A delete frees the group's next message: waiting receives are told, also for
             # groups recovered from the store that this process has not delivered yet.
             q.grouped = True
-        taken = await self.manager.pull_many(name, count, float(wait))
+        taken = await self.manager.pull_many(name, count, float(wait), groups=self._is_fifo(name))
         deliveries: list[Delivery] = []
         pending = list(taken)
         try:
@@ -1006,6 +1081,48 @@ def _from_lmq(e: LMQError) -> SqsError:
 
 def _failure(entry_id: str, e: SqsError) -> dict[str, Any]:
     return {"Id": entry_id, "SenderFault": e.sender, "Code": e.code, "Message": e.message}
+
+
+def _has_attributes(sqs: Mapping[str, str]) -> bool:
+    """Whether an ``sqs`` prop holds SQS attributes (and not only tags): a queue made over LMQ
+    and only tagged keeps LMQ's rules (no retention)."""
+    return any(k != TAGS for k in sqs)
+
+
+def _tags_param(params: Mapping[str, Any], name: str) -> dict[str, str]:
+    """Tags checked as SQS checks them: at most 50, keys of 1 to 128 characters (case-sensitive,
+    not starting ``aws:``), values of 0 to 256."""
+    value = params.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise invalid_parameter(f"Value for parameter {name} is invalid. Reason: must be a map.")
+    if len(value) > MAX_TAGS:
+        raise invalid_parameter(f"Too many tags: {len(value)}, at most {MAX_TAGS} per queue.")
+    for k, v in value.items():
+        if not isinstance(k, str) or not 1 <= len(k) <= MAX_TAG_KEY or _BAD_CHARS.search(k):
+            raise invalid_parameter(f"Tag key {str(k)[:MAX_TAG_KEY]!r} is invalid: 1 to {MAX_TAG_KEY} characters.")
+        if k.lower().startswith("aws:"):
+            raise invalid_parameter(f"Tag key {k!r} is invalid: the prefix 'aws:' is reserved.")
+        if not isinstance(v, str) or len(v) > MAX_TAG_VALUE or _BAD_CHARS.search(v):
+            raise invalid_parameter(f"The value of tag {k!r} is invalid: 0 to {MAX_TAG_VALUE} characters.")
+    return dict(value)
+
+
+def _tags_text(tags: Mapping[str, str]) -> str:
+    return json.dumps(tags, ensure_ascii=False, separators=(",", ":"))
+
+
+def _tags_of(text: str) -> dict[str, str]:
+    """The tags an ``sqs`` prop's entry holds (none if it holds no JSON object of text: the prop
+    may be set over LMQ's HTTP API too)."""
+    try:
+        tags = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    if not isinstance(tags, dict):
+        return {}
+    return {k: v for k, v in tags.items() if isinstance(v, str)}
 
 
 def _number(v: float) -> str:

@@ -692,11 +692,16 @@ class MnesiaStore:
             and result[1][0] is NO_EXISTS
         )
 
+    async def dequeue_in_group(self, name: str, group: str, timeout: float) -> tuple[StoredMessage, float] | None:
+        if self.mode != CLUSTER:
+            return await self.local.dequeue_in_group(name, group, timeout)
+        return None  # message groups are pylmq's: the cluster's queues have none
+
     async def dequeue(
-        self, name: str, timeout: float, dead_letter: str | None = None
+        self, name: str, timeout: float, dead_letter: str | None = None, *, hold: bool = False
     ) -> tuple[StoredMessage, float] | None:
         if self.mode != CLUSTER:
-            return await self.local.dequeue(name, timeout, dead_letter)
+            return await self.local.dequeue(name, timeout, dead_letter, hold=hold)
         # ``dead_letter`` cannot be set in the cluster (erlang_props_problem): the Erlang nodes'
         # discard is the only fate of a message out of retries here, as for every node.
         t = self.mirror.table(name)

@@ -603,11 +603,16 @@ class QueueManager:
         timeout: float | None,
         max_bytes: int = MAX_BATCH_BYTES,
         holder: str | None = None,
+        groups: bool = False,
     ) -> list[Delivery]:
         """Up to ``count`` messages of one queue, made durable by one commit. Waits up to
         ``timeout`` for the first only when none is there; then takes what is deliverable at
         once, until ``count``, ``max_bytes`` of payload (at least one message is taken), or a
         client waiting on the queue (a long poll is not starved by batches).
+
+        With ``groups`` (SQS's FIFO receive), each message of a message group taken is followed
+        at once by the group's next ones, in order (:meth:`Queue.take_in_group`): several
+        messages of a group in one answer, none of them while an earlier one is elsewhere.
 
         With a ``holder`` tag (a pylmq extension), the node remembers that these deliveries
         went to it, for :meth:`claim_holder`."""
@@ -619,7 +624,7 @@ class QueueManager:
         taken: list[Delivery] = []
         try:
             if not q.has_waiters():
-                await self._take_at_once(q, taken, count, max_bytes)
+                await self._take_at_once(q, taken, count, max_bytes, groups)
             if not taken:
                 if timeout is not None and timeout <= 0 and not q.has_waiters():
                     return []
@@ -628,7 +633,9 @@ class QueueManager:
                 if first is None:
                     return []
                 taken.append(first)
-                await self._take_at_once(q, taken, count, max_bytes)
+                if groups:
+                    await self._follow_group(q, taken, count, max_bytes)
+                await self._take_at_once(q, taken, count, max_bytes, groups)
             await self.store.barrier()
         except BaseException:
             # A client that left (or a store that failed) gets nothing: all goes back, retry intact.
@@ -652,7 +659,9 @@ class QueueManager:
             book = self._holders[q.name] = HolderBook()
         book.record(holder, [d.message.uuid for d in taken])
 
-    async def _take_at_once(self, q: Queue, taken: list[Delivery], count: int, max_bytes: int) -> None:
+    async def _take_at_once(
+        self, q: Queue, taken: list[Delivery], count: int, max_bytes: int, groups: bool = False
+    ) -> None:
         size = sum(d.message.nbytes() for d in taken)
         while len(taken) < count and size < max_bytes and not q.has_waiters():
             d = await q.try_take()
@@ -660,6 +669,23 @@ class QueueManager:
                 return
             taken.append(d)
             size += d.message.nbytes()
+            if groups:
+                size = await self._follow_group(q, taken, count, max_bytes)
+
+    async def _follow_group(self, q: Queue, taken: list[Delivery], count: int, max_bytes: int) -> int:
+        """After ``taken[-1]``, the next messages of its group, while there is room; the payload
+        bytes taken in all."""
+        ext = taken[-1].message.ext
+        size = sum(d.message.nbytes() for d in taken)
+        if ext is None or ext.group is None:
+            return size
+        while len(taken) < count and size < max_bytes:
+            d = await q.take_in_group(ext.group)
+            if d is None:
+                break
+            taken.append(d)
+            size += d.message.nbytes()
+        return size
 
     async def pull(self, name: str, timeout: float | None) -> Delivery | None:
         """Wait up to ``timeout`` seconds (None: forever, 0: answer at once)."""

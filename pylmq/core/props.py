@@ -92,9 +92,10 @@ float seconds: past 2^53 ms they no longer hold milliseconds)."""
 MAX_SQS_KEYS = 32
 """Entries of the ``sqs`` prop: SQS has about 20 queue attributes."""
 
-MAX_SQS_BYTES = 64 << 10
+MAX_SQS_BYTES = 128 << 10
 """The ``sqs`` prop's names and values together (UTF-8): SQS's longest attribute, a Policy, may
-hold 20 KiB; props are held in memory and journaled at each change."""
+hold 20 KiB, and a queue's tags (50 of up to 128 + 256 characters, kept as one JSON entry) up to
+about 77 KiB; props are held in memory and journaled at each change."""
 
 _SQS_KEY = re.compile(r"[A-Za-z][A-Za-z0-9]{0,63}")
 

@@ -192,12 +192,26 @@ class Queue:
         if props.dead_letter is None:
             got = await self.store.dequeue(self.name, props.timeout)
         else:
-            got = await self.store.dequeue(self.name, props.timeout, self._dead_letter(props))
+            # SQS's rule (a queue with an ``sqs`` prop): a dead-letter queue that was deleted is
+            # not made again by a message moving there; the message stays and is received again.
+            hold = bool(props.sqs)
+            got = await self.store.dequeue(self.name, props.timeout, self._dead_letter(props), hold=hold)
         if got is None:
             return None
         msg, retention = got
         if msg.ext is not None and msg.ext.group is not None:
             self.grouped = True  # also for groups recovered from the store
+        if self.observer is not None:
+            self.observer.on_pull(self.name, retention)
+        return Delivery(self.name, msg)
+
+    async def take_in_group(self, group: str) -> Delivery | None:
+        """The next message of ``group`` after those in processing (see
+        :meth:`Store.dequeue_in_group`), for a pull that has just taken the group's head."""
+        got = await self.store.dequeue_in_group(self.name, group, self.props.timeout)
+        if got is None:
+            return None
+        msg, retention = got
         if self.observer is not None:
             self.observer.on_pull(self.name, retention)
         return Delivery(self.name, msg)

@@ -178,11 +178,20 @@ class Store(Protocol):
         ...
 
     async def dequeue(
-        self, name: str, timeout: float, dead_letter: str | None = None
+        self, name: str, timeout: float, dead_letter: str | None = None, *, hold: bool = False
     ) -> tuple[StoredMessage, float] | None:
         """The delivered record and how long it waited (retention, seconds), or None. With
         ``dead_letter``, records exhausted on the way move to that queue (created if missing;
-        each move one atomic change), and the transfer listener is told its name."""
+        each move one atomic change), and the transfer listener is told its name. With
+        ``hold`` too, a missing ``dead_letter`` is not created: exhausted records stay and are
+        delivered again (SQS's rule for a deleted dead-letter queue)."""
+        ...
+
+    async def dequeue_in_group(self, name: str, group: str, timeout: float) -> tuple[StoredMessage, float] | None:
+        """The next record of message group ``group`` after those in processing, delivered as
+        :meth:`dequeue` delivers (:meth:`QueueTable.dequeue_in_group
+        <pylmq.core.table.QueueTable.dequeue_in_group>`), for a receive that has just taken the
+        group's head; None when there is none to take so."""
         ...
 
     def listen_transfers(self, listener: TransferListener | None) -> None:

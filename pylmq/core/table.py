@@ -777,15 +777,17 @@ class QueueTable:
 
     def _group_insert(self, msg: StoredMessage, group: str, seq: int) -> None:
         """``msg`` (in ``_other`` already) joins its group: it becomes the head if the group has
-        none, or if it is in processing (the group's one delivery), or comes before an available
-        head (a record made visible again keeps its place); else it waits. O(log n)."""
+        none, or if it comes before the head (a record made visible again keeps its place);
+        else it waits. The head is so the group's first record, in processing or not: when
+        several are in processing (taken together by :meth:`dequeue_in_group`), only the first
+        is redelivered when its deadline passes, and the next waits until it leaves. O(log n)."""
         if seq >= self._seq:
             self._seq = seq + 1
         heads, uuid = self._heads, msg.id[1]
         cur = heads.get(group)
         head = None if cur is None else self._other.get(cur)
         if type(head) is StoredMessage and head.ext is not None:
-            if msg.state is not _S_PROCESSING and (head.state is _S_PROCESSING or seq > head.ext.seq):
+            if seq > head.ext.seq:
                 heapq.heappush(self._held.setdefault(group, []), (seq, msg.id))
                 return
             # The head waits again; its entry in _side goes stale (_side_top checks the head).
@@ -1076,12 +1078,14 @@ class QueueTable:
         return uuid
 
     def dequeue(
-        self, timeout: float, now: float, dead: list[StoredMessage] | None = None
+        self, timeout: float, now: float, dead: list[StoredMessage] | None = None, *, hold: bool = False
     ) -> tuple[StoredMessage, float] | None:
         """Take the first deliverable record: a fresh id ``(now + timeout, new uuid)``, state
         processing, retry - 1. Records whose retry is spent are discarded on the way, or, with
         ``dead`` given (the queue has a dead-letter queue), removed unjournaled and appended to
-        it as :func:`dead_letter_of` marks them, for the store to transfer.
+        it as :func:`dead_letter_of` marks them, for the store to transfer. With ``hold`` (the
+        queue's dead-letter queue is missing, and SQS's rule keeps such records), a record
+        whose retry is spent is delivered all the same, its retry left at 0.
         Returns the delivered record and its retention (seconds it waited).
 
         A record with a priority is served before any other due one; a record with a
@@ -1106,13 +1110,13 @@ class QueueTable:
                     self.bytes -= len(e) - _HEAD_SIZE + self._md.lens[e[26]] + RECORD_OVERHEAD
                 else:
                     self._drop(old_uuid, e)
-                if code == 0:
+                if code == 0 and not hold:
                     if dead is not None:
                         dead.append(dead_letter_of(self.name, _decode(e, self._md.mds), "retries"))
                     elif self._journal is not None:
                         self._journal.delete(self.name, old_uuid)
                     continue
-                if code != _INFINITY:
+                if code != _INFINITY and code > 0:
                     code -= 1
                 ts_new = now + timeout
                 uuid, key = self._fresh_uuid()
@@ -1137,17 +1141,17 @@ class QueueTable:
                 return None
             self._drop(old_uuid, e)
             if e.ext is not None:
-                got = self._deliver_ext(e, timeout, now, dead)
+                got = self._deliver_ext(e, timeout, now, dead, hold)
                 if got is None:
                     continue
                 return got
-            if e.retry is not None and e.retry <= 0:
+            if e.retry is not None and e.retry <= 0 and not hold:
                 if dead is not None:
                     dead.append(dead_letter_of(self.name, e, "retries"))
                 elif self._journal is not None:
                     self._journal.delete(self.name, old_uuid)
                 continue
-            retry = None if e.retry is None else e.retry - 1
+            retry = None if e.retry is None else max(0, e.retry - 1)
             new = StoredMessage((now + timeout, self._fresh_uuid()[0]), _S_PROCESSING, e.type, retry, e.content)
             self._insert(new)
             if self._journal is not None:
@@ -1155,7 +1159,7 @@ class QueueTable:
             return new, now - ts
 
     def _deliver_ext(
-        self, e: StoredMessage, timeout: float, now: float, dead: list[StoredMessage] | None
+        self, e: StoredMessage, timeout: float, now: float, dead: list[StoredMessage] | None, hold: bool = False
     ) -> tuple[StoredMessage, float] | None:
         """Deliver ``e``, a due record with an ext, already dropped from the table; None when it
         is exhausted instead. queue_server's ttl rule: once ``expires`` has come, a record never
@@ -1171,7 +1175,7 @@ class QueueTable:
             if self._journal is not None:
                 self._journal.delete(self.name, old_uuid)
             return None
-        if (e.retry is not None and e.retry <= 0) or (expired and ext.attempts > 0):
+        if (e.retry is not None and e.retry <= 0 and not hold) or (expired and ext.attempts > 0):
             if dead is not None and not ext.once:
                 dead.append(dead_letter_of(self.name, e, "expired" if expired else "retries"))
             elif self._journal is not None:
@@ -1181,7 +1185,7 @@ class QueueTable:
         if not ext.hard and (expired or (ext.expires is not None and deadline >= ext.expires)):
             retry: Retry = 0
         else:
-            retry = None if e.retry is None else e.retry - 1
+            retry = None if e.retry is None else max(0, e.retry - 1)
         new = StoredMessage(
             (deadline, self._fresh_uuid()[0]),
             _S_PROCESSING,
@@ -1199,6 +1203,39 @@ class QueueTable:
         if self._journal is not None:
             self._journal.move(self.name, old_uuid, new)
         return new, now - ts
+
+    def dequeue_in_group(self, group: str, timeout: float, now: float) -> tuple[StoredMessage, float] | None:
+        """Deliver the first waiting record of ``group`` that is not in processing, as
+        :meth:`dequeue` would deliver it once it were the head: for a receive that has just
+        taken the group's head, so that several messages of one group go out in one answer,
+        in order. None when there is none, it is not due, or it is out of retries or past its
+        expiry (those are left to :meth:`dequeue`, which knows the dead-letter queue). The
+        records in processing passed over are few: those taken with the head in one receive."""
+        held = self._held.get(group)
+        if not held:
+            return None
+        passed: list[tuple[int, MessageId]] = []
+        found: StoredMessage | None = None
+        while held:
+            entry = held[0]
+            m = self._other.get(entry[1][1])
+            if type(m) is not StoredMessage or m.id is not entry[1]:
+                heapq.heappop(held)  # stale
+            elif m.state is _S_PROCESSING:
+                passed.append(heapq.heappop(held))
+            else:
+                found = m
+                break
+        for entry in passed:
+            heapq.heappush(held, entry)
+        if found is None or found.ext is None or found.id[0] > now:
+            return None
+        ext = found.ext
+        if (found.retry is not None and found.retry <= 0) or (ext.expires is not None and now >= ext.expires):
+            return None
+        self._later.tick(now)
+        self._drop(found.id[1], found)
+        return self._deliver_ext(found, timeout, now, None)
 
     def _processing(self, uuid: bytes, now: float) -> Entry | None:
         e = self._find(uuid)

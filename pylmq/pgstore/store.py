@@ -838,9 +838,18 @@ class PostgresStore:
             name, f"push to {name}", lambda c, qid: m.push(c, qid, item, retry, options, track, now)
         )
 
+    async def dequeue_in_group(self, name: str, group: str, timeout: float) -> tuple[StoredMessage, float] | None:
+        # The database's groups deliver one record at a time (lmq.dequeue): a receive gets one
+        # message of each group here (docs/sqs.md#fifo-queues).
+        return None
+
     async def dequeue(
-        self, name: str, timeout: float, dead_letter: str | None = None
+        self, name: str, timeout: float, dead_letter: str | None = None, *, hold: bool = False
     ) -> tuple[StoredMessage, float] | None:
+        # ``hold`` is not honoured here (docs/sqs.md#dead-letters): the database's dequeue makes
+        # a missing dead-letter queue again, as LMQ's rule has it; keeping exhausted records in
+        # place would take a new version of lmq.dequeue.
+        del hold
         qid = self._ids.get(name)
         if qid is None:
             return None

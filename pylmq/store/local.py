@@ -147,13 +147,15 @@ class LocalStore:
         return self._table(name).push(item, retry, self.clock.now(), options, track=track)
 
     async def dequeue(
-        self, name: str, timeout: float, dead_letter: str | None = None
+        self, name: str, timeout: float, dead_letter: str | None = None, *, hold: bool = False
     ) -> tuple[StoredMessage, float] | None:
         table = self.tables.get(name)
         if table is None:
             return None
         if dead_letter is None or dead_letter == name:
             return table.dequeue(timeout, self.clock.now())
+        if hold and dead_letter not in self.tables:
+            return table.dequeue(timeout, self.clock.now(), hold=True)
         dead: list[StoredMessage] = []
         try:
             return table.dequeue(timeout, self.clock.now(), dead)
@@ -161,6 +163,10 @@ class LocalStore:
             # Also when the dequeue failed midway: what it took out must land somewhere.
             if dead:
                 self._transfer_dead(name, dead, dead_letter)
+
+    async def dequeue_in_group(self, name: str, group: str, timeout: float) -> tuple[StoredMessage, float] | None:
+        table = self.tables.get(name)
+        return None if table is None else table.dequeue_in_group(group, timeout, self.clock.now())
 
     def _retry_of(self, name: str) -> Retry:
         """The queue's effective retry (a transferred record is pushed there)."""

@@ -208,6 +208,7 @@ _LISTS: Final = {
     "AttributeName": "AttributeNames",
     "MessageAttributeName": "MessageAttributeNames",
     "MessageSystemAttributeName": "MessageSystemAttributeNames",
+    "TagKey": "TagKeys",
 }
 _ENTRY_LISTS: Final = {
     "SendMessageBatchRequestEntry": "Entries",
@@ -294,7 +295,9 @@ def _unflatten(action: str, fields: dict[str, str]) -> dict[str, Any]:
         elif head == "MessageSystemAttribute":
             params["MessageSystemAttributes"] = _message_attributes(grouped)
         elif head == "Tag":
-            params["tags"] = {i["Key"]: i.get("Value", "") for _, i in sorted(grouped.items()) if "Key" in i}
+            # CreateQueue's input names the map ``tags``, TagQueue's ``Tags``.
+            tags = {i["Key"]: i.get("Value", "") for _, i in sorted(grouped.items()) if "Key" in i}
+            params["Tags" if action == "TagQueue" else "tags"] = tags
         elif head in _ENTRY_LISTS:
             params[_ENTRY_LISTS[head]] = [_entry(e) for _, e in sorted(grouped.items())]
     return params
@@ -329,6 +332,8 @@ _XML_LISTS: Final = {
     "Failed": "BatchResultErrorEntry",
 }
 _XML_MAPS: Final = {"Attributes": "Attribute", "MessageAttributes": "MessageAttribute", "Tags": "Tag"}
+# The element naming each entry's key: ``Name``, but a tag's is ``Key`` (ListQueueTagsResult).
+_XML_MAP_KEYS: Final = {"Tags": "Key"}
 
 
 def _xml_value(v: Any) -> str:
@@ -345,7 +350,8 @@ def _xml(name: str, value: Any, action: str, out: list[str]) -> None:
     elif isinstance(value, dict) and name in _XML_MAPS:
         tag = _XML_MAPS[name]
         for k, v in value.items():
-            out.append(f"<{tag}><Name>{escape(k)}</Name>")
+            key = _XML_MAP_KEYS.get(name, "Name")
+            out.append(f"<{tag}><{key}>{escape(k)}</{key}>")
             if isinstance(v, dict):
                 out.append("<Value>")
                 for vk, vv in v.items():

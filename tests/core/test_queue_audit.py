@@ -36,12 +36,12 @@ class GatedStore(MemoryStore):
             await self.barrier_gate.wait()
 
     async def dequeue(
-        self, name: str, timeout: float, dead_letter: str | None = None
+        self, name: str, timeout: float, dead_letter: str | None = None, *, hold: bool = False
     ) -> tuple[StoredMessage, float] | None:
         if self.dequeue_gate is not None:
             self.dequeue_entered.set()
             await self.dequeue_gate.wait()
-        return await super().dequeue(name, timeout, dead_letter)
+        return await super().dequeue(name, timeout, dead_letter, hold=hold)
 
     async def put_back(self, name: str, uuid: bytes) -> bool:
         self.put_back_entered.set()
@@ -246,12 +246,12 @@ class FlakyStore(MemoryStore):
         self.failures = 0
 
     async def dequeue(
-        self, name: str, timeout: float, dead_letter: str | None = None
+        self, name: str, timeout: float, dead_letter: str | None = None, *, hold: bool = False
     ) -> tuple[StoredMessage, float] | None:
         if self.failures == 0 and self.waittime(name) == 0:
             self.failures += 1
             raise StoreError("peer gone")
-        return await super().dequeue(name, timeout, dead_letter)
+        return await super().dequeue(name, timeout, dead_letter, hold=hold)
 
 
 async def test_waiters_are_served_again_after_the_store_failed_once() -> None:

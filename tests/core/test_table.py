@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pylmq.core.clock import ManualClock
-from pylmq.core.message import State, StoredMessageType, make_item
+from pylmq.core.message import PushOptions, State, StoredMessage, StoredMessageType, make_item
 from pylmq.core.table import QueueTable
 from pylmq.wire.items import Item
 
@@ -149,3 +149,30 @@ def test_ack_cost_does_not_depend_on_position() -> None:
     for g in reversed(got):
         assert g is not None and t.done(g[0].uuid, c.now())
     assert len(t) == 0 and t.first() is None
+
+
+def test_hold_delivers_a_record_out_of_retries_instead_of_dropping_or_dead_lettering_it() -> None:
+    # The queue's dead-letter queue is missing (SQS's rule): a compact record and one with an
+    # ext, both out of retries, are delivered again, retry left at 0, and nothing goes to dead.
+    t, c = QueueTable("q"), ManualClock()
+    t.enqueue(item(b"compact"), 0, 0, c.now())
+    t.push(item(b"tracked"), 0, c.now(), PushOptions(track=True))
+    for _ in range(2):
+        got = t.dequeue(timeout=0.5, now=c.now())
+        assert got is not None and got[0].retry == 0
+    c.advance(1)
+    dead: list[StoredMessage] = []
+    for _ in range(3):
+        bodies = set()
+        for _ in range(2):
+            got = t.dequeue(0.5, c.now(), dead, hold=True)
+            assert got is not None and got[0].retry == 0, got
+            assert isinstance(got[0].content, tuple)
+            bodies.add(got[0].content[1])
+        assert bodies == {b"compact", b"tracked"}
+        c.advance(1)
+    assert dead == []
+    assert len(t) == 2
+    # Without hold, both are exhausted.
+    assert t.dequeue(0.5, c.now(), dead) is None
+    assert len(dead) == 2 and len(t) == 0

@@ -153,3 +153,37 @@ def test_groups_touch_a_bounded_number_of_heap_entries_per_message(n: int, monke
     assert sum(len(ks) for ks in seen.values()) == n
     assert counter.ops <= 16 * n, f"{counter.ops} heap entries touched for {n} messages"
     assert all(m.state is not State.PROCESSING for m in t.messages())
+
+
+def test_dequeue_in_group_takes_the_groups_next_records_after_its_head_in_order() -> None:
+    t, c = QueueTable("q"), ManualClock()
+    for i in range(3):
+        push(t, c, b"g%d" % i, "g")
+    push(t, c, b"h0", "h")
+    got = t.dequeue(30, c.now())
+    assert got is not None and body(got[0]) == b"g0"
+    taken = [t.dequeue_in_group("g", 30, c.now()) for _ in range(3)]
+    assert [None if x is None else body(x[0]) for x in taken] == [b"g1", b"g2", None]
+    assert [body(m) for m in drain(t, c)] == [b"h0"]  # group g is all in processing
+    # g1 acked before g0: g2, in processing, stays behind g0, the group's head.
+    t.done(taken[0][0].uuid, c.now())  # type: ignore[index]
+    c.advance(31)
+    assert sorted(body(m) for m in drain(t, c)) == [b"g0", b"h0"]  # not g2
+
+
+def test_dequeue_in_group_leaves_records_out_of_retries_to_dequeue() -> None:
+    t, c = QueueTable("q"), ManualClock()
+    c.advance(0.001)
+    t.push(make_item(b"g0"), 0, c.now(), PushOptions(group="g", track=True))
+    c.advance(0.001)
+    t.push(make_item(b"g1"), 0, c.now(), PushOptions(group="g", track=True))
+    got = t.dequeue(30, c.now())
+    assert got is not None and body(got[0]) == b"g0"
+    g1 = t.dequeue_in_group("g", 30, c.now())
+    assert g1 is not None and body(g1[0]) == b"g1"
+    c.advance(31)
+    # Both out of retries now: neither is taken by dequeue_in_group, and dequeue drops them in order.
+    assert t.dequeue_in_group("g", 30, c.now()) is None
+    dead: list[StoredMessage] = []
+    assert t.dequeue(30, c.now(), dead) is None
+    assert [body(m) for m in dead] == [b"g0", b"g1"]

@@ -11,10 +11,12 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import botocore.auth
 import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
+from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
@@ -128,3 +130,50 @@ def test_a_signature_of_long_ago_is_refused(locked: NodeThread, monkeypatch: pyt
     # A fresh signature of the same request is served.
     status, _ = _post(locked, _signed_json(locked, "SendMessage", body), json.dumps(body).encode())
     assert status == 200
+
+
+def _client_in(node: NodeThread, region: str, key: str = KEY, secret: str = SECRET) -> Any:
+    return boto3.client(
+        "sqs",
+        endpoint_url=endpoint(node),
+        region_name=region,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        config=Config(retries={"max_attempts": 1}),
+    )
+
+
+def test_a_signature_scoped_to_another_region_is_refused_naming_the_expected_one(locked: NodeThread) -> None:
+    # An SQS endpoint serves one region: a request signed (correctly, with a configured key) for
+    # another region is refused before anything is done, and the answer says which region to use.
+    url = client(locked).create_queue(QueueName="regional")["QueueUrl"]
+    with pytest.raises(ClientError) as e:
+        _client_in(locked, "eu-west-3").send_message(QueueUrl=url, MessageBody="wrong region")
+    assert e.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    message = e.value.response["Error"]["Message"]
+    assert "'eu-west-3'" in message and f"'{REGION}'" in message
+    assert "Messages" not in client(locked).receive_message(QueueUrl=url)
+
+
+def test_a_signature_scoped_to_another_service_is_refused(locked: NodeThread) -> None:
+    req = AWSRequest(
+        method="POST",
+        url=endpoint(locked) + "/",
+        data=json.dumps({}),
+        headers={"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.ListQueues"},
+    )
+    SigV4Auth(Credentials(KEY, SECRET), "sns", REGION).add_auth(req)
+    headers = {k: v for k, v in req.prepare().headers.items() if k.lower() != "content-length"}
+    status, answer = _post(locked, headers, json.dumps({}).encode())
+    assert status == 403 and answer["__type"].endswith("#SignatureDoesNotMatch")
+    assert "'sqs'" in answer["message"]
+
+
+def test_without_access_keys_the_region_is_not_checked() -> None:
+    # Nothing is verified then (as ElasticMQ does): a client configured for any region is served.
+    with sqs_node() as node:
+        sqs = _client_in(node, "ap-south-1", "anyone", "anything")
+        url = sqs.create_queue(QueueName="anywhere")["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="served")
+        assert client(node).receive_message(QueueUrl=url)["Messages"][0]["Body"] == "served"

@@ -55,7 +55,13 @@ BAD = "InvalidParameterValue"
         ("CreateQueue", {"QueueName": "raw2", "Attributes": ["VisibilityTimeout"]}, BAD),
         ("CreateQueue", {"QueueName": "raw2", "Attributes": {"RedrivePolicy": "{not json"}}, BAD),
         ("ListQueues", {"NextToken": "%%%"}, BAD),
-        ("TagQueue", {"QueueUrl": "raw"}, "InvalidAction"),
+        ("AddPermission", {"QueueUrl": "raw"}, "InvalidAction"),
+        ("TagQueue", {"QueueUrl": "raw"}, "MissingParameter"),
+        ("TagQueue", {"QueueUrl": "raw", "Tags": ["k"]}, BAD),
+        ("TagQueue", {"QueueUrl": "raw", "Tags": {"k": 5}}, BAD),
+        ("UntagQueue", {"QueueUrl": "raw", "TagKeys": [1]}, BAD),
+        ("UntagQueue", {"QueueUrl": "raw"}, "MissingParameter"),
+        ("CreateQueue", {"QueueName": "raw2", "tags": "k=v"}, BAD),
         # Digits str.isdigit takes and int refuses, and numbers longer than int parses: the
         # client's error, not an InternalFailure.
         ("ReceiveMessage", {"QueueUrl": "raw", "MaxNumberOfMessages": "\u00b2"}, BAD),

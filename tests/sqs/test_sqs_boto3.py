@@ -414,6 +414,32 @@ def test_redrive_policy_moves_a_message_to_its_dead_letter_queue(node: NodeThrea
     assert error_code(e) == "InvalidParameterValue"
 
 
+def test_a_deleted_dead_letter_queue_is_not_made_again_and_the_message_stays(node: NodeThread, sqs: Any) -> None:
+    # SQS does not create dead-letter queues: once the target of a RedrivePolicy is deleted, a
+    # message past maxReceiveCount is not moved (nor dropped); it stays in the source queue and
+    # is received again. A queue made again under the target's name takes the moves again.
+    dlq = sqs.create_queue(QueueName="gone-dlq")["QueueUrl"]
+    arn = "arn:aws:sqs:us-east-1:000000000000:gone-dlq"
+    policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})
+    src = sqs.create_queue(QueueName="gone-src", Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    sent = sqs.send_message(QueueUrl=src, MessageBody="kept")
+    sqs.delete_queue(QueueUrl=dlq)
+    for n in (1, 2, 3):
+        got = sqs.receive_message(QueueUrl=src, VisibilityTimeout=0, AttributeNames=["ApproximateReceiveCount"])
+        m = got["Messages"][0]
+        assert (m["MessageId"], m["Attributes"]["ApproximateReceiveCount"]) == (sent["MessageId"], str(n))
+    assert "gone-dlq" not in [u.rsplit("/", 1)[-1] for u in sqs.list_queues().get("QueueUrls", [])]
+    assert node.node.manager.get("gone-dlq") is None
+    # The policy still names the queue; once it exists again, the next receive moves the message.
+    assert json.loads(
+        sqs.get_queue_attributes(QueueUrl=src, AttributeNames=["RedrivePolicy"])["Attributes"]["RedrivePolicy"]
+    ) == {"deadLetterTargetArn": arn, "maxReceiveCount": 1}
+    dlq = sqs.create_queue(QueueName="gone-dlq")["QueueUrl"]
+    assert "Messages" not in sqs.receive_message(QueueUrl=src)
+    dead = sqs.receive_message(QueueUrl=dlq, WaitTimeSeconds=2)["Messages"][0]
+    assert dead["MessageId"] == sent["MessageId"]
+
+
 def test_a_failing_action_is_internal_failure_and_the_node_goes_on(node: NodeThread, sqs: Any) -> None:
     api = node.node.sqs_api
     assert api is not None

@@ -142,10 +142,10 @@ def test_a_fifo_queue_its_groups_and_deduplication_ids_survive_kill_9(tmp_path: 
         url = sqs.create_queue(QueueName="crash.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
         sent = [
             sqs.send_message(QueueUrl=url, MessageBody=b, MessageGroupId="g", MessageDeduplicationId=b)
-            for b in ("g0", "g1")
+            for b in ("g0", "g1", "g2")
         ]
-        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=60)["Messages"]
-        assert [m["Body"] for m in got] == ["g0"]
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2, VisibilityTimeout=60)["Messages"]
+        assert [m["Body"] for m in got] == ["g0", "g1"]
     finally:
         node.kill()
 
@@ -155,12 +155,12 @@ def test_a_fifo_queue_its_groups_and_deduplication_ids_survive_kill_9(tmp_path: 
         url = sqs.get_queue_url(QueueName="crash.fifo")["QueueUrl"]
         attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["FifoQueue"])["Attributes"]
         assert attrs == {"FifoQueue": "true"}
-        # g0 is still in flight: its group's next waits behind it.
+        # g0 and g1 are still in flight: their group's next waits behind them.
         assert "Messages" not in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
         again = sqs.send_message(QueueUrl=url, MessageBody="g1", MessageGroupId="g", MessageDeduplicationId="g1")
         assert (again["MessageId"], again["SequenceNumber"]) == (sent[1]["MessageId"], sent[1]["SequenceNumber"])
-        later = sqs.send_message(QueueUrl=url, MessageBody="g2", MessageGroupId="g", MessageDeduplicationId="g2")
-        assert int(later["SequenceNumber"]) > int(sent[1]["SequenceNumber"])
+        later = sqs.send_message(QueueUrl=url, MessageBody="g3", MessageGroupId="g", MessageDeduplicationId="g3")
+        assert int(later["SequenceNumber"]) > int(sent[2]["SequenceNumber"])
     finally:
         node.kill()
 
@@ -189,5 +189,28 @@ def test_a_deduplication_id_of_a_deleted_message_still_dedups_after_kill_9(tmp_p
         other = sqs.send_message(QueueUrl=url, MessageBody="twice", MessageGroupId="g", MessageDeduplicationId="d2")
         assert other["MessageId"] != first["MessageId"]
         assert [m["Body"] for m in sqs.receive_message(QueueUrl=url)["Messages"]] == ["twice"]
+    finally:
+        node.kill()
+
+
+def test_queue_tags_survive_kill_9(tmp_path: Path) -> None:
+    # The most tags a queue may have, of the longest keys and values in 4-byte characters.
+    largest = {f"{i:02d}" + "\U0001f600" * 126: "\U0001f600" * 256 for i in range(50)}
+    node = Node(tmp_path)
+    try:
+        sqs = node.client()
+        sqs.create_queue(QueueName="crash-tags-largest", tags=largest)
+        url = sqs.create_queue(QueueName="crash-tags", tags={"made": "at creation"})["QueueUrl"]
+        sqs.tag_queue(QueueUrl=url, Tags={"added": "later", "dropped": "soon"})
+        sqs.untag_queue(QueueUrl=url, TagKeys=["dropped"])
+    finally:
+        node.kill()
+    node = Node(tmp_path)
+    try:
+        sqs = node.client()
+        url = sqs.get_queue_url(QueueName="crash-tags")["QueueUrl"]
+        assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"made": "at creation", "added": "later"}
+        url = sqs.get_queue_url(QueueName="crash-tags-largest")["QueueUrl"]
+        assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == largest
     finally:
         node.kill()

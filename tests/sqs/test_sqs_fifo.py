@@ -1,5 +1,6 @@
 """FIFO queues over boto3 against a running node: `.fifo` names, the order of a message group
-with one of its messages in flight at a time (several groups, concurrent consumers), a
+(several of its messages in one receive, none to another receive while an earlier one is in
+flight; several groups, concurrent consumers), a
 visibility timeout giving the group's head back first, deduplication (explicit ids, content
 based, the 5-minute window on a ManualClock, the scope), SequenceNumber, and AWS's errors."""
 
@@ -47,15 +48,38 @@ def receive(sqs: Any, url: str, **kw: Any) -> list[dict[str, Any]]:
     return list(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, **kw).get("Messages", []))
 
 
-def test_one_message_of_a_group_in_flight_in_order(sqs: Any) -> None:
+def test_a_receive_takes_several_messages_of_a_group_in_order(sqs: Any) -> None:
     url = sqs.create_queue(QueueName="order.fifo", Attributes=CBD)["QueueUrl"]
     send_groups(sqs, url, "abc", 3)
-    first = receive(sqs, url)
-    assert sorted(m["Body"] for m in first) == ["a0", "b0", "c0"]  # one per group
-    assert receive(sqs, url) == []  # every group has its message in flight
-    a0 = next(m for m in first if m["Body"] == "a0")
-    sqs.delete_message(QueueUrl=url, ReceiptHandle=a0["ReceiptHandle"])
-    assert [m["Body"] for m in receive(sqs, url)] == ["a1"]
+    # A group's messages in order, one group after the other (SQS fills from one group first).
+    got = [m["Body"] for m in receive(sqs, url)]
+    assert got == ["a0", "a1", "a2", "b0", "b1", "b2", "c0", "c1", "c2"]
+    assert receive(sqs, url) == []  # all in flight
+
+
+def test_a_groups_later_messages_wait_while_an_earlier_one_is_in_flight(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="held.fifo", Attributes=CBD)["QueueUrl"]
+    send_groups(sqs, url, "abc", 3)
+    first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=4)["Messages"]
+    assert [m["Body"] for m in first] == ["a0", "a1", "a2", "b0"]
+    # b1 and b2 are not given to another receive while b0 is in flight; group c is free.
+    assert [m["Body"] for m in receive(sqs, url)] == ["c0", "c1", "c2"]
+    assert receive(sqs, url) == []
+    b0 = first[3]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=b0["ReceiptHandle"])
+    assert [m["Body"] for m in receive(sqs, url)] == ["b1", "b2"]
+
+
+def test_a_message_made_visible_again_waits_behind_the_earlier_one_in_flight(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="again.fifo", Attributes=CBD)["QueueUrl"]
+    send_groups(sqs, url, "g", 3)
+    h0, h1 = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2)["Messages"]
+    assert (h0["Body"], h1["Body"]) == ("g0", "g1")
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=h1["ReceiptHandle"], VisibilityTimeout=0)
+    assert receive(sqs, url) == []  # g1 is visible, but g0 before it is in flight
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=h0["ReceiptHandle"])
+    got = receive(sqs, url, AttributeNames=["ApproximateReceiveCount"])
+    assert [(m["Body"], m["Attributes"]["ApproximateReceiveCount"]) for m in got] == [("g1", "2"), ("g2", "1")]
 
 
 def test_concurrent_consumers_see_each_group_in_order_once(sqs: Any) -> None:
@@ -111,8 +135,8 @@ def test_fifo_system_attributes_and_queue_attributes(sqs: Any) -> None:
     ]
     numbers = [int(s["SequenceNumber"]) for s in sent]
     assert numbers == sorted(set(numbers)) and all(len(s["SequenceNumber"]) == 20 for s in sent)
-    (m,) = receive(sqs, url, AttributeNames=["All"])
-    assert m["MessageId"] == sent[0]["MessageId"]
+    m, *later = receive(sqs, url, AttributeNames=["All"])
+    assert [m["MessageId"], *(x["MessageId"] for x in later)] == [s["MessageId"] for s in sent]
     a = m["Attributes"]
     assert (a["MessageGroupId"], a["MessageDeduplicationId"], a["SequenceNumber"]) == (
         "g",
@@ -207,6 +231,34 @@ async def test_a_visibility_timeout_gives_the_groups_head_back_first() -> None:
         await node.stop()
 
 
+async def test_only_the_first_of_several_in_flight_comes_back_when_their_timeouts_end() -> None:
+    clock = ManualClock(1_800_000_000.0)
+    node = LMQNode(local_options(sqs=("127.0.0.1", 0), rpc=None), clock=clock)
+    await node.start()
+    try:
+        sqs = client(node)
+        url = (await call(sqs.create_queue, QueueName="vis2.fifo", Attributes=CBD))["QueueUrl"]
+        for i in range(3):
+            await call(sqs.send_message, QueueUrl=url, MessageBody=f"h{i}", MessageGroupId="g")
+        got = await call(sqs.receive_message, QueueUrl=url, MaxNumberOfMessages=2, VisibilityTimeout=10)
+        h0, h1 = got["Messages"]
+        assert (h0["Body"], h1["Body"]) == ("h0", "h1")
+        # h1 is deleted first; h0 is still in flight, so h2 waits.
+        await call(sqs.delete_message, QueueUrl=url, ReceiptHandle=h1["ReceiptHandle"])
+        assert "Messages" not in await call(sqs.receive_message, QueueUrl=url, MaxNumberOfMessages=10)
+        clock.advance(10)
+        # h0's timeout ended: it comes back first, h2 after it in the same answer.
+        got = await call(sqs.receive_message, QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=10)
+        assert [m["Body"] for m in got["Messages"]] == ["h0", "h2"]
+        # Both timeouts end again: again h0 first (h2 waits behind it), never h2 alone.
+        clock.advance(10)
+        got = await call(sqs.receive_message, QueueUrl=url, MaxNumberOfMessages=1)
+        assert [m["Body"] for m in got["Messages"]] == ["h0"]
+        assert "Messages" not in await call(sqs.receive_message, QueueUrl=url, MaxNumberOfMessages=10)
+    finally:
+        await node.stop()
+
+
 async def test_deduplication_within_and_after_the_window() -> None:
     clock = ManualClock(1_800_000_000.0)
     node = LMQNode(local_options(sqs=("127.0.0.1", 0), rpc=None), clock=clock)
@@ -276,7 +328,7 @@ async def test_deduplication_ids_are_rebuilt_from_the_queue_when_forgotten() -> 
 def test_a_delete_wakes_a_long_poll_waiting_for_the_groups_next(node: NodeThread, sqs: Any) -> None:
     url = sqs.create_queue(QueueName="wake.fifo", Attributes=CBD)["QueueUrl"]
     send_groups(sqs, url, "w", 2)
-    (head,) = receive(sqs, url, VisibilityTimeout=60)
+    (head,) = sqs.receive_message(QueueUrl=url, VisibilityTimeout=60)["Messages"]
     got: list[list[dict[str, Any]]] = []
     waiter = threading.Thread(target=lambda: got.append(receive(client_like(sqs), url, WaitTimeSeconds=20)))
     waiter.start()

@@ -57,7 +57,7 @@ from pylmq.core.store import (
     TransferListener,
 )
 from pylmq.core.table import AccumResult, QueueCounts
-from pylmq.errors import BadRequest
+from pylmq.errors import BadRequest, Duplicate
 from pylmq.pgstore import messages as m
 from pylmq.pgstore.listener import Listener
 from pylmq.pgstore.meta import check_defaults, check_text, decode_defaults, decode_props, encode_defaults, encode_props
@@ -128,6 +128,9 @@ class PostgresStore:
         self._dedup: dict[str, DedupIds] = {}
         self._dedup_pending: list[tuple[str, str, float, str, str]] = []
         self._dedup_lock = asyncio.Lock()
+        # Ids a push wrote with its record (PushOptions.dedup), until the SQS layer's keep_dedup
+        # of them (right after the push): nothing left to write then.
+        self._dedup_written: set[tuple[str, str]] = set()
         self._deliveries: dict[str, dict[int, tuple[bytes, float] | None]] = {}
         self._snapshots: dict[str, list[StoredMessage]] = {}
         self._own_pids: set[int] = set()
@@ -749,6 +752,9 @@ class PostgresStore:
         return ids
 
     def keep_dedup(self, name: str, key: str, sent: float, message_id: str, sequence: str) -> None:
+        if (name, key) in self._dedup_written:
+            self._dedup_written.discard((name, key))  # its push wrote it already
+            return
         self._dedup_pending.append((name, key, sent, message_id, sequence))
 
     async def _write_dedup(self, c: Conn, batch: list[tuple[str, str, float, str, str]]) -> None:
@@ -862,9 +868,24 @@ class PostgresStore:
 
     async def push(self, name: str, item: Item, retry: Retry, options: PushOptions, *, track: bool = False) -> bytes:
         now = self.clock.now()
-        return await self._write_new(
-            name, f"push to {name}", lambda c, qid: m.push(c, qid, item, retry, options, track, now)
+        claim = options.dedup
+        if claim is None:
+            return await self._write_new(
+                name, f"push to {name}", lambda c, qid: m.push(c, qid, item, retry, options, track, now)
+            )
+        # The deduplication id and the record in one transaction: of two nodes sending one id
+        # at once, exactly one pushes (this node's mirror of the ids cannot tell).
+        horizon = now - DEDUP_WINDOW
+        got = await self._write_new(
+            name,
+            f"push to {name}",
+            lambda c, qid: m.push_dedup(c, qid, name, claim, horizon, item, retry, options, track, now),
         )
+        if isinstance(got, tuple):
+            self.dedup_ids(name)[claim.key] = got
+            raise Duplicate(got[1], got[2])
+        self._dedup_written.add((name, claim.key))
+        return got
 
     async def dequeue(
         self, name: str, timeout: float, dead_letter: str | None = None

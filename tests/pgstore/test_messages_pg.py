@@ -14,7 +14,7 @@ import pytest
 from pylmq.core.message import PushOptions, State
 from pylmq.pgstore import messages as pm
 from pylmq.pgstore.messages import QueueState
-from pylmq.pgstore.schema import migrate
+from pylmq.pgstore.schema import SCHEMA_VERSION, migrate
 from tests.pgstore.pg_diff import create_queue
 
 
@@ -291,7 +291,7 @@ async def test_the_queue_tables_vacuum_after_a_fixed_number_of_dead_rows(conn: a
     opts = {r["relname"]: set(r["reloptions"]) for r in rows}
     assert {"autovacuum_vacuum_scale_factor=0", "autovacuum_vacuum_insert_scale_factor=0"} <= opts["message"]
     assert {"autovacuum_vacuum_scale_factor=0", "fillfactor=50"} <= opts["queue_count"]
-    assert await migrate(conn) == 1  # applied once: a second node finds it done
+    assert await migrate(conn) == SCHEMA_VERSION  # applied once: a second node finds it done
 
 
 async def test_helpers_called_from_plpgsql_are_plpgsql(conn: asyncpg.Connection) -> None:

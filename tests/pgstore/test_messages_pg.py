@@ -6,26 +6,14 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
-import pytest
 
 from pylmq.core.message import PushOptions, State
 from pylmq.pgstore import messages as pm
 from pylmq.pgstore.messages import QueueState
 from pylmq.pgstore.schema import SCHEMA_VERSION, migrate
 from tests.pgstore.pg_diff import create_queue
-
-
-@pytest.fixture
-async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
-    c = await asyncpg.connect(pg_dsn)
-    await migrate(c)
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 async def test_concurrent_consumers_never_share_nor_lose_a_delivery(pg_dsn: str, conn: asyncpg.Connection) -> None:

@@ -184,6 +184,21 @@ class StoreUnavailable(StoreError):
     reason = "store_unavailable"
 
 
+class Duplicate(StoreError):
+    """A push whose SQS deduplication id (:attr:`PushOptions.dedup
+    <pylmq.core.message.PushOptions.dedup>`) another send took within the window, on any node
+    sharing the store: nothing was pushed. The SQS layer answers with that send's
+    ``message_id`` and ``sequence``, as SQS answers a duplicate; never a client's error."""
+
+    reason = "duplicate"
+    http_status = 409
+
+    def __init__(self, message_id: str, sequence: str) -> None:
+        super().__init__(f"the deduplication id was sent as message {message_id}")
+        self.message_id = message_id
+        self.sequence = sequence
+
+
 class ShuttingDown(StoreError):
     reason = "shutting_down"
 

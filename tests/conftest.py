@@ -14,7 +14,7 @@ import pytest
 
 from pylmq.node import NodeOptions
 from pylmq.pgstore.schema import migrate
-from tests.pg_helpers import PgServer, pg_missing_reason
+from tests.pg_helpers import PgServer, pg_missing_reason, serve_pg
 from tests.suite_store import DEFAULT_STORE, ENV, STORES, SuiteOptions, build_options
 
 
@@ -59,14 +59,7 @@ def suite_store(pytestconfig: pytest.Config) -> str:
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     """One PostgreSQL for the session; skipped, with the reason, where it cannot run."""
-    reason = pg_missing_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    server = PgServer()
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from serve_pg()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["PgServer", "pg_bin_dir", "pg_missing_reason"]
+__all__ = ["PgServer", "pg_bin_dir", "pg_missing_reason", "serve_pg"]
 
 
 def pg_bin_dir() -> Path | None:
@@ -142,9 +142,15 @@ class PgServer:
             shutil.rmtree(self.tmp)
 
 
-@contextlib.contextmanager
-def pg_server(**kw: object) -> Iterator[PgServer]:
-    server = PgServer(**kw)  # type: ignore[arg-type]
+def serve_pg() -> Iterator[PgServer]:
+    """The body of a fixture of one throwaway PostgreSQL (``yield from serve_pg()``): skips
+    the test, with the reason, where it cannot run; closes the server after the last test."""
+    import pytest  # here: bench/pg.py uses this module without pytest
+
+    reason = pg_missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = PgServer()
     try:
         yield server
     finally:

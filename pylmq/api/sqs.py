@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
 import hashlib
 import json
 import logging
@@ -36,11 +37,11 @@ from typing import Any, Final
 from pylmq.api.http import Request, Response
 from pylmq.core.clock import Clock
 from pylmq.core.manager import QueueManager
-from pylmq.core.message import Metadata, PushOptions, StoredMessage, StoredMessageType, uuid_text
+from pylmq.core.message import DedupClaim, Metadata, PushOptions, StoredMessage, StoredMessageType, uuid_text
 from pylmq.core.props import MAX_RETRY
 from pylmq.core.queue import Delivery, Queue
 from pylmq.core.store import prune_dedup
-from pylmq.errors import InvalidProps, LMQError, NotFound, NotSupported, QueueNotFound
+from pylmq.errors import Duplicate, InvalidProps, LMQError, NotFound, NotSupported, QueueNotFound
 from pylmq.log import info_line
 from pylmq.wire.sqs import (
     DEFAULT_ACCOUNT,
@@ -816,8 +817,17 @@ class SqsApi:
             return answer
         # Taken before the push's await: a concurrent send of the same id is a duplicate.
         sent[key] = (now, answer["MessageId"], answer["SequenceNumber"])
+        if self.manager.virtual_members(name) is None:
+            # Other nodes sharing the store may be sending it too: the store takes the id with
+            # the record, atomically (a virtual queue's members keep no ids of their own).
+            claim = DedupClaim(key, now, answer["MessageId"], answer["SequenceNumber"])
+            options = dataclasses.replace(options, dedup=claim)
         try:
             await self.manager.push_with(name, item, options)
+        except Duplicate as e:
+            sent[key] = (now, e.message_id, e.sequence)
+            answer["MessageId"], answer["SequenceNumber"] = e.message_id, e.sequence
+            return answer
         except BaseException:
             sent.pop(key, None)
             raise

@@ -841,7 +841,8 @@ class QueueManager:
         that bound are left alone and go to ``later``."""
         if len(ids) > MAX_REPLY_IDS:
             raise BadRequest(f"at most {MAX_REPLY_IDS} ids in one claim, got {len(ids)}")
-        q = self._require(name)
+        # As a reply: the deliveries may have been made by another node sharing the store.
+        q = await self._replied(name)
         parsed = [parse_uuid(i) for i in ids]
         got = iter(await q.claim([u for u in parsed if u is not None], max_bytes))
         outcome = ClaimOutcome([], [])
@@ -864,7 +865,7 @@ class QueueManager:
         ``later`` names those past ``max_bytes``, still recorded: claim by the tag again. Claims
         :data:`MAX_REPLY_IDS` at a time, letting other clients in between."""
         check_holder(holder)
-        q = self._require(name)
+        q = await self._replied(name)
         book = self._holders.get(name)
         uuids = book.of(holder) if book is not None else []
         got: list[StoredMessage | None] = []

@@ -23,6 +23,7 @@ __all__ = [
     "Content",
     "DeadLetter",
     "DeadReason",
+    "DedupClaim",
     "Inherit",
     "Item",
     "MessageExt",
@@ -104,6 +105,17 @@ class MessageExt:
     order is this, not their ids: a record made visible again keeps its place)."""
 
 
+@dataclass(frozen=True, slots=True)
+class DedupClaim:
+    """An SQS FIFO deduplication key as a send takes it: when, and the answer a duplicate of
+    it gets (its MessageId and SequenceNumber)."""
+
+    key: str
+    sent: float
+    message_id: str
+    sequence: str
+
+
 class Inherit(enum.Enum):
     """A push option left to the queue's property."""
 
@@ -130,6 +142,11 @@ class PushOptions:
     due (SQS counts retention from the send), and once it has come nothing is delivered."""
     group: str | None = None
     """The message's group (:attr:`MessageExt.group`): one of a group in processing at a time."""
+    dedup: DedupClaim | None = None
+    """The SQS FIFO deduplication id this push takes. A store shared by several nodes records it
+    in the push's own transaction and refuses the push with :class:`~pylmq.errors.Duplicate`
+    when another send took it within the window; a node's own store ignores it (the SQS layer's
+    check before the push is atomic there)."""
 
     def needs_ext(self) -> bool:
         """Whether a record pushed with these options needs a :class:`MessageExt` (a delay

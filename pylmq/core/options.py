@@ -95,7 +95,9 @@ def check_options(options: PushOptions, now: float) -> PushOptions:
         if priority:
             # A group's order is its push order: a priority would reorder it.
             raise InvalidOptions("'group' excludes 'priority'")
-    return PushOptions(nb, expires, interval, retry, priority, once, options.track is True, options.hard, group)
+    return PushOptions(
+        nb, expires, interval, retry, priority, once, options.track is True, options.hard, group, options.dedup
+    )
 
 
 def relative_options(

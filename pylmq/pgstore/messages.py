@@ -56,6 +56,7 @@ import asyncpg
 
 from pylmq.core.message import (
     DeadLetter,
+    DedupClaim,
     Inherit,
     Item,
     MessageExt,
@@ -81,6 +82,7 @@ __all__ = [
     "messages",
     "peek",
     "push",
+    "push_dedup",
     "put_back",
     "release",
     "requeue",
@@ -180,6 +182,47 @@ async def push(
     """A push with per-message options (QueueTable.push); the record's uuid. The options are
     resolved here, as pure functions of the arguments (no round trip for them): ``once`` is
     retry 0, an ``interval`` without a retry is unlimited, a delay is the record's ts."""
+    row = await db.fetchrow(
+        f"SELECT f.id, {_ST} FROM lmq.push($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) f",
+        *_push_args(qid, item, retry, options, track, now),
+    )
+    return row["id"].bytes, _state_of(row)
+
+
+async def push_dedup(
+    db: Db,
+    qid: int,
+    name: str,
+    claim: DedupClaim,
+    horizon: float,
+    item: Item,
+    retry: Retry,
+    options: PushOptions,
+    track: bool,
+    now: float,
+) -> tuple[bytes | tuple[float, str, str], QueueState]:
+    """:func:`push` taking the deduplication id ``claim`` of queue ``name`` in the same
+    transaction: the record's uuid, or, when another send holds the id (sent after
+    ``horizon``), that send's (sent, message id, sequence) and nothing pushed."""
+    row = await db.fetchrow(
+        f"SELECT f.id, f.dup_sent, f.dup_message_id, f.dup_sequence, {_ST} FROM lmq.push_dedup("
+        "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) f",
+        qid,
+        name,
+        claim.key,
+        float(claim.sent),
+        claim.message_id,
+        claim.sequence,
+        float(horizon),
+        *_push_args(qid, item, retry, options, track, now)[1:],
+    )
+    if row["id"] is None:
+        return (row["dup_sent"], row["dup_message_id"], row["dup_sequence"]), _state_of(row)
+    return row["id"].bytes, _state_of(row)
+
+
+def _push_args(qid: int, item: Item, retry: Retry, options: PushOptions, track: bool, now: float) -> tuple[Any, ...]:
+    """lmq.push's arguments."""
     r = options.retry
     if options.once:
         r = 0
@@ -188,8 +231,7 @@ async def push(
     nb = options.not_before
     ts = float(now) if nb is None or nb <= now else float(nb)
     ext = track or options.needs_ext()
-    row = await db.fetchrow(
-        f"SELECT f.id, {_ST} FROM lmq.push($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) f",
+    return (
         qid,
         encode_item(item),
         item_nbytes(item),
@@ -204,7 +246,6 @@ async def push(
         options.group if ext else None,
         float(now),
     )
-    return row["id"].bytes, _state_of(row)
 
 
 async def dequeue(

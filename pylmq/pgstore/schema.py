@@ -606,6 +606,51 @@ END
 $$;
 """),
     ),
+    (
+        2,
+        _expand("""
+-- push_dedup: lmq.push of a record that takes an SQS FIFO deduplication id, in one
+-- transaction: the id's row is inserted (or an expired one, sent at or before horizon, taken
+-- over) and the record pushed, or, when another send holds the id, nothing is pushed and
+-- that send's answer comes back (dup_message_id, dup_sequence; id NULL). Concurrent sends of
+-- one id on any nodes: the second waits on the first's row, then finds it taken (or takes it
+-- if the first rolled back); exactly one pushes.
+CREATE FUNCTION lmq.push_dedup(q bigint, qname text, d_key text, d_sent float8, d_message_id text,
+                               d_sequence text, horizon float8,
+                               item bytea, n integer, p_retry bigint, t float8, p_ext boolean,
+                               p_expires float8, p_interval float8, p_priority smallint, p_once boolean,
+                               p_hard boolean, p_grp text, now_ float8,
+                               OUT id uuid, OUT dup_sent float8, OUT dup_message_id text,
+                               OUT dup_sequence text, OUT st_size bigint, OUT st_nbytes bigint,
+                               OUT st_in_flight bigint, OUT st_first float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    taken boolean;
+BEGIN
+    -- The queue's lock before the dedup row, whose foreign key locks the queue's row: a delete
+    -- takes them in this order too (lmq.push takes the lock again, which it holds already).
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended('lmq.queue:' || q, 0));
+    INSERT INTO lmq.dedup AS d (queue_id, key, sent, message_id, sequence)
+    VALUES (q, d_key, d_sent, d_message_id, d_sequence)
+    ON CONFLICT (queue_id, key) DO UPDATE
+        SET sent = EXCLUDED.sent, message_id = EXCLUDED.message_id, sequence = EXCLUDED.sequence
+        WHERE d.sent <= horizon
+    RETURNING true INTO taken;
+    IF taken IS NULL THEN
+        SELECT d.sent, d.message_id, d.sequence INTO dup_sent, dup_message_id, dup_sequence
+        FROM lmq.dedup d WHERE d.queue_id = q AND d.key = d_key;
+        @state(q);
+        RETURN;
+    END IF;
+    SELECT p.id, p.st_size, p.st_nbytes, p.st_in_flight, p.st_first
+    INTO id, st_size, st_nbytes, st_in_flight, st_first
+    FROM lmq.push(q, item, n, p_retry, t, p_ext, p_expires, p_interval, p_priority, p_once, p_hard, p_grp, now_) p;
+    -- Other nodes mirror the id (lmq_meta 'x:' as the store's own writes of ids).
+    PERFORM pg_notify('lmq_meta', 'x:' || json_build_array(qname, d_key, d_sent, d_message_id, d_sequence)::text);
+END
+$$;
+"""),
+    ),
 )
 SCHEMA_VERSION: Final[int] = MIGRATIONS[-1][0]
 

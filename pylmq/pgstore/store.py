@@ -40,6 +40,7 @@ import contextlib
 import functools
 import json
 import logging
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Container, Iterable, Sequence
 from typing import Any, Final, Protocol, TypeVar
 
@@ -56,7 +57,7 @@ from pylmq.core.store import (
     TransferListener,
 )
 from pylmq.core.table import AccumResult, QueueCounts
-from pylmq.errors import BadRequest
+from pylmq.errors import BadRequest, Duplicate
 from pylmq.pgstore import messages as m
 from pylmq.pgstore.listener import Listener
 from pylmq.pgstore.meta import check_defaults, check_text, decode_defaults, decode_props, encode_defaults, encode_props
@@ -70,6 +71,13 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Conn = Any  # an asyncpg connection taken from the pool
+
+# deadlock_detected and serialization_failure: the transaction was rolled back, nothing of it stays.
+_ABORTED: Final = frozenset({"40P01", "40001"})
+
+MAX_ABORTS: Final = 5
+"""Times one operation runs when the database keeps aborting it (deadlocks, serialization
+conflicts) before it is answered 503."""
 
 MAX_DELIVERIES: Final = 100_000
 """Deliveries per queue this node remembers for :meth:`PostgresStore.find_delivery`; past it,
@@ -120,6 +128,9 @@ class PostgresStore:
         self._dedup: dict[str, DedupIds] = {}
         self._dedup_pending: list[tuple[str, str, float, str, str]] = []
         self._dedup_lock = asyncio.Lock()
+        # Ids a push wrote with its record (PushOptions.dedup), until the SQS layer's keep_dedup
+        # of them (right after the push): nothing left to write then.
+        self._dedup_written: set[tuple[str, str]] = set()
         self._deliveries: dict[str, dict[int, tuple[bytes, float] | None]] = {}
         self._snapshots: dict[str, list[StoredMessage]] = {}
         self._own_pids: set[int] = set()
@@ -232,10 +243,16 @@ class PostgresStore:
         """``fn`` on a pooled connection; (its result, whether an earlier attempt's outcome is
         unknown). A connection failure before the statement went out is "not done"; after, the
         outcome is unknown: ``retry`` operations (idempotent ones) are tried once more, the
-        others fail so (a push is never made twice by the node)."""
+        others fail so (a push is never made twice by the node). A transaction the database
+        aborted to break a deadlock or a serialization conflict was rolled back whole, so any
+        operation runs again (up to :data:`MAX_ABORTS` times, then 503)."""
         pool = self._db()
         unknown = False
-        for attempt in range(2 if retry else 1):
+        lost = aborted = 0
+        while True:
+            if aborted:
+                # Apart, and not in step with the other party of the conflict (which may retry too).
+                await asyncio.sleep(random.uniform(0.001, 0.01) * aborted)
             try:
                 conn = await pool.acquire(timeout=self.timeout)
             except Exception as e:
@@ -247,6 +264,13 @@ class PostgresStore:
             try:
                 return await fn(conn), unknown
             except Exception as e:
+                if getattr(e, "sqlstate", None) in _ABORTED and isinstance(e, asyncpg.PostgresError):
+                    aborted += 1
+                    if aborted >= MAX_ABORTS:
+                        done = "its outcome is unknown" if unknown else "it was not done"
+                        raise unavailable(f"the database aborted it {aborted} times ({e})", f"{what}: {done}") from e
+                    log.info("%s: aborted by the database (%s); running it again", what, e.sqlstate)
+                    continue
                 cause = connection_failure(e)
                 if cause is None:
                     raise
@@ -256,14 +280,14 @@ class PostgresStore:
                         cause,
                         f"{what}: its outcome is unknown (it may have been committed), so it was not retried",
                     ) from e
-                if attempt:
+                if lost:
                     raise unavailable(cause, f"{what}: failed twice") from e
+                lost += 1
                 unknown = True
                 log.warning("%s: postgresql unreachable: %s; trying once more", what, cause)
             finally:
                 with contextlib.suppress(Exception):
                     await pool.release(conn)
-        raise AssertionError("unreachable")
 
     # -- loading and following other nodes -------------------------------------------------------
 
@@ -628,7 +652,7 @@ class PostgresStore:
             self._ids[name], self._names[qid], self._props[name] = qid, name, stored
             self._summaries.setdefault(qid, Summary(qid))
             return qid, created
-        raise unavailable("the queue keeps being deleted by other nodes", f"creating {name} gave up")
+        raise _kept_deleted(f"creating {name}")
 
     async def _qid(self, name: str) -> int:
         """The queue's id, creating the queue if missing (create-on-use)."""
@@ -643,16 +667,23 @@ class PostgresStore:
             async with c.transaction():
                 # The queue's advisory lock before its row (lmq.queue_gone takes it too, too late
                 # to order it before a grouped push's update of the row): pushes in flight
-                # commit first, later ones find the row gone (see lmq.queue_gone).
-                await c.execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended('lmq.queue:' || id, 0))"
-                    " FROM lmq.queue WHERE name = $1",
-                    name,
-                )
-                qid: int | None = await c.fetchval("DELETE FROM lmq.queue WHERE name = $1 RETURNING id", name)
-                if qid is not None:
-                    await c.execute("SELECT pg_notify('lmq_meta', $1)", "q:" + name)
-                return qid
+                # commit first, later ones find the row gone (see lmq.queue_gone). Only the row
+                # whose lock is held is deleted: a row of the name created after the lock was
+                # taken (a pull re-creating its dead-letter queue), deleted by name, would be
+                # locked in the other order, and two deletes of the name would deadlock.
+                for _ in range(3):
+                    qid: int | None = await c.fetchval("SELECT id FROM lmq.queue WHERE name = $1", name)
+                    if qid is None:
+                        return None
+                    await c.execute(
+                        "SELECT pg_advisory_xact_lock(hashtextextended('lmq.queue:' || $1::bigint, 0))", qid
+                    )
+                    if await c.fetchval("DELETE FROM lmq.queue WHERE id = $1 RETURNING id", qid) is not None:
+                        await c.execute("SELECT pg_notify('lmq_meta', $1)", "q:" + name)
+                        return qid
+                    # Another node deleted it while this one waited for its lock: the name may
+                    # already hold a newer queue, which this delete is for too.
+                return None
 
         qid, unknown = await self._run_unknown(f"delete queue {name}", drop, retry=True)
         self._touch("q:" + name)
@@ -721,6 +752,9 @@ class PostgresStore:
         return ids
 
     def keep_dedup(self, name: str, key: str, sent: float, message_id: str, sequence: str) -> None:
+        if (name, key) in self._dedup_written:
+            self._dedup_written.discard((name, key))  # its push wrote it already
+            return
         self._dedup_pending.append((name, key, sent, message_id, sequence))
 
     async def _write_dedup(self, c: Conn, batch: list[tuple[str, str, float, str, str]]) -> None:
@@ -789,17 +823,17 @@ class PostgresStore:
     async def _write_new(self, name: str, what: str, fn: Callable[[Conn, int], Awaitable[tuple[T, m.QueueState]]]) -> T:
         """A write that adds a record (never retried: its outcome may be unknown); the queue is
         created if missing, or created again if another node deleted it meanwhile."""
-        for attempt in range(2):
+        for attempt in range(_GONE_TRIES):
             qid = await self._qid(name)
             try:
                 async with self._tracked([qid]) as sinces:
                     result, state = await self._run(what, _bound(fn, qid))
                     self._applied(qid, state, sinces[qid])
-            except asyncpg.ForeignKeyViolationError:
+            except asyncpg.ForeignKeyViolationError as e:
                 # The queue was deleted (by another node, or while this push was on its way):
                 # nothing was written. A push to a missing queue creates it, as in LMQ.
-                if attempt:
-                    raise
+                if attempt == _GONE_TRIES - 1:
+                    raise _kept_deleted(what) from e
                 self._forget_local(name)
                 if self._events is not None:
                     self._events.refresh_props([name])  # the new queue has no props of its own
@@ -834,9 +868,24 @@ class PostgresStore:
 
     async def push(self, name: str, item: Item, retry: Retry, options: PushOptions, *, track: bool = False) -> bytes:
         now = self.clock.now()
-        return await self._write_new(
-            name, f"push to {name}", lambda c, qid: m.push(c, qid, item, retry, options, track, now)
+        claim = options.dedup
+        if claim is None:
+            return await self._write_new(
+                name, f"push to {name}", lambda c, qid: m.push(c, qid, item, retry, options, track, now)
+            )
+        # The deduplication id and the record in one transaction: of two nodes sending one id
+        # at once, exactly one pushes (this node's mirror of the ids cannot tell).
+        horizon = now - DEDUP_WINDOW
+        got = await self._write_new(
+            name,
+            f"push to {name}",
+            lambda c, qid: m.push_dedup(c, qid, name, claim, horizon, item, retry, options, track, now),
         )
+        if isinstance(got, tuple):
+            self.dedup_ids(name)[claim.key] = got
+            raise Duplicate(got[1], got[2])
+        self._dedup_written.add((name, claim.key))
+        return got
 
     async def dequeue_in_group(self, name: str, group: str, timeout: float) -> tuple[StoredMessage, float] | None:
         # The database's groups deliver one record at a time (lmq.dequeue): a receive gets one
@@ -864,16 +913,18 @@ class PostgresStore:
             return await self._run(f"pull from {name}", lambda c: m.dequeue(c, qid, timeout, now, dead), retry=True)
 
         async with self._tracked([qid]) as sinces:
-            try:
-                got, state, moved = await pull()
-            except asyncpg.ForeignKeyViolationError:
-                # The dead-letter queue was deleted meanwhile (nothing was done): once more,
-                # creating it again.
-                gone = None if dead_letter is None else self._ids.get(dead_letter)
-                if gone is None:
-                    raise
-                await self._forget_gone([gone])
-                got, state, moved = await pull()
+            for attempt in range(_GONE_TRIES):
+                try:
+                    got, state, moved = await pull()
+                    break
+                except asyncpg.ForeignKeyViolationError as e:
+                    # The dead-letter queue was deleted meanwhile (nothing was done): once more,
+                    # creating it again (this node may have heard of the delete already).
+                    if attempt == _GONE_TRIES - 1:
+                        raise _kept_deleted(f"pull from {name}") from e
+                    gone = None if dead_letter is None else self._ids.get(dead_letter)
+                    if gone is not None:
+                        await self._forget_gone([gone])
             s = self._applied(qid, state, sinces[qid])
             if got is None and s is not None:
                 s.missed(sinces[qid], self.clock.now())
@@ -1086,6 +1137,15 @@ async def _execute(sql: str, arg: object, c: Conn) -> str:
 
 def _bound(fn: Callable[[Conn, int], Awaitable[T]], qid: int) -> Callable[[Conn], Awaitable[T]]:
     return lambda c: fn(c, qid)
+
+
+# Times a write tries again when another node deleted the queue it writes to (a push, or a
+# pull's dead-letter queue) meanwhile, re-creating it each time, before it is answered 503.
+_GONE_TRIES: Final = 4
+
+
+def _kept_deleted(what: str) -> Exception:
+    return unavailable("the queue keeps being deleted by other nodes", f"{what}: it was not done")
 
 
 class _Retry(Exception):

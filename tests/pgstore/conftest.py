@@ -1,15 +1,17 @@
 """Fixtures of the postgres store tests: nodes on one fresh database, each with its own HTTP
-port, and the HTTP session their tests talk through."""
+port, and the HTTP session their tests talk through; a connection to a migrated database."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
+import asyncpg
 import pytest
 
 from pylmq.node import LMQNode, NodeOptions
 from pylmq.pgstore import PostgresStore
+from pylmq.pgstore.schema import migrate
 from tests.api.api_helpers import Api, base_url
 
 StartPgNode = Callable[..., Awaitable[tuple[LMQNode, Api]]]
@@ -19,6 +21,17 @@ StartPgNode = Callable[..., Awaitable[tuple[LMQNode, Api]]]
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as s:
         yield s
+
+
+@pytest.fixture
+async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection to a fresh database with the node's schema (the message functions' tests)."""
+    c = await asyncpg.connect(pg_dsn)
+    await migrate(c)
+    try:
+        yield c
+    finally:
+        await c.close()
 
 
 @pytest.fixture

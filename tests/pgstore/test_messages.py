@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -22,16 +21,6 @@ from pylmq.pgstore.schema import migrate
 from tests.pgstore.pg_diff import Side, create_queue
 
 _names = itertools.count()
-
-
-@pytest.fixture
-async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
-    c = await asyncpg.connect(pg_dsn)
-    await migrate(c)
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 async def side(conn: asyncpg.Connection, **kw: object) -> Side:

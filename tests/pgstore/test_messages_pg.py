@@ -6,26 +6,14 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
-import pytest
 
 from pylmq.core.message import PushOptions, State
 from pylmq.pgstore import messages as pm
 from pylmq.pgstore.messages import QueueState
-from pylmq.pgstore.schema import migrate
+from pylmq.pgstore.schema import SCHEMA_VERSION, migrate
 from tests.pgstore.pg_diff import create_queue
-
-
-@pytest.fixture
-async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
-    c = await asyncpg.connect(pg_dsn)
-    await migrate(c)
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 async def test_concurrent_consumers_never_share_nor_lose_a_delivery(pg_dsn: str, conn: asyncpg.Connection) -> None:
@@ -291,7 +279,7 @@ async def test_the_queue_tables_vacuum_after_a_fixed_number_of_dead_rows(conn: a
     opts = {r["relname"]: set(r["reloptions"]) for r in rows}
     assert {"autovacuum_vacuum_scale_factor=0", "autovacuum_vacuum_insert_scale_factor=0"} <= opts["message"]
     assert {"autovacuum_vacuum_scale_factor=0", "fillfactor=50"} <= opts["queue_count"]
-    assert await migrate(conn) == 1  # applied once: a second node finds it done
+    assert await migrate(conn) == SCHEMA_VERSION  # applied once: a second node finds it done
 
 
 async def test_helpers_called_from_plpgsql_are_plpgsql(conn: asyncpg.Connection) -> None:

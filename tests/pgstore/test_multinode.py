@@ -38,7 +38,7 @@ import pytest
 
 from pylmq.client import AsyncHttpClient
 from pylmq.errors import LMQError, MessageNotFound, StoreUnavailable, Unreachable
-from tests.pg_helpers import PgServer, pg_missing_reason
+from tests.pg_helpers import PgServer, serve_pg
 
 pytestmark = pytest.mark.slow
 
@@ -54,14 +54,7 @@ READY = re.compile(r"pylmq ready .*\bhttp=\('([\d.]+)', (\d+)\)")
 @pytest.fixture(scope="module")
 def pg() -> Iterator[PgServer]:
     """A PostgreSQL of this module alone: one test restarts it, which must not cut the session's."""
-    reason = pg_missing_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    server = PgServer()
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from serve_pg()
 
 
 class NodeProcess:

@@ -4,13 +4,14 @@ queue's id, names stay disjoint, patches of props merge in the database."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import asyncpg
 import pytest
 
-from pylmq.errors import BadRequest
+from pylmq.errors import BadRequest, StoreUnavailable
 from pylmq.pgstore import PostgresStore
 from pylmq.pgstore.meta import decode_props
 from tests.pgstore.pg_store_helpers import Recorder, opened
@@ -104,3 +105,42 @@ async def test_a_lookup_mirrors_a_queue_created_elsewhere_and_tells_the_manager(
         assert (b.queue_props("fresh"), b.size("fresh")) == ({"retry": 2}, 1)
         assert await b.lookup("nothing") is False
         assert "nothing" not in b.queue_names()
+
+
+async def test_deletes_of_a_dead_letter_chain_during_pulls_never_fail_but_with_a_503(pg_dsn: str) -> None:
+    """Queues q0 -> q1 -> ... -> q4 (each the dead-letter queue of the one before), pulled on
+    two nodes while both keep deleting queues of the chain, which the pulls' dead letters create
+    again. Two deletes of a name that a pull re-created between them used to deadlock
+    (PostgreSQL aborted one: a 500). Every operation must succeed, or be refused with
+    StoreUnavailable (a 503: the queue kept being deleted), and no record outlives its queue."""
+    name = pg_dsn.rsplit("/", 1)[1]
+    # Deadlocks are found within milliseconds instead of PostgreSQL's default second.
+    await _fetchval(pg_dsn, f"ALTER DATABASE {name} SET deadlock_timeout = '20ms'")
+    chain = [f"q{i}" for i in range(5)]
+    refused: list[Exception] = []
+    async with opened(pg_dsn) as a, opened(pg_dsn) as b:
+        stores = [a, b]
+
+        async def puller(i: int, store: PostgresStore) -> None:
+            for _ in range(120):
+                try:
+                    # retry -1: no delivery left, so the pull moves it on to the next queue.
+                    await store.enqueue(chain[i], ((), b"x"), -1, 0.0)
+                    await store.dequeue(chain[i], 30.0, chain[i + 1] if i + 1 < len(chain) else None)
+                except StoreUnavailable as e:
+                    refused.append(e)
+
+        async def deleter(k: int) -> None:
+            for n in range(150):
+                try:
+                    await stores[(k + n) % 2].delete(chain[(k * 7 + n) % len(chain)])
+                except StoreUnavailable as e:
+                    refused.append(e)
+                await asyncio.sleep(0)
+
+        pullers = [puller(i, s) for i in range(len(chain)) for s in stores]
+        await asyncio.gather(*pullers, *(deleter(k) for k in range(6)))
+    assert all("keeps being deleted" in str(e) for e in refused), refused
+    assert await _fetchval(pg_dsn, ORPHANS) == 0
+    # Not one deadlock (the stores run an aborted transaction again: none may show even then).
+    assert await _fetchval(pg_dsn, "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()") == 0

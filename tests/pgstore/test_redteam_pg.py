@@ -8,6 +8,7 @@ import asyncio
 import json
 
 import asyncpg
+import msgpack
 
 from pylmq.node import LMQNode
 from pylmq.pgstore import PostgresStore
@@ -205,3 +206,22 @@ async def test_patches_of_one_queues_props_on_two_nodes_both_stay(start: StartPg
     finally:
         await conn.close()
     assert stored == {"timeout": 7, "retry": 4, "accum": 2}
+
+
+async def test_a_claim_on_a_node_that_has_not_mirrored_the_new_queue_yet_takes_the_message(
+    start: StartPgNode,
+) -> None:
+    _, api_a = await start()
+    _, api_b = await start(refresh_delay=1.0, resync_interval=3600)
+    await api_a.set_props("fresh", timeout=30)
+    await api_a.push("fresh", b"one")
+    got = await api_a.pull("fresh", t=0)
+    assert got.status == 200, got
+    # The client lost track of the delivery and a load balancer sent its claim to b.
+    r = await api_b.request("POST", "/claims/fresh", data=json.dumps({"ids": [got.id]}), headers=JSON_CT)
+    assert r.status == 200, r
+    doc = msgpack.unpackb(r.body)
+    assert [(m["queue"], m["id"], m["items"][0][1]) for m in doc["messages"]] == [("fresh", got.id, b"one")], doc
+    assert doc["not_found"] == [], doc
+    assert (await api_b.ack("fresh", got.id)).status == 204
+    assert (await api_a.pull("fresh", t=0)).status == 204

@@ -338,7 +338,10 @@ class _ConsoleHandler(logging.StreamHandler[TextIO]):
 
     def write_line(self, line: str, now: float) -> None:
         """An info line made by :func:`info_line`, written at the end of the loop's pass."""
-        self._pending.append(line)
+        # Under the lock: a thread's record (the durable store's journal threads log) takes the
+        # pending lines in emit, and a line added between its join and its clear would be lost.
+        with self.lock:  # type: ignore[union-attr]  # made by Handler.__init__
+            self._pending.append(line)
         _flush_soon(self)
 
     def _take_pending(self) -> str:

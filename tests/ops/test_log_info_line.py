@@ -6,17 +6,23 @@ import asyncio
 import datetime as dt
 import errno
 import io
+import linecache
 import logging
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pylmq.config import LagerConfig, LogHandler
 from pylmq.core.clock import ManualClock
 from pylmq.log import LoggingSetup, configure_logging, info_line
+
+if TYPE_CHECKING:
+    from _typeshed import TraceFunction
 
 NOW = dt.datetime(2026, 4, 13, 10, 20, 30).timestamp() + 0.123
 Setup = Callable[..., LoggingSetup]
@@ -237,3 +243,37 @@ async def test_after_close_lines_go_the_standard_way(only_ours: Setup, tmp_path:
         logging.getLogger().removeHandler(keep)
     assert [r.getMessage() for r in records] == ["after"]
     assert _read(tmp_path / "log" / "console.log") == []
+
+
+async def test_a_line_added_while_a_thread_writes_the_console_is_not_lost(only_ours: Setup) -> None:
+    stderr = io.StringIO()
+    only_ours(LagerConfig(handlers=(), crash_log=None, console_level="info"), stderr)
+    at_clear, go = threading.Event(), threading.Event()
+
+    def pause_before_clear(frame: FrameType, event: str, _arg: Any) -> TraceFunction:
+        # The thread stops once its emit has joined the pending lines, before it clears them.
+        if event == "line" and ".clear()" in linecache.getline(frame.f_code.co_filename, frame.f_lineno):
+            at_clear.set()
+            go.wait(5)
+        return pause_before_clear
+
+    def trace(frame: FrameType, _event: str, _arg: Any) -> TraceFunction | None:
+        return pause_before_clear if frame.f_code.co_name == "_take_pending" else None
+
+    def journal_thread() -> None:  # as the durable store's threads log
+        sys.settrace(trace)
+        logging.getLogger("pylmq.store").warning("from-thread")
+
+    log = logging.getLogger("pylmq.access")
+    info_line(log, "pending")  # waits for the end of the loop's pass
+    thread = threading.Thread(target=journal_thread)
+    thread.start()
+    assert at_clear.wait(5)
+    late = threading.Thread(target=info_line, args=(log, "late"))
+    late.start()
+    late.join(0.2)  # done at once without the lock; with it, waits for the thread's emit
+    go.set()
+    thread.join(5)
+    late.join(5)
+    await asyncio.sleep(0)
+    assert [line.rsplit(" ", 1)[1] for line in stderr.getvalue().splitlines()] == ["pending", "from-thread", "late"]

@@ -116,8 +116,9 @@ def _reason(exc_info: Any) -> str:
 
 # C0 controls, DEL, C1 controls and Unicode's line separators: a newline in a value (a queue
 # name, a request target) would otherwise start a forged line, an escape sequence would drive
-# the terminal of whoever reads the log.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# the terminal of whoever reads the log. Unicode's bidirectional controls too: a right-to-left
+# override in a queue name shows the rest of the line reversed in a viewer that honours it.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 

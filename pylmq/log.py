@@ -116,8 +116,9 @@ def _reason(exc_info: Any) -> str:
 
 # C0 controls, DEL, C1 controls and Unicode's line separators: a newline in a value (a queue
 # name, a request target) would otherwise start a forged line, an escape sequence would drive
-# the terminal of whoever reads the log.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# the terminal of whoever reads the log. Unicode's bidirectional controls too: a right-to-left
+# override in a queue name shows the rest of the line reversed in a viewer that honours it.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -239,7 +240,9 @@ class _RotatingFile:
 
     def write(self, text: str, now: float, sync: bool, flush: bool = True) -> None:
         """Append ``text``; ``flush=False`` leaves it in the buffer for :meth:`flush`."""
-        if self._next is not None and now >= self._next:
+        if self._file is None:  # a close or an open failed (a full disk): try again
+            self._open(now)
+        elif self._next is not None and now >= self._next:
             self.rotate(now)
         else:
             self._reopen_if_moved(now)
@@ -260,9 +263,11 @@ class _RotatingFile:
             self._file.flush()
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        # Forgotten first: a close whose flush fails (a full disk) still closes the file, and a
+        # closed file kept here would refuse every later line, the disk freed or not.
+        f, self._file = self._file, None
+        if f is not None:
+            f.close()
 
 
 class LagerFileHandler(logging.Handler):
@@ -290,8 +295,14 @@ class LagerFileHandler(logging.Handler):
 
     def write_line(self, line: str, now: float) -> None:
         """An info line made by :func:`info_line`, flushed at the end of the loop's pass."""
-        with self.lock:  # type: ignore[union-attr]  # made by Handler.__init__
-            self.file.write(line, now, sync=False, flush=False)
+        try:
+            with self.lock:  # type: ignore[union-attr]  # made by Handler.__init__
+                self.file.write(line, now, sync=False, flush=False)
+        except Exception:
+            # A full disk: reported as a failed emit is, never raised into the request the
+            # line records (the caller answers it).
+            _report_failure()
+            return
         _flush_soon(self)
 
     def flush(self) -> None:
@@ -328,7 +339,10 @@ class _ConsoleHandler(logging.StreamHandler[TextIO]):
 
     def write_line(self, line: str, now: float) -> None:
         """An info line made by :func:`info_line`, written at the end of the loop's pass."""
-        self._pending.append(line)
+        # Under the lock: a thread's record (the durable store's journal threads log) takes the
+        # pending lines in emit, and a line added between its join and its clear would be lost.
+        with self.lock:  # type: ignore[union-attr]  # made by Handler.__init__
+            self._pending.append(line)
         _flush_soon(self)
 
     def _take_pending(self) -> str:
@@ -408,12 +422,20 @@ class LoggingSetup:
         ]
 
     def close(self) -> None:
+        global _current
         root = logging.getLogger()
         _flush_all()
         for h in self.handlers:
             root.removeHandler(h)
-            h.close()
+            try:
+                h.close()
+            except Exception:  # what waits cannot be written (a full disk): the others still close
+                _report_failure()
         self.handlers = []
+        self.info_writers = []
+        if _current is self:
+            # The handlers are closed: info_line goes the standard way again.
+            _current = None
 
 
 _current: LoggingSetup | None = None
@@ -486,6 +508,13 @@ def _flush_all() -> None:
         try:
             h.flush()
         except Exception:  # a full disk, say: reported as a failed emit is, never raised into the loop
+            _report_failure()
+
+
+def _report_failure() -> None:
+    """The exception being handled, on stderr, as ``logging.Handler.handleError`` reports one."""
+    if logging.raiseExceptions:
+        with contextlib.suppress(Exception):  # stderr itself may be what fails
             traceback.print_exc(file=sys.stderr)
 
 

@@ -20,6 +20,7 @@ from pylmq.log import configure_logging, escape_controls, format_line, pairs
         ("\x1b[31mred\x1b[0m", "\\x1b[31mred\\x1b[0m"),
         ("nul\x00 del\x7f c1\x85", "nul\\x00 del\\x7f c1\\x85"),
         ("line\u2028sep", "line\\u2028sep"),
+        ("q\u202eevil\u202c \u2067x\u2069 \u200f\u061c", "q\\u202eevil\\u202c \\u2067x\\u2069 \\u200f\\u061c"),
         ("plain é ü 日本 \\d+ %s", "plain é ü 日本 \\d+ %s"),  # left exactly as it is
     ],
 )

@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import errno
 import io
+import linecache
 import logging
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pylmq.config import LagerConfig, LogHandler
 from pylmq.core.clock import ManualClock
 from pylmq.log import LoggingSetup, configure_logging, info_line
+
+if TYPE_CHECKING:
+    from _typeshed import TraceFunction
 
 NOW = dt.datetime(2026, 4, 13, 10, 20, 30).timestamp() + 0.123
 Setup = Callable[..., LoggingSetup]
@@ -150,3 +158,122 @@ def test_another_handler_gets_the_record_with_its_caller(only_ours: Setup, tmp_p
     assert (record.funcName, record.lineno) == ("test_another_handler_gets_the_record_with_its_caller", line_no)
     (line,) = _read(tmp_path / "log" / "console.log")
     assert line.endswith(f":{line_no} POST /messages/q 200 0.1ms")
+
+
+def _messages(path: Path) -> list[str]:
+    return [line.rsplit(" ", 1)[1] for line in _read(path)]
+
+
+async def test_a_full_disk_never_fails_the_caller(only_ours: Setup, capsys: pytest.CaptureFixture[str]) -> None:
+    # /dev/full: every write that reaches it fails with ENOSPC, as on a full disk.
+    only_ours(LagerConfig(handlers=(LogHandler("/dev/full", "info"),), crash_log=None))
+    log = logging.getLogger("pylmq.access")
+    for i in range(200):  # 200 lines of 100 bytes: more than the file's buffer holds
+        info_line(log, f"GET /messages/q{i} 200 0.1ms " + "x" * 50)
+    await asyncio.sleep(0)  # the end-of-pass flush fails too, and is only reported
+    assert "No space left on device" in capsys.readouterr().err
+
+
+class _Disk(io.RawIOBase):
+    """A file on a disk that can be full (``full[0]``)."""
+
+    def __init__(self, path: Path, full: list[bool]) -> None:
+        self.file = io.FileIO(path, "a")
+        self.full = full
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        if self.full[0]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self.file.write(data)
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
+async def test_a_file_that_filled_the_disk_as_it_rotated_writes_again_once_there_is_room(
+    only_ours: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    full = [False]
+    real_open = Path.open
+
+    def open_on_disk(path: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if path.name == "big.log" and mode == "ab":
+            return io.BufferedWriter(_Disk(path, full))
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", open_on_disk)
+    only_ours(LagerConfig(handlers=(LogHandler("big.log", "info", size=2000, date="", count=2),), crash_log=None))
+    log = logging.getLogger("pylmq.access")
+    full[0] = True
+    for i in range(60):  # past the size limit: the rotation's close cannot write what waits
+        info_line(log, f"full{i} " + "x" * 60)
+        await asyncio.sleep(0)
+    assert "No space left on device" in capsys.readouterr().err
+    full[0] = False  # room again: the next lines are written, through either path
+    info_line(log, "room")
+    log.warning("again")
+    await asyncio.sleep(0)
+    written = _messages(tmp_path / "log" / "big.log.0") + _messages(tmp_path / "log" / "big.log")
+    assert written[-2:] == ["room", "again"]
+
+
+async def test_after_close_lines_go_the_standard_way(only_ours: Setup, tmp_path: Path) -> None:
+    setup = only_ours(_config())
+    setup.close()
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep()
+    logging.getLogger().addHandler(keep)
+    try:
+        info_line(logging.getLogger("pylmq.access"), "after")
+        logging.getLogger().removeHandler(keep)
+        info_line(logging.getLogger("pylmq.access"), "alone")  # no handler at all: not raised
+    finally:
+        logging.getLogger().removeHandler(keep)
+    assert [r.getMessage() for r in records] == ["after"]
+    assert _read(tmp_path / "log" / "console.log") == []
+
+
+async def test_a_line_added_while_a_thread_writes_the_console_is_not_lost(only_ours: Setup) -> None:
+    stderr = io.StringIO()
+    only_ours(LagerConfig(handlers=(), crash_log=None, console_level="info"), stderr)
+    at_clear, go = threading.Event(), threading.Event()
+
+    def pause_before_clear(frame: FrameType, event: str, _arg: Any) -> TraceFunction:
+        # The thread stops once its emit has joined the pending lines, before it clears them.
+        if event == "line" and ".clear()" in linecache.getline(frame.f_code.co_filename, frame.f_lineno):
+            at_clear.set()
+            go.wait(5)
+        return pause_before_clear
+
+    def trace(frame: FrameType, _event: str, _arg: Any) -> TraceFunction | None:
+        return pause_before_clear if frame.f_code.co_name == "_take_pending" else None
+
+    def journal_thread() -> None:  # as the durable store's threads log
+        sys.settrace(trace)
+        logging.getLogger("pylmq.store").warning("from-thread")
+
+    log = logging.getLogger("pylmq.access")
+    info_line(log, "pending")  # waits for the end of the loop's pass
+    thread = threading.Thread(target=journal_thread)
+    thread.start()
+    assert at_clear.wait(5)
+    late = threading.Thread(target=info_line, args=(log, "late"))
+    late.start()
+    late.join(0.2)  # done at once without the lock; with it, waits for the thread's emit
+    go.set()
+    thread.join(5)
+    late.join(5)
+    await asyncio.sleep(0)
+    assert [line.rsplit(" ", 1)[1] for line in stderr.getvalue().splitlines()] == ["pending", "from-thread", "late"]

@@ -7,25 +7,14 @@ import base64
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
 from pylmq.node.testing import NodeThread
-from tests.sqs.sqs_helpers import client, endpoint, error_code, sqs_node
-
-
-@pytest.fixture(scope="module")
-def node() -> Iterator[NodeThread]:
-    with sqs_node() as n:
-        yield n
-
-
-@pytest.fixture
-def sqs(node: NodeThread) -> Any:
-    return client(node)
+from tests.sqs.sqs_helpers import endpoint, error_code
 
 
 def test_create_get_url_list_delete(node: NodeThread, sqs: Any) -> None:

@@ -7,19 +7,10 @@ import base64
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from pylmq.node.testing import NodeThread
-from tests.sqs.sqs_helpers import client, http, sqs_node
-
-
-@pytest.fixture(scope="module")
-def node() -> Iterator[NodeThread]:
-    with sqs_node() as n:
-        yield n
+from tests.sqs.sqs_helpers import client, http
 
 
 def test_http_push_is_received_over_sqs_and_deleted(node: NodeThread) -> None:

@@ -10,7 +10,6 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -20,21 +19,10 @@ from botocore.exceptions import ClientError
 from pylmq.core.clock import ManualClock
 from pylmq.node.lmq_node import LMQNode
 from pylmq.node.testing import NodeThread, local_options
-from tests.sqs.sqs_helpers import client, error_code, sqs_node
+from tests.sqs.sqs_helpers import client, error_code
 from tests.sqs.test_sqs_retention import call
 
 CBD = {"FifoQueue": "true", "ContentBasedDeduplication": "true"}
-
-
-@pytest.fixture(scope="module")
-def node() -> Iterator[NodeThread]:
-    with sqs_node() as n:
-        yield n
-
-
-@pytest.fixture
-def sqs(node: NodeThread) -> Any:
-    return client(node)
 
 
 def send_groups(sqs: Any, url: str, groups: str, n: int) -> None:

@@ -5,18 +5,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterator
-
-import pytest
 
 from pylmq.node.testing import NodeThread
-from tests.sqs.sqs_helpers import NS, endpoint, signed_query, sqs_node, text, texts
-
-
-@pytest.fixture(scope="module")
-def node() -> Iterator[NodeThread]:
-    with sqs_node() as n:
-        yield n
+from tests.sqs.sqs_helpers import NS, endpoint, signed_query, text, texts
 
 
 def test_create_list_get_url_answer_xml_in_the_2012_namespace(node: NodeThread) -> None:

@@ -3,25 +3,13 @@ protocol, checked with SQS's limits; kept in the queue's ``sqs`` prop, dropped w
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
 from pylmq.node.testing import NodeThread
-from tests.sqs.sqs_helpers import client, error_code, signed_query, sqs_node, text, texts
-
-
-@pytest.fixture(scope="module")
-def node() -> Iterator[NodeThread]:
-    with sqs_node() as n:
-        yield n
-
-
-@pytest.fixture
-def sqs(node: NodeThread) -> Any:
-    return client(node)
+from tests.sqs.sqs_helpers import error_code, signed_query, text, texts
 
 
 def test_tag_queue_adds_and_replaces_tags_and_list_queue_tags_answers_them(sqs: Any) -> None:

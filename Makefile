@@ -25,8 +25,9 @@ deps: $(STAMP)
 #   wrk, nginx: the bench's generator and its no-op ceiling (tests/bench and `make bench QUICK=1`)
 #   npm:       the StatsD daemon of tests/ops/test_statsd_daemon.py
 #   chromium, chromedriver: the web console's browser tests (tests/console)
+#   redis-server: the bench's Redis driver tests (tests/bench/test_bench_redis.py)
 APT_TOOLS := erl:erlang-nox erlc:erlang-dev java:openjdk-17-jre-headless wrk:wrk nginx:nginx-light npm:npm \
-	chromium:chromium chromedriver:chromium-driver
+	chromium:chromium chromedriver:chromium-driver redis-server:redis-server
 # postgresql: the throwaway PostgreSQL of the postgres store's tests (tests/pg_helpers.py). Debian
 # keeps its binaries off PATH, in /usr/lib/postgresql/<version>/bin: probed there (or $PG_BIN).
 # The package creates the `postgres` system user the tests run the server as when run as root.

@@ -141,13 +141,18 @@ def format_line(record: logging.LogRecord, now: float) -> str:
     if record.exc_info:
         # The traceback goes to crash.log; here, lager-style, one line says why.
         message = f"{message}: {_reason(record.exc_info)}" if message else _reason(record.exc_info)
+    return _compose(now, _lager_level(record.levelno), _who(record), message)
+
+
+def _compose(now: float, level: str, who: str, message: str) -> str:
+    """The line: stamp, level, who, and the message escaped and cut at lager's length."""
     message = escape_controls(message)
     if len(message) > MAX_MESSAGE:
         message = message[:MAX_MESSAGE]
     # whole microseconds first, as datetime does, so .123 is not printed as .122
     micros = round(now * 1_000_000)
     second, micro = divmod(micros, 1_000_000)
-    return f"{_local_second(second)}.{micro // 1000:03d} [{_lager_level(record.levelno)}] {_who(record)} {message}\n"
+    return f"{_local_second(second)}.{micro // 1000:03d} [{level}] {who} {message}\n"
 
 
 @functools.lru_cache(maxsize=4)
@@ -460,16 +465,8 @@ def info_line(logger: logging.Logger, message: str) -> None:
     if not writers:
         return
     now = setup.clock.now()
-    micros = round(now * 1_000_000)
-    second, micro = divmod(micros, 1_000_000)
     frame = sys._getframe(1)
-    text = escape_controls(message)
-    if len(text) > MAX_MESSAGE:
-        text = text[:MAX_MESSAGE]
-    line = (
-        f"{_local_second(second)}.{micro // 1000:03d} [info] "
-        f"<{_task_name()}>@{logger.name}:{frame.f_code.co_name}:{frame.f_lineno} {text}\n"
-    )
+    line = _compose(now, "info", f"<{_task_name()}>@{logger.name}:{frame.f_code.co_name}:{frame.f_lineno}", message)
     for h in writers:
         h.write_line(line, now)
 

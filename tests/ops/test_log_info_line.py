@@ -59,6 +59,17 @@ def only_ours(tmp_path: Path) -> Iterator[Setup]:
     root.setLevel(saved_level)
 
 
+class _Keep(logging.Handler):
+    """A foreign handler: keeps the records it gets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 def _read(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
@@ -136,13 +147,8 @@ def test_size_rotation_counts_bytes_not_characters(only_ours: Setup, tmp_path: P
 
 def test_another_handler_gets_the_record_with_its_caller(only_ours: Setup, tmp_path: Path) -> None:
     only_ours(_config())
-    records: list[logging.LogRecord] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record)
-
-    keep = Keep()
+    keep = _Keep()
+    records = keep.records
     logging.getLogger().addHandler(keep)
     try:
         line_no = sys._getframe().f_lineno + 1
@@ -227,13 +233,8 @@ async def test_a_file_that_filled_the_disk_as_it_rotated_writes_again_once_there
 async def test_after_close_lines_go_the_standard_way(only_ours: Setup, tmp_path: Path) -> None:
     setup = only_ours(_config())
     setup.close()
-    records: list[logging.LogRecord] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record)
-
-    keep = Keep()
+    keep = _Keep()
+    records = keep.records
     logging.getLogger().addHandler(keep)
     try:
         info_line(logging.getLogger("pylmq.access"), "after")

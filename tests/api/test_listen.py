@@ -68,6 +68,19 @@ class Recorder(asyncio.Protocol):
         self.made.append(self.counter.passes)
 
 
+async def assert_let_in_within_a_few_passes(count: Callable[[], int], n: int) -> None:
+    """``n`` connections waiting are let in within a few passes of the loop (accept, set up the
+    transports, run connection_made, wake this task), however many they are: not one pass per
+    connection."""
+    counter = PassCounter()
+    start = counter.passes
+    while count() < n and counter.passes < start + 200:
+        await asyncio.sleep(0)
+    assert count() == n
+    took = counter.passes - start
+    assert took <= 4, f"{n} waiting connections took {took} passes of the loop to be let in"
+
+
 @pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
 def test_a_burst_of_waiting_connections_is_accepted_within_one_pass_of_the_loop(
     loop_name: str, suite_options: SuiteOptions
@@ -81,15 +94,7 @@ def test_a_burst_of_waiting_connections_is_accepted_within_one_pass_of_the_loop(
         _, port = await srv.start("127.0.0.1", 0)
         clients = connect_while_the_loop_is_held(port, n)
         try:
-            counter = PassCounter()
-            start = counter.passes
-            while len(srv.connections) < n and counter.passes < start + 200:
-                await asyncio.sleep(0)
-            assert len(srv.connections) == n
-            # A few passes (accept, set up the transports, run connection_made, wake this task),
-            # however many connections wait: not one pass per connection.
-            took = counter.passes - start
-            assert took <= 4, f"{n} waiting connections took {took} passes of the loop to be let in"
+            await assert_let_in_within_a_few_passes(lambda: len(srv.connections), n)
             # And they are served: each gets its answer.
             for c in clients:
                 c.sendall(b"GET /messages/q?t=0 HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -124,13 +129,7 @@ def test_the_rpc_server_too_accepts_a_burst_within_a_few_passes(loop_name: str, 
         _, port = await srv.start("127.0.0.1", 0)
         clients = connect_while_the_loop_is_held(port, n)
         try:
-            counter = PassCounter()
-            start = counter.passes
-            while len(srv._conns) < n and counter.passes < start + 200:
-                await asyncio.sleep(0)
-            assert len(srv._conns) == n
-            took = counter.passes - start
-            assert took <= 4, f"{n} waiting connections took {took} passes of the loop to be let in"
+            await assert_let_in_within_a_few_passes(lambda: len(srv._conns), n)
         finally:
             for c in clients:
                 c.close()

@@ -692,9 +692,11 @@ class MnesiaStore:
             and result[1][0] is NO_EXISTS
         )
 
-    async def dequeue_in_group(self, name: str, group: str, timeout: float) -> tuple[StoredMessage, float] | None:
+    async def dequeue_in_group(
+        self, name: str, group: str, timeout: float, after: bytes | None = None
+    ) -> tuple[StoredMessage, float] | None:
         if self.mode != CLUSTER:
-            return await self.local.dequeue_in_group(name, group, timeout)
+            return await self.local.dequeue_in_group(name, group, timeout, after)
         return None  # message groups are pylmq's: the cluster's queues have none
 
     async def dequeue(

@@ -680,7 +680,7 @@ class QueueManager:
         if ext is None or ext.group is None:
             return size
         while len(taken) < count and size < max_bytes:
-            d = await q.take_in_group(ext.group)
+            d = await q.take_in_group(ext.group, taken[-1].message.uuid)
             if d is None:
                 break
             taken.append(d)

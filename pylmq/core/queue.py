@@ -205,10 +205,11 @@ class Queue:
             self.observer.on_pull(self.name, retention)
         return Delivery(self.name, msg)
 
-    async def take_in_group(self, group: str) -> Delivery | None:
+    async def take_in_group(self, group: str, after: bytes) -> Delivery | None:
         """The next message of ``group`` after those in processing (see
-        :meth:`Store.dequeue_in_group`), for a pull that has just taken the group's head."""
-        got = await self.store.dequeue_in_group(self.name, group, self.props.timeout)
+        :meth:`Store.dequeue_in_group`), for a pull that has just taken the group's head and
+        then ``after`` (the uuid of the group's message it took last)."""
+        got = await self.store.dequeue_in_group(self.name, group, self.props.timeout, after)
         if got is None:
             return None
         msg, retention = got

@@ -187,11 +187,16 @@ class Store(Protocol):
         delivered again (SQS's rule for a deleted dead-letter queue)."""
         ...
 
-    async def dequeue_in_group(self, name: str, group: str, timeout: float) -> tuple[StoredMessage, float] | None:
+    async def dequeue_in_group(
+        self, name: str, group: str, timeout: float, after: bytes | None = None
+    ) -> tuple[StoredMessage, float] | None:
         """The next record of message group ``group`` after those in processing, delivered as
         :meth:`dequeue` delivers (:meth:`QueueTable.dequeue_in_group
         <pylmq.core.table.QueueTable.dequeue_in_group>`), for a receive that has just taken the
-        group's head; None when there is none to take so."""
+        group's head; None when there is none to take so. ``after``: the uuid of the group's
+        record the receive took last (its head, or the last one this gave it), by which a store
+        shared by nodes knows the group is still this receive's (one table's store does not
+        need it)."""
         ...
 
     def listen_transfers(self, listener: TransferListener | None) -> None:

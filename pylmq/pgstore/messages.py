@@ -17,14 +17,14 @@ summaries, maps connection failures to :class:`~pylmq.errors.StoreUnavailable` a
   deliveries, so concurrent consumers on any node never wait for each other and never get the
   same delivery.
 
-How (migration 1 in :mod:`pylmq.pgstore.schema` holds the SQL):
+How (the migrations in :mod:`pylmq.pgstore.schema` hold the SQL):
 
 - Each operation is one call of a PL/pgSQL function (``lmq.enqueue``, ``lmq.push``,
-  ``lmq.dequeue``, ``lmq.done``, ``lmq.move``, ``lmq.claim``, ``lmq.peek``, ``lmq.requeue``) or
-  one statement (:func:`find_delivery`, :func:`messages`, :func:`state`): one round trip, one
-  transaction (autocommit), whatever records a dequeue drops or dead-letters on its way. Python
-  only resolves push options (pure functions of the arguments) and encodes items
-  (:mod:`pylmq.pgstore.codec`).
+  ``lmq.dequeue``, ``lmq.dequeue_in_group``, ``lmq.done``, ``lmq.move``, ``lmq.claim``,
+  ``lmq.peek``, ``lmq.requeue``) or one statement (:func:`find_delivery`, :func:`messages`,
+  :func:`state`): one round trip, one transaction (autocommit), whatever records a dequeue
+  drops or dead-letters on its way. Python only resolves push options (pure functions of the
+  arguments) and encodes items (:mod:`pylmq.pgstore.codec`).
 - A record is one row of ``lmq.message``; its id is ``(ts, uuid)``, a delivery updates both (a
   new uuid drawn by ``gen_random_uuid()``). Records without options keep ``ext`` false and read
   back with ``ext=None``. Acks delete.
@@ -76,6 +76,7 @@ __all__ = [
     "QueueState",
     "claim",
     "dequeue",
+    "dequeue_in_group",
     "done",
     "enqueue",
     "find_delivery",
@@ -249,21 +250,47 @@ def _push_args(qid: int, item: Item, retry: Retry, options: PushOptions, track: 
 
 
 async def dequeue(
-    db: Db, qid: int, timeout: float, now: float, dead: tuple[int, Retry] | None
+    db: Db, qid: int, timeout: float, now: float, dead: tuple[int | str, Retry] | None
 ) -> tuple[tuple[StoredMessage, float] | None, QueueState, int]:
     """The delivery (record, retention) or None, the queue's state, and how many exhausted
     records moved to the dead-letter queue ``dead`` = (its id, its effective retry) in the same
-    transaction (the caller asks :func:`state` of that queue when it is not 0)."""
+    transaction (the caller asks :func:`state` of that queue when it is not 0). With the
+    queue's name instead of its id, SQS's rule: the queue is looked up in the transaction and,
+    when there is none of that name, records out of retries are delivered again (held)."""
+    dlq_id = dlq_name = None
+    if dead is not None:
+        if isinstance(dead[0], str):
+            dlq_name = dead[0]
+        else:
+            dlq_id = dead[0]
     row = await db.fetchrow(
-        f"SELECT (f.m).*, f.retention, f.ndead, {_ST} FROM lmq.dequeue($1, $2, $3, $4, $5) f",
+        f"SELECT (f.m).*, f.retention, f.ndead, {_ST} FROM lmq.dequeue($1, $2, $3, $4, $5, $6) f",
         qid,
         float(timeout),
         float(now),
-        None if dead is None else dead[0],
+        dlq_id,
         None if dead is None else dead[1],
+        dlq_name,
     )
     got = None if row["uuid"] is None else (_record(row), row["retention"])
     return got, _state_of(row), row["ndead"]
+
+
+async def dequeue_in_group(
+    db: Db, qid: int, group: str, prev: bytes, timeout: float, now: float
+) -> tuple[tuple[StoredMessage, float] | None, QueueState]:
+    """The next record of ``group`` after ``prev`` (a record of the group the caller holds in
+    processing), delivered, or None (lmq.dequeue_in_group says when); the queue's state."""
+    row = await db.fetchrow(
+        f"SELECT (f.m).*, f.retention, {_ST} FROM lmq.dequeue_in_group($1, $2, $3, $4, $5) f",
+        qid,
+        group,
+        _pg_uuid(prev),
+        float(timeout),
+        float(now),
+    )
+    got = None if row["uuid"] is None else (_record(row), row["retention"])
+    return got, _state_of(row)
 
 
 async def done(db: Db, qid: int, uuid: bytes, now: float) -> tuple[bool, QueueState]:

@@ -651,6 +651,171 @@ END
 $$;
 """),
     ),
+    (
+        3,
+        _expand("""
+-- dequeue with SQS's rule for a deleted dead-letter queue: lmq.dequeue (migration 1), but the
+-- dead-letter queue is named (dlq_name) and looked up in this transaction, never made again.
+-- While no queue has that name, a record out of retries is delivered all the same (its retry
+-- left at 0, its delivery count growing) and one past its expiry is dropped, as the embedded
+-- store's hold does; once a queue of that name exists, the next delivery moves it there. The
+-- 5-argument lmq.dequeue stays for nodes still running the previous version.
+CREATE FUNCTION lmq.dequeue(q bigint, tmo float8, now_ float8, dlq bigint, dlq_retry bigint, dlq_name text,
+                            OUT m lmq.message, OUT retention float8, OUT ndead integer,
+                            OUT st_size bigint, OUT st_nbytes bigint,
+                            OUT st_in_flight bigint, OUT st_first float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    r lmq.message;
+    expired boolean;
+    deadline float8;
+    nu uuid;
+    nr bigint;
+    reason text;
+    origin text;
+    level integer;
+    -- Whether the dead-letter queue was looked for, and, with dlq_name, found missing.
+    resolved boolean := false;
+    holding boolean := false;
+BEGIN
+    ndead := 0;
+    LOOP
+        level := 256;
+        LOOP
+            SELECT max(x.priority) INTO level FROM lmq.message x
+            WHERE x.queue_id = q AND x.priority > 0 AND x.priority < level AND NOT x.held;
+            EXIT WHEN level IS NULL;
+            SELECT * INTO r FROM lmq.message x
+            WHERE x.queue_id = q AND x.priority = level AND NOT x.held AND x.ts <= now_
+            ORDER BY x.ts, x.uuid LIMIT 1 FOR UPDATE SKIP LOCKED;
+            EXIT WHEN FOUND;
+        END LOOP;
+        IF level IS NULL THEN
+            SELECT * INTO r FROM lmq.message x
+            WHERE x.queue_id = q AND NOT x.held AND x.ts <= now_
+            ORDER BY x.ts, x.uuid LIMIT 1 FOR UPDATE SKIP LOCKED;
+            EXIT WHEN NOT FOUND;
+        END IF;
+        expired := r.ext AND r.expires IS NOT NULL AND now_ >= r.expires;
+        reason := NULL;
+        IF expired AND r.hard THEN
+            reason := 'drop';
+        ELSIF expired AND (r.attempts > 0 OR r.retry <= 0) THEN
+            reason := 'expired';
+        ELSIF r.retry <= 0 THEN
+            reason := 'retries';
+        END IF;
+        IF reason IS NOT NULL AND reason <> 'drop' AND NOT resolved AND (dlq IS NOT NULL OR dlq_name IS NOT NULL) THEN
+            resolved := true;
+            SELECT name INTO origin FROM lmq.queue WHERE id = q;
+            IF dlq_name IS NOT NULL THEN
+                SELECT lq.id INTO dlq FROM lmq.queue lq WHERE lq.name = dlq_name;
+            END IF;
+            IF dlq IS NOT NULL THEN
+                -- As any write adding records to a queue: under its lock, the queue still there.
+                PERFORM pg_advisory_xact_lock_shared(hashtextextended('lmq.queue:' || dlq, 0));
+                IF NOT EXISTS (SELECT 1 FROM lmq.queue lq WHERE lq.id = dlq) THEN
+                    IF dlq_name IS NULL THEN
+                        RAISE foreign_key_violation USING MESSAGE = 'queue ' || dlq || ' was deleted';
+                    END IF;
+                    dlq := NULL;
+                END IF;
+            END IF;
+            holding := dlq_name IS NOT NULL AND dlq IS NULL;
+        END IF;
+        IF holding AND (reason = 'retries' OR (reason = 'expired' AND r.attempts = 0)) THEN
+            reason := NULL;  -- kept: delivered again
+        END IF;
+        IF reason IS NOT NULL THEN
+            DELETE FROM lmq.message x WHERE x.queue_id = q AND x.uuid = r.uuid;
+            @count(q; -1, -r.nbytes, CASE WHEN r.state = 1 THEN -1 ELSE 0 END);
+            IF r.grp IS NOT NULL THEN
+                PERFORM lmq.group_left(q, r.grp);
+            END IF;
+            IF dlq IS NOT NULL AND reason <> 'drop' AND NOT r.once THEN
+                nu := gen_random_uuid();
+                INSERT INTO lmq.message (queue_id, ts, uuid, state, compound, retry, content, nbytes, key,
+                                         ext, priority, sent_at, dead_origin, dead_failures, dead_last_at, dead_reason)
+                VALUES (dlq, now_, nu, 0, r.compound, dlq_retry + 1, r.content, r.nbytes, lmq.msg_key(nu),
+                        true, r.priority, r.sent_at, origin, r.attempts, r.last_at, reason);
+                @count(dlq; 1, r.nbytes, 0);
+                PERFORM pg_notify('lmq_due', dlq::text || ':' || now_::text);
+                ndead := ndead + 1;
+            END IF;
+            CONTINUE;
+        END IF;
+        nu := gen_random_uuid();
+        -- A held record has no retry left: it stays at 0 (NULL, infinity, stays NULL).
+        nr := CASE WHEN r.retry > 0 THEN r.retry - 1 ELSE r.retry END;
+        IF r.ext THEN
+            deadline := now_ + coalesce(r.interval, tmo);
+            IF NOT r.hard AND (expired OR (r.expires IS NOT NULL AND deadline >= r.expires)) THEN
+                nr := 0;
+            END IF;
+            UPDATE lmq.message x SET ts = deadline, uuid = nu, key = lmq.msg_key(nu), state = 1, retry = nr,
+                again = false, attempts = x.attempts + 1, first_at = coalesce(x.first_at, now_), last_at = now_
+            WHERE x.queue_id = q AND x.uuid = r.uuid RETURNING * INTO m;
+        ELSE
+            UPDATE lmq.message x SET ts = now_ + tmo, uuid = nu, key = lmq.msg_key(nu), state = 1, again = false,
+                retry = nr
+            WHERE x.queue_id = q AND x.uuid = r.uuid RETURNING * INTO m;
+        END IF;
+        IF r.state <> 1 THEN
+            @count(q; 0, 0, 1);
+        END IF;
+        retention := now_ - r.ts;
+        EXIT;
+    END LOOP;
+    @state(q);
+END
+$$;
+
+-- dequeue_in_group: for a receive that holds prev (a record of group g in processing, its
+-- deadline not passed: the group's head it has just taken, or the last record this function
+-- gave it), the group's next record by seq, delivered as lmq.dequeue delivers it, when it is
+-- due and not in processing under a deadline still to come (then another receive holds it: the
+-- walk stops, nothing is given past it). The records so taken stay held: when their deadlines
+-- pass, only the head is delivered again, and they follow it in the same way. None for a
+-- record out of retries or past its expiry: lmq.dequeue, which knows the dead-letter queue,
+-- takes it once it is the head. Under the group's lock (as a grouped push and the promotion of
+-- a head), and with prev locked: no other node delivers prev again meanwhile.
+CREATE FUNCTION lmq.dequeue_in_group(q bigint, g text, prev uuid, tmo float8, now_ float8,
+                                     OUT m lmq.message, OUT retention float8,
+                                     OUT st_size bigint, OUT st_nbytes bigint,
+                                     OUT st_in_flight bigint, OUT st_first float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    r lmq.message;
+    s bigint;
+    deadline float8;
+    nu uuid;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('lmq.group:' || q || ':' || g, 0));
+    SELECT x.seq INTO s FROM lmq.message x
+    WHERE x.queue_id = q AND x.uuid = prev AND x.grp = g AND x.state = 1 AND x.ts >= now_ FOR UPDATE;
+    IF FOUND THEN
+        SELECT * INTO r FROM lmq.message x
+        WHERE x.queue_id = q AND x.grp = g AND x.held AND x.seq > s ORDER BY x.seq LIMIT 1 FOR UPDATE;
+        IF FOUND AND r.ext AND (r.ts < now_ OR (r.state <> 1 AND r.ts = now_))
+           AND (r.retry IS NULL OR r.retry > 0) AND (r.expires IS NULL OR now_ < r.expires) THEN
+            nu := gen_random_uuid();
+            deadline := now_ + coalesce(r.interval, tmo);
+            UPDATE lmq.message x SET ts = deadline, uuid = nu, key = lmq.msg_key(nu), state = 1,
+                retry = CASE WHEN NOT r.hard AND r.expires IS NOT NULL AND deadline >= r.expires THEN 0
+                             ELSE x.retry - 1 END,
+                again = false, attempts = x.attempts + 1, first_at = coalesce(x.first_at, now_), last_at = now_
+            WHERE x.queue_id = q AND x.uuid = r.uuid RETURNING * INTO m;
+            IF r.state <> 1 THEN
+                @count(q; 0, 0, 1);
+            END IF;
+            retention := now_ - r.ts;
+        END IF;
+    END IF;
+    @state(q);
+END
+$$;
+"""),
+    ),
 )
 SCHEMA_VERSION: Final[int] = MIGRATIONS[-1][0]
 

@@ -887,27 +887,41 @@ class PostgresStore:
         self._dedup_written.add((name, claim.key))
         return got
 
-    async def dequeue_in_group(self, name: str, group: str, timeout: float) -> tuple[StoredMessage, float] | None:
-        # The database's groups deliver one record at a time (lmq.dequeue): a receive gets one
-        # message of each group here (docs/sqs.md#fifo-queues).
-        return None
+    async def dequeue_in_group(
+        self, name: str, group: str, timeout: float, after: bytes | None = None
+    ) -> tuple[StoredMessage, float] | None:
+        # The receive names the group's record it holds (``after``): the database checks, under
+        # the group's lock, that it still holds it, so two nodes never both take from one group.
+        qid = self._ids.get(name)
+        if qid is None or after is None:
+            return None
+        now = self.clock.now()
+        async with self._tracked([qid]) as sinces:
+            # Retried once: a first attempt that committed left a record in processing nobody
+            # was handed, which waits behind the group's head (and comes back after it).
+            got, state = await self._run(
+                f"pull from {name}", lambda c: m.dequeue_in_group(c, qid, group, after, timeout, now), retry=True
+            )
+            self._applied(qid, state, sinces[qid])
+        if got is not None:
+            self._remember(name, got[0])
+        return got
 
     async def dequeue(
         self, name: str, timeout: float, dead_letter: str | None = None, *, hold: bool = False
     ) -> tuple[StoredMessage, float] | None:
-        # ``hold`` is not honoured here (docs/sqs.md#dead-letters): the database's dequeue makes
-        # a missing dead-letter queue again, as LMQ's rule has it; keeping exhausted records in
-        # place would take a new version of lmq.dequeue.
-        del hold
         qid = self._ids.get(name)
         if qid is None:
             return None
         now = self.clock.now()
 
         async def pull() -> tuple[tuple[StoredMessage, float] | None, m.QueueState, int]:
-            dead: tuple[int, Retry] | None = None
+            dead: tuple[int | str, Retry] | None = None
             if dead_letter is not None and dead_letter != name:
-                dead = (await self._qid(dead_letter), self._retry_of(dead_letter))
+                # ``hold`` (SQS's rule): the database looks the queue up by name and never makes
+                # it again; else it is created here if missing (LMQ's rule).
+                target: int | str = dead_letter if hold else await self._qid(dead_letter)
+                dead = (target, self._retry_of(dead_letter))
             # Retried once: a first attempt that committed left a processing record nobody was
             # handed, which comes back after its timeout (LMQ's own rule for a lost delivery).
             return await self._run(f"pull from {name}", lambda c: m.dequeue(c, qid, timeout, now, dead), retry=True)

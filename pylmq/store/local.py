@@ -164,7 +164,11 @@ class LocalStore:
             if dead:
                 self._transfer_dead(name, dead, dead_letter)
 
-    async def dequeue_in_group(self, name: str, group: str, timeout: float) -> tuple[StoredMessage, float] | None:
+    async def dequeue_in_group(
+        self, name: str, group: str, timeout: float, after: bytes | None = None
+    ) -> tuple[StoredMessage, float] | None:
+        # One table: the group's records in processing are this node's, ``after`` adds nothing.
+        del after
         table = self.tables.get(name)
         return None if table is None else table.dequeue_in_group(group, timeout, self.clock.now())
 

@@ -108,3 +108,20 @@ def text(root: ET.Element, path: str) -> str | None:
 
 def texts(root: ET.Element, path: str) -> list[str]:
     return [el.text or "" for el in root.iterfind("/".join(NS + p for p in path.split("/")))]
+
+
+ON_BOTH_STORES = ["memory", "postgres"]
+"""Params of a fixture made with :func:`store_overrides`: the tests that use it run on the
+memory store and on the PostgreSQL store (skipped, with the reason, where no PostgreSQL runs)."""
+
+
+def store_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The options (of local_options) of a node on the store ``request.param`` names: none for
+    the memory store, or a fresh database of the session's PostgreSQL with the node's schema,
+    dropped after the fixture."""
+    if request.param == "memory":
+        return {}
+    server = request.getfixturevalue("pg_server")
+    dsn = server.new_database(request.getfixturevalue("pg_suite_template"))
+    request.addfinalizer(lambda: server.drop_database(dsn))
+    return {"store": "postgres", "dsn": dsn, "pg_timeout": 3.0}

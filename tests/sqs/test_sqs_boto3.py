@@ -7,14 +7,14 @@ import base64
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
 from pylmq.node.testing import NodeThread
-from tests.sqs.sqs_helpers import endpoint, error_code
+from tests.sqs.sqs_helpers import ON_BOTH_STORES, client, endpoint, error_code, sqs_node, store_overrides
 
 
 def test_create_get_url_list_delete(node: NodeThread, sqs: Any) -> None:
@@ -403,10 +403,18 @@ def test_redrive_policy_moves_a_message_to_its_dead_letter_queue(node: NodeThrea
     assert error_code(e) == "InvalidParameterValue"
 
 
-def test_a_deleted_dead_letter_queue_is_not_made_again_and_the_message_stays(node: NodeThread, sqs: Any) -> None:
+@pytest.fixture(params=ON_BOTH_STORES)
+def store_node(request: pytest.FixtureRequest) -> Iterator[NodeThread]:
+    """A node of the test's own, on each store in turn."""
+    with sqs_node(**store_overrides(request)) as n:
+        yield n
+
+
+def test_a_deleted_dead_letter_queue_is_not_made_again_and_the_message_stays(store_node: NodeThread) -> None:
     # SQS does not create dead-letter queues: once the target of a RedrivePolicy is deleted, a
     # message past maxReceiveCount is not moved (nor dropped); it stays in the source queue and
     # is received again. A queue made again under the target's name takes the moves again.
+    node, sqs = store_node, client(store_node)
     dlq = sqs.create_queue(QueueName="gone-dlq")["QueueUrl"]
     arn = "arn:aws:sqs:us-east-1:000000000000:gone-dlq"
     policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})

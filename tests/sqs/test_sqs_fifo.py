@@ -2,7 +2,10 @@
 (several of its messages in one receive, none to another receive while an earlier one is in
 flight; several groups, concurrent consumers), a
 visibility timeout giving the group's head back first, deduplication (explicit ids, content
-based, the 5-minute window on a ManualClock, the scope), SequenceNumber, and AWS's errors."""
+based, the 5-minute window on a ManualClock, the scope), SequenceNumber, and AWS's errors.
+
+The tests of a group's order run on the memory store and on the PostgreSQL store (``node`` and
+``store`` are parametrized): nodes sharing a database deliver groups by the same rules."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -19,10 +23,23 @@ from botocore.exceptions import ClientError
 from pylmq.core.clock import ManualClock
 from pylmq.node.lmq_node import LMQNode
 from pylmq.node.testing import NodeThread, local_options
-from tests.sqs.sqs_helpers import client, error_code
+from tests.sqs.sqs_helpers import ON_BOTH_STORES, client, error_code, sqs_node, store_overrides
 from tests.sqs.test_sqs_retention import call
 
 CBD = {"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+
+
+@pytest.fixture(scope="module", params=ON_BOTH_STORES)
+def node(request: pytest.FixtureRequest) -> Iterator[NodeThread]:
+    """This module's node, on each store in turn (the conftest's is on the memory store)."""
+    with sqs_node(**store_overrides(request)) as n:
+        yield n
+
+
+@pytest.fixture(params=ON_BOTH_STORES)
+def store(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The overrides of local_options for a node of the test's own on each store in turn."""
+    return store_overrides(request)
 
 
 def send_groups(sqs: Any, url: str, groups: str, n: int) -> None:
@@ -195,9 +212,9 @@ def test_fifo_errors_as_aws_answers_them(sqs: Any) -> None:
 # -- on a ManualClock: visibility and the deduplication window ---------------------------------------
 
 
-async def test_a_visibility_timeout_gives_the_groups_head_back_first() -> None:
+async def test_a_visibility_timeout_gives_the_groups_head_back_first(store: dict[str, Any]) -> None:
     clock = ManualClock(1_800_000_000.0)
-    node = LMQNode(local_options(sqs=("127.0.0.1", 0), rpc=None), clock=clock)
+    node = LMQNode(local_options(sqs=("127.0.0.1", 0), rpc=None, **store), clock=clock)
     await node.start()
     try:
         sqs = client(node)
@@ -219,9 +236,9 @@ async def test_a_visibility_timeout_gives_the_groups_head_back_first() -> None:
         await node.stop()
 
 
-async def test_only_the_first_of_several_in_flight_comes_back_when_their_timeouts_end() -> None:
+async def test_only_the_first_of_several_in_flight_comes_back_when_their_timeouts_end(store: dict[str, Any]) -> None:
     clock = ManualClock(1_800_000_000.0)
-    node = LMQNode(local_options(sqs=("127.0.0.1", 0), rpc=None), clock=clock)
+    node = LMQNode(local_options(sqs=("127.0.0.1", 0), rpc=None, **store), clock=clock)
     await node.start()
     try:
         sqs = client(node)

@@ -773,8 +773,8 @@ $$;
 -- dequeue_in_group: for a receive that holds prev (a record of group g in processing, its
 -- deadline not passed: the group's head it has just taken, or the last record this function
 -- gave it), the group's next record by seq, delivered as lmq.dequeue delivers it, when it is
--- due and not in processing under a deadline still to come (then another receive holds it: the
--- walk stops, nothing is given past it). The records so taken stay held: when their deadlines
+-- due (one in processing under a deadline still to come is another receive's: the walk stops,
+-- nothing is given past it). The records so taken stay held: when their deadlines
 -- pass, only the head is delivered again, and they follow it in the same way. None for a
 -- record out of retries or past its expiry: lmq.dequeue, which knows the dead-letter queue,
 -- takes it once it is the head. Under the group's lock (as a grouped push and the promotion of
@@ -796,7 +796,8 @@ BEGIN
     IF FOUND THEN
         SELECT * INTO r FROM lmq.message x
         WHERE x.queue_id = q AND x.grp = g AND x.held AND x.seq > s ORDER BY x.seq LIMIT 1 FOR UPDATE;
-        IF FOUND AND r.ext AND (r.ts < now_ OR (r.state <> 1 AND r.ts = now_))
+        -- Due as lmq.dequeue takes records: available, or in processing with its deadline come.
+        IF FOUND AND r.ext AND r.ts <= now_
            AND (r.retry IS NULL OR r.retry > 0) AND (r.expires IS NULL OR now_ < r.expires) THEN
             nu := gen_random_uuid();
             deadline := now_ + coalesce(r.interval, tmo);

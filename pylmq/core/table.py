@@ -1205,7 +1205,7 @@ class QueueTable:
         return new, now - ts
 
     def dequeue_in_group(self, group: str, timeout: float, now: float) -> tuple[StoredMessage, float] | None:
-        """Deliver the first waiting record of ``group`` that is not in processing, as
+        """Deliver the first waiting record of ``group`` that is not in flight, as
         :meth:`dequeue` would deliver it once it were the head: for a receive that has just
         taken the group's head, so that several messages of one group go out in one answer,
         in order. None when there is none, it is not due, or it is out of retries or past its
@@ -1221,7 +1221,9 @@ class QueueTable:
             m = self._other.get(entry[1][1])
             if type(m) is not StoredMessage or m.id is not entry[1]:
                 heapq.heappop(held)  # stale
-            elif m.state is _S_PROCESSING:
+            elif m.state is _S_PROCESSING and m.id[0] > now:
+                # In flight (taken with the head in this receive): passed over. One whose
+                # deadline came is due again, after the head and before those behind it.
                 passed.append(heapq.heappop(held))
             else:
                 found = m

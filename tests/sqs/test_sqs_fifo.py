@@ -264,6 +264,30 @@ async def test_only_the_first_of_several_in_flight_comes_back_when_their_timeout
         await node.stop()
 
 
+async def test_followers_whose_timeouts_ended_come_back_after_the_first_in_order(store: dict[str, Any]) -> None:
+    clock = ManualClock(1_800_000_000.0)
+    node = LMQNode(local_options(sqs=("127.0.0.1", 0), rpc=None, **store), clock=clock)
+    await node.start()
+    try:
+        sqs = client(node)
+        url = (await call(sqs.create_queue, QueueName="vis3.fifo", Attributes=CBD))["QueueUrl"]
+        for i in range(4):
+            await call(sqs.send_message, QueueUrl=url, MessageBody=f"h{i}", MessageGroupId="g")
+        got = await call(sqs.receive_message, QueueUrl=url, MaxNumberOfMessages=3, VisibilityTimeout=10)
+        assert [m["Body"] for m in got["Messages"]] == ["h0", "h1", "h2"]
+        clock.advance(10)
+        # All three timeouts ended: they come back in order, then h3, never h3 before h1.
+        got = await call(sqs.receive_message, QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])
+        assert [(m["Body"], m["Attributes"]["ApproximateReceiveCount"]) for m in got["Messages"]] == [
+            ("h0", "2"),
+            ("h1", "2"),
+            ("h2", "2"),
+            ("h3", "1"),
+        ]
+    finally:
+        await node.stop()
+
+
 async def test_deduplication_within_and_after_the_window() -> None:
     clock = ManualClock(1_800_000_000.0)
     node = LMQNode(local_options(sqs=("127.0.0.1", 0), rpc=None), clock=clock)

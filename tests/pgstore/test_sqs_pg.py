@@ -1,11 +1,13 @@
-"""SQS FIFO receives of several messages of a group on nodes sharing one PostgreSQL: receives on
-two nodes at once never both hold messages of one group, each group is received in order, and
-a receive takes a group's next messages with its first; and a database at schema version 2
+"""SQS on nodes sharing one PostgreSQL. FIFO receives of several messages of a group: receives
+on two nodes at once never both hold messages of one group, each group is received in order,
+and a receive takes a group's next messages with its first. A dead-letter queue deleted through
+one node is not made again by a receive on the other. And a database at schema version 2
 upgrades to the functions that do it (migration 3)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -84,6 +86,38 @@ async def test_receives_on_two_nodes_at_once_never_share_a_group_and_keep_its_or
         await asyncio.gather(*(consume(node, f"{who}{k}") for who, node in (("a", a), ("b", b)) for k in range(2)))
     assert seen == {g: list(range(n)) for g in groups}  # each once, in the group's order
     assert most > 1  # a receive took a group's next messages with its first
+
+
+async def test_a_dead_letter_queue_deleted_through_one_node_is_not_made_again_by_the_other(
+    nodes: list[LMQNode], pg_dsn: str
+) -> None:
+    a, b = nodes
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as session:
+        dlq = (await _call(session, a, "CreateQueue", {"QueueName": "dl"}))["QueueUrl"]
+        policy = json.dumps({"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:dl", "maxReceiveCount": 1})
+        attrs = {"RedrivePolicy": policy}
+        src = (await _call(session, a, "CreateQueue", {"QueueName": "src", "Attributes": attrs}))["QueueUrl"]
+        for _ in range(250):  # b hears of both queues and of src's policy within milliseconds
+            if b.manager.get("dl") is not None and (await b.manager.get_props("src")).dead_letter == "dl":
+                break
+            await asyncio.sleep(0.02)
+        assert (await b.manager.get_props("src")).dead_letter == "dl"
+        sent = await _call(session, a, "SendMessage", {"QueueUrl": src, "MessageBody": "kept"})
+        receive = {"QueueUrl": src, "VisibilityTimeout": 0, "AttributeNames": ["ApproximateReceiveCount"]}
+        counts = []
+        for n in range(3):
+            if n == 1:
+                # Deleted through a; b receives at once, whether or not it has heard of it yet.
+                await _call(session, a, "DeleteQueue", {"QueueUrl": dlq})
+            (m,) = (await _call(session, b, "ReceiveMessage", receive))["Messages"]
+            assert m["MessageId"] == sent["MessageId"]
+            counts.append(m["Attributes"]["ApproximateReceiveCount"])
+        assert counts == ["1", "2", "3"]  # past maxReceiveCount, kept and received again
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM lmq.queue WHERE name = 'dl'") == 0
+    finally:
+        await conn.close()
 
 
 async def _at_version_2(conn: asyncpg.Connection) -> None:

@@ -133,15 +133,32 @@ def _set(obj: object, **values: object) -> None:
 class Pid(_Value):
     """A process identifier: node atom, id, serial and creation (all 32-bit)."""
 
-    __slots__ = ("creation", "id", "node", "serial")
+    __slots__ = ("_hash", "creation", "id", "node", "serial")
     _fields = ("node", "id", "serial", "creation")
     node: Atom
     id: int
     serial: int
     creation: int
+    _hash: int
 
     def __init__(self, node: Atom, id: int, serial: int, creation: int) -> None:
-        _set(self, node=node, id=id, serial=serial, creation=creation)
+        _set(self, node=node, id=id, serial=serial, creation=creation, _hash=hash((node, id, serial, creation)))
+
+    # Pids and references are dict keys on every message a node routes (processes, calls in
+    # flight): a hash kept from construction and a field-wise comparison cost a fraction of the
+    # generic tuple-building ones.
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is Pid
+            and other._hash == self._hash
+            and other.id == self.id
+            and other.serial == self.serial
+            and other.creation == self.creation
+            and other.node is self.node
+        )
 
     def __repr__(self) -> str:
         return f"<{self.node.name}.{self.id}.{self.serial}>"
@@ -150,14 +167,28 @@ class Pid(_Value):
 class Reference(_Value):
     """A reference: node atom, creation and 1 to 5 32-bit words."""
 
-    __slots__ = ("creation", "node", "words")
+    __slots__ = ("_hash", "creation", "node", "words")
     _fields = ("node", "creation", "words")
     node: Atom
     creation: int
     words: tuple[int, ...]
+    _hash: int
 
     def __init__(self, node: Atom, creation: int, words: Iterable[int]) -> None:
-        _set(self, node=node, creation=creation, words=tuple(words))
+        words = tuple(words)
+        _set(self, node=node, creation=creation, words=words, _hash=hash((node, creation, words)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is Reference
+            and other._hash == self._hash
+            and other.words == self.words
+            and other.creation == self.creation
+            and other.node is self.node
+        )
 
     def __repr__(self) -> str:
         return f"#Ref<{self.node.name}.{'.'.join(map(str, reversed(self.words)))}>"

@@ -206,3 +206,19 @@ def test_key_distinguishes_what_erlang_distinguishes() -> None:
     assert Key(1.0) != Key(1) and Key(0.0) != Key(-0.0)
     assert Key([1, [2]]) == Key([1, [2]])
     assert Key((1,)) != Key([1])
+
+
+def test_pids_and_references_are_equal_exactly_when_every_field_is() -> None:
+    # They are dict keys (processes, calls in flight): equal values must hash alike whether
+    # decoded or built, and any one differing field must make them different keys.
+    node, other = A("a@h"), A("b@h")
+    pid = Pid(node, 1, 2, 3)
+    decoded = decode(encode(pid))
+    assert decoded == pid and hash(decoded) == hash(pid) and {pid: 1}[decoded] == 1
+    for changed in (Pid(other, 1, 2, 3), Pid(node, 9, 2, 3), Pid(node, 1, 9, 3), Pid(node, 1, 2, 9)):
+        assert changed != pid and changed not in {pid}
+    ref = Reference(node, 3, [1, 2, 3])
+    assert decode(encode(ref)) == ref and {ref: 1}[Reference(node, 3, (1, 2, 3))] == 1
+    for changed_ref in (Reference(other, 3, (1, 2, 3)), Reference(node, 4, (1, 2, 3)), Reference(node, 3, (1, 2))):
+        assert changed_ref != ref and changed_ref not in {ref}
+    assert pid != Port(node, 1, 3) and ref != (node, 3, (1, 2, 3))

@@ -71,6 +71,7 @@ class PgServer:
             pw = pwd.getpwnam("postgres")
             os.chown(self.tmp, pw.pw_uid, pw.pw_gid)
             self._as = ["runuser", "-u", "postgres", "--"]
+        self.fsync = fsync
         self.options = {
             "listen_addresses": "127.0.0.1",
             "unix_socket_directories": str(self.tmp),
@@ -83,6 +84,7 @@ class PgServer:
         self._names = itertools.count(1)
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", self.user, "-E", "UTF8", "--no-sync")
         self.start()
+        self.version_num = int(self.psql("SHOW server_version_num"))
 
     def _run(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -128,7 +130,13 @@ class PgServer:
     def new_database(self, template: str = "template0") -> str:
         """A fresh database, empty or a copy of ``template`` (a database no one is connected to); its DSN."""
         name = f"t{os.getpid()}_{next(self._names)}"
-        self.psql(f"CREATE DATABASE {name} TEMPLATE {template}")
+        # PostgreSQL 15's default strategy (WAL_LOG) writes every page of the template into the
+        # WAL: about 0.5 s a database on 2 busy cores, once per test of the API suites under
+        # --store postgres. FILE_COPY copies the files and checkpoints, which is cheap with
+        # fsync off: measured 0.55 -> 0.21 s a copy of the migrated template (0.4 ->
+        # 0.04 s of template0). The copy is the same either way.
+        strategy = " STRATEGY FILE_COPY" if not self.fsync and self.version_num >= 150000 else ""
+        self.psql(f"CREATE DATABASE {name} TEMPLATE {template}{strategy}")
         return self.dsn_of(name)
 
     def drop_database(self, dsn: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from pylmq.node import NodeOptions
 from pylmq.pgstore.schema import migrate
-from tests.pg_helpers import PgServer, pg_missing_reason, serve_pg
+from tests.pg_helpers import DatabaseCopies, PgServer, pg_missing_reason, serve_pg
 from tests.suite_store import DEFAULT_STORE, ENV, STORES, SuiteOptions, build_options
 
 
@@ -86,23 +86,32 @@ def pg_suite_template(pg_server: PgServer) -> str:
     return dsn.rsplit("/", 1)[1]
 
 
+@pytest.fixture(scope="session")
+def pg_suite_databases(pg_server: PgServer, pg_suite_template: str) -> Iterator[DatabaseCopies]:
+    """The suites' test databases: copies of pg_suite_template, each made while the test before runs."""
+    copies = DatabaseCopies(pg_server, pg_suite_template)
+    try:
+        yield copies
+    finally:
+        copies.close()
+
+
 @pytest.fixture
 def suite_options(request: pytest.FixtureRequest, suite_store: str, tmp_path: Path) -> Iterator[SuiteOptions]:
     """Options of nodes on the suite's store (tests/suite_store.py). Under postgres, the test's
-    own database (a copy of pg_suite_template), created on first use and dropped after the test
-    (its nodes are stopped first: they are fixtures or test code that depend on this one)."""
-    server: PgServer | None = None
-    template = ""
+    own database (a copy of pg_suite_template, pg_suite_databases), taken on first use and dropped
+    after the test (its nodes are stopped first: they are fixtures or test code that depend on this one)."""
+    copies: DatabaseCopies | None = None
     if suite_store == "postgres":
-        server, template = request.getfixturevalue("pg_server"), request.getfixturevalue("pg_suite_template")
+        copies = request.getfixturevalue("pg_suite_databases")
     dsn: str | None = None
 
     def make(*, durable: bool = False, **kw: Any) -> NodeOptions:
         nonlocal dsn
-        if server is not None and dsn is None:
-            dsn = server.new_database(template)
+        if copies is not None and dsn is None:
+            dsn = copies.take()
         return build_options(suite_store, tmp_path / "data", dsn, durable=durable, **kw)
 
     yield make
-    if server is not None and dsn is not None:
-        server.drop_database(dsn)
+    if copies is not None and dsn is not None:
+        copies.give_back(dsn)

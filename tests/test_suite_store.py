@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # A suite of two tests: one about the store's own mechanics, one that reports the store it got.
 CONFTEST = """
 from tests.conftest import pg_server, pytest_addoption, pytest_collection_modifyitems, pytest_configure
-from tests.conftest import pg_suite_template, suite_options, suite_store
+from tests.conftest import pg_suite_databases, pg_suite_template, suite_options, suite_store
 """
 SUITE = """
 import pytest

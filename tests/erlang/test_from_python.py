@@ -162,13 +162,15 @@ async def test_killed_node_gives_noconnection_and_a_restart_reconnects(runtime: 
 
 @pytest.mark.slow
 async def test_idle_connection_survives_three_tick_times(runtime: Runtime) -> None:
-    erl = ErlNode(runtime, unique_name("t"), extra=["-kernel", "net_ticktime", "4"]).start()
-    node = await Node(unique_name("py") + "@127.0.0.1", COOKIE, net_ticktime=4, listen_host="127.0.0.1").start()
+    # net_ticktime 2 (Erlang's timer takes whole seconds): ticks every 0.5 s, a silent peer
+    # dropped after 1.5 to 2 s, so 6.5 s of idleness is more than three tick times.
+    erl = ErlNode(runtime, unique_name("t"), extra=["-kernel", "net_ticktime", "2"]).start()
+    node = await Node(unique_name("py") + "@127.0.0.1", COOKIE, net_ticktime=2, listen_host="127.0.0.1").start()
     try:
         downs: list[tuple[str, str]] = []
         node.monitor_node(erl.name, lambda peer, reason: downs.append((peer, reason)))
         await node.rpc(erl.name, "erlang", "node", [])
-        await asyncio.sleep(13)
+        await asyncio.sleep(6.5)
         assert downs == [], f"connection dropped while idle: {downs}"
         assert erl.name in node.connected_nodes()
         assert A(node.name) in await node.rpc(erl.name, "erlang", "nodes", [A("hidden")])

@@ -73,3 +73,13 @@ def test_spark_tests_are_skipped_with_the_reason_without_pyspark(tmp_path: Path)
     assert "error" not in out.lower(), out
     assert "pyspark is not installed: the Spark tests need the spark extra" in out, out
     assert re.search(r"\b\d+ skipped\b", out), out
+
+
+def test_the_release_tests_name_the_makefiles_install_stamp() -> None:
+    # A wrong name makes `make rel` in the release tests install a venv of its own (minutes).
+    from tests.rel.rel_helpers import STAMP
+
+    makefile = (ROOT / "Makefile").read_text()
+    extras = re.search(r"^EXTRAS \?= (\S+)$", makefile, re.M)
+    assert extras is not None and re.search(r"^STAMP  := \$\(VENV\)/\.installed-\$\(EXTRAS\)$", makefile, re.M)
+    assert f".venv/.installed-{extras.group(1)}" == STAMP

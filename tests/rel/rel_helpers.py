@@ -21,7 +21,8 @@ from pylmq.cli.lmq import pid_alive
 
 REPO = Path(__file__).resolve().parents[2]
 # make must not reinstall the venv under other people's running tests: the stamp counts as fresh.
-STAMP = ".venv/.installed-test"
+# It is the Makefile's ``.venv/.installed-$(EXTRAS)`` for the default EXTRAS.
+STAMP = ".venv/.installed-test,spark"
 
 # lager's default layout: date, time with milliseconds, [level], who, message.
 LAGER_LINE = re.compile(

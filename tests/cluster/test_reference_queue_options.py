@@ -326,7 +326,9 @@ def test_peek_pages_the_mirror_and_find_delivery_resolves_an_erlang_delivery_by_
     def page() -> list[Any]:
         return run(store.peek(queue, None, 10))
 
-    rows = wait_for(page, lambda rows: any(r.id[1] == delivery for r in rows), 5)
+    # The pull's delete of m0's row and write of its delivery are two table events, which may
+    # reach the mirror in separate reads: wait until both are applied.
+    rows = wait_for(page, lambda rows: len(rows) == 4 and any(r.id[1] == delivery for r in rows), 5)
     # Id order: the delivery's deadline (now + 30 s) before the message due in 600 s.
     assert [r.content[1] for r in rows] == [b"m1", b"m2", b"m0", b"later"]
     assert [r.state for r in rows] == [State.AVAILABLE] * 2 + [State.PROCESSING, State.AVAILABLE]

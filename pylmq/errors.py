@@ -255,6 +255,20 @@ class PeerStalled(NodeDown):
         self.sent = sent
 
 
+class RunnerLost(NodeDown):
+    """The remote process running the call (a queue runner on an Erlang peer) exited while the
+    call was in flight, its node still up: as for a node that went down, the outcome is unknown."""
+
+    reason = "runner_lost"
+
+
+class NotRun(DistError):
+    """The call certainly did not run: the queue runner it was queued in ended before reaching
+    it (a runner runs its calls one at a time, in order). Sending it again is safe."""
+
+    reason = "not_run"
+
+
 class RemoteError(DistError):
     """A call into another node failed there: ``badrpc``, an exception, ``noproc``, an exit.
 

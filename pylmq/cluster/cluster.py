@@ -71,6 +71,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import zlib
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,7 @@ from pylmq.cluster.mnesia_store import (
     virtual_row,
 )
 from pylmq.cluster.records import default_list_to_term, message_to_term, name_from_atom, name_to_atom, props_to_term
+from pylmq.cluster.runner import QueueRunners
 from pylmq.core.manager import QueueManager
 from pylmq.erlang import Atom, Node, Process
 from pylmq.erlang.terms import Export, Pid, Term
@@ -165,6 +167,7 @@ class Cluster:
         self._refresher: asyncio.Task[None] | None = None
         self._subscriber: Process | None = None
         self._events = dist.spawn("lmq_event", self._on_event)
+        self.runners = QueueRunners(dist)  # the queues' runners on the Erlang peers
         store.mirror.listener = self
         dist.register_function("lmq_cluster", "hello", self._hello)
         self._cancel_monitor = dist.monitor_node("*", self._on_nodedown)
@@ -225,6 +228,28 @@ class Cluster:
     async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
         return await self.dist.rpc(peer, module, function, args, timeout)
 
+    def queue_peers(self, queue: str) -> list[str]:
+        peers = self.peers()
+        current = self.runners.peer_of(queue)
+        if current in peers:
+            return [current] + [p for p in peers if p != current]
+        # A new runner goes on a serving peer other than the mirror's subscription node when
+        # there is one: that node also sends this node the table events of every queue, and a
+        # runner there made the whole cycle about half as fast (measured in one run: 432-467
+        # against 877 cycles/s). Among several others, the queue name's crc32 picks one, so that
+        # queues spread over them and a queue's runner comes back to the same peer.
+        others = sorted(p for p in peers if p != self.sub_node)
+        if not others:
+            return peers
+        first = others[zlib.crc32(queue.encode()) % len(others)]
+        return [first] + [p for p in others if p != first] + [p for p in peers if p not in others]
+
+    async def run(self, queue: str, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
+        return await self.runners.call(queue, peer, module, function, args, timeout)
+
+    def runner_wait(self, queue: str) -> float:
+        return self.runners.oldest_wait(queue)
+
     def pushed(self, name: str) -> None:
         # One new_message per queue and pass of the event loop: the pushes answered together
         # wake the same waiters, and each notification costs every Erlang node a gen_event call.
@@ -244,6 +269,7 @@ class Cluster:
         )
 
     async def queue_deleted(self, name: str) -> None:
+        self.runners.stop(name)
         event = (QUEUE_DELETED, name_to_atom(name))
         await self._on_erlang_nodes(
             f"queue_deleted of {name}", lambda node: self._sync_notify(node, (REMOTE, event)), event
@@ -405,6 +431,7 @@ class Cluster:
             await self._stop_rejoiner()
             await self._stop_refresher()
             self._end_subscriber()
+            self.runners.close()
             await self.store.become_local()
             self._forget_members()
             self.manager.unavailable = None
@@ -508,6 +535,7 @@ class Cluster:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self._end_subscriber()
+        self.runners.close()
         self._cancel_monitor()
         self._cancel_stalls()
 
@@ -620,6 +648,9 @@ class Cluster:
         while True:
             await asyncio.sleep(self.refresh_interval)
             await self._refresh_or_log()
+            stopped = self.runners.stop_idle()
+            if stopped:
+                log.debug("stopped the queue runners of %d idle queues", len(stopped))
 
     async def _refresh_or_log(self) -> None:
         try:
@@ -749,6 +780,7 @@ class Cluster:
             return
         live = self.peers()
         if stalled:
+            self.runners.stalled(peer)
             log.warning("Erlang node %s is stalled; calls go to %s", peer, ", ".join(live) or "no other node")
         else:
             # Heard from again, but the other Erlang nodes may have dropped it from Mnesia while
@@ -900,6 +932,7 @@ class Cluster:
             self.manager.refresh_props([name])
 
     def on_queue_deleted(self, name: str) -> None:
+        self.runners.stop(name)  # deleted by another node: its runner has nothing left to do
         if self._serving():
             self._spawn(self.manager.on_remote_queue_deleted(name), f"cluster-delete-{name}")
 

@@ -2,12 +2,12 @@
 
 In a mixed cluster the queue tables are LMQ's own (docs/lmq-contract.md#tables: one ``ordered_set``
 per queue named by the queue atom, ``'__lmq_queue_info__'``, ``'__lmq_info__'``). A Python node
-cannot run Mnesia (it is a hidden node), so every mutation is one rpc to ``lmq_lib`` on a live
-Erlang peer, which runs it as one Mnesia transaction: locking and ordering are Mnesia's, exactly
-as between Erlang nodes. Any connected peer serves a call (the link hands them out in turn), so
-there is no master. Reads (queue names, props, sizes, wake-up timing) come from the local
-:class:`~pylmq.cluster.mirror.Mirror`, kept by :mod:`pylmq.cluster.cluster` from Mnesia table
-events, without round trips.
+cannot run Mnesia (it is a hidden node), so every mutation is one ``lmq_lib`` call run on a live
+Erlang peer as one Mnesia transaction: locking and ordering are Mnesia's, exactly as between
+Erlang nodes. Any connected peer serves a call (the link hands them out in turn; a queue's
+transactions go to its runner, see below), so there is no master. Reads (queue names, props,
+sizes, wake-up timing) come from the local :class:`~pylmq.cluster.mirror.Mirror`, kept by
+:mod:`pylmq.cluster.cluster` from Mnesia table events, without round trips.
 
 ``lmq_lib`` changes Mnesia only. An Erlang node serves a queue through a queue process that its
 ``lmq_queue_mgr`` starts and that caches the queue's props; LMQ starts, updates and stops those
@@ -49,16 +49,22 @@ timeout after the call was sent, so that its outcome is unknown:
   the same delivery, and in both the message's fate is what LMQ gives it anyway.
 - ``create``/``delete``/props/default props are idempotent and are retried.
 
-Transactions on one queue's table are admitted by a :class:`~pylmq.cluster.gate.QueueGate`:
-enqueues together, the others (dequeue, done, retain, release, put_back: they lock the whole
-table) one at a time, since concurrent ones make Mnesia restart them after random sleeps. Those
-that wait for their turn are sent in one rpc (``lists:zipwith3(fun erlang:apply/3, ...)``), so
-the peer runs them back to back, each its own ``lmq_lib`` transaction as a queue process would,
-without a round trip to this node in between. A batch is one call for the rules above: bounded
-by ``rpc_timeout``, failed over like its calls (all of them may be retried), its 503 naming
-the calls it held. If one call of a batch raised on the peer (a bug, never a normal answer)
-the whole batch fails and the calls before it may have committed: their callers get a
-:class:`~pylmq.errors.ClusterError`, as for a call whose outcome is unknown.
+This node's table transactions on one queue (dequeue, done, retain, release, put_back) are run
+by that queue's runner on a peer (:mod:`pylmq.cluster.runner`): one process that runs them one
+after the other, as an Erlang node's queue process does, so that they do not fight over the
+table's locks (they read-lock the whole table; concurrent ones make Mnesia restart them after
+random sleeps), and without a round trip to this node between two of them. A call to a runner
+is one call for the rules above: bounded by ``rpc_timeout``, failed over the same way. A runner
+that exits with calls in flight (an operator killed it) fails them at once, their outcome
+unknown, as a peer going down does. The peer of a queue's runner is chosen by the link
+(:meth:`PeerLink.queue_peers`); the others are the fallbacks, in order.
+
+Enqueues (and the row write of a delayed push) are rpcs of their own, beside the runner. They
+write-lock one new record and never need to wait for one another; in a runner they would wait
+behind its table transactions, and under a flood of concurrent transactions from Erlang clients
+a table transaction can be restarted by Mnesia for longer than ``rpc_timeout``: the enqueues
+queued behind it would then time out with their outcome unknown, which for a push is a 503 that
+cannot be retried (seen with 10,000 concurrent pushes from the Erlang side).
 
 In the cluster the store refuses props the Erlang nodes cannot serve (:func:`erlang_props_problem`),
 before anything reaches Mnesia: they would store them, then fail on every request that shows them.
@@ -86,11 +92,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import AsyncIterator, Container, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Container, Sequence
 from typing import Protocol
 
-from pylmq.cluster.gate import QueueGate
 from pylmq.cluster.mirror import LMQ_INFO, VIRTUAL_QUEUES, Mirror
 from pylmq.cluster.records import (
     default_list_to_term,
@@ -117,7 +121,16 @@ from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.store import DedupIds, TransferListener
 from pylmq.core.table import AccumResult, QueueCounts
 from pylmq.erlang.terms import Atom, Export, Term
-from pylmq.errors import ClusterError, InvalidProps, NodeDown, NotSupported, PeerStalled, RemoteError
+from pylmq.errors import (
+    ClusterError,
+    InvalidProps,
+    NodeDown,
+    NotRun,
+    NotSupported,
+    PeerStalled,
+    RemoteError,
+    RunnerLost,
+)
 from pylmq.store.local import LocalStore
 
 __all__ = [
@@ -145,8 +158,9 @@ NO_QUEUE = (ERROR, A("no_queue_exists"))
 ACCUM_REPLY = {OK: "no", (A("accum"), A("new")): "new", (A("accum"), A("yes")): "yes"}
 RPC_TIMEOUT = 5.0  # seconds a call to an Erlang peer may take; Settings.rpc_timeout
 SUSPECT_FOR = 10.0  # seconds a peer that let a call time out is tried after the others
-BATCH_MAX = 32  # table transactions of one queue sent in one rpc
-APPLY3 = Export(A("erlang"), A("apply"), 3)
+# An enqueue does not queue behind a runner whose oldest call has waited this long (seconds):
+# calls take milliseconds; this long means Mnesia is restarting a transaction under contention.
+RUNNER_HELD = 0.25
 MNESIA_WRITE = Export(A("mnesia"), A("write"), 3)
 MNESIA_DELETE = Export(A("mnesia"), A("delete"), 3)
 WRITE, ATOMIC, ABORTED, NO_EXISTS = A("write"), A("atomic"), A("aborted"), A("no_exists")
@@ -247,6 +261,21 @@ class PeerLink(Protocol):
 
     async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term: ...
 
+    def queue_peers(self, queue: str) -> list[str]:
+        """:meth:`peers` in the order to try them for a transaction on ``queue``: the peer of its
+        runner first."""
+        ...
+
+    async def run(self, queue: str, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
+        """``module:function(args)`` run by ``queue``'s runner on ``peer``; raises as :meth:`rpc`,
+        :class:`~pylmq.errors.RunnerLost` if the runner exited with the call in flight, and
+        :class:`~pylmq.errors.NotRun` if it ended before reaching the call."""
+        ...
+
+    def runner_wait(self, queue: str) -> float:
+        """Seconds the oldest unanswered call to ``queue``'s runner has waited (0 if none)."""
+        ...
+
     def pushed(self, name: str) -> None:
         """A push on this node committed: tell every node's lmq_event (``new_message``)."""
         ...
@@ -276,6 +305,8 @@ class _Unknown(Exception):
 def _failure(peer: str, e: Exception, elapsed: float) -> str:
     if isinstance(e, PeerStalled):
         return f"peer {peer} stalled (nothing received from it) and the call was dropped after {elapsed:.1f} s"
+    if isinstance(e, RunnerLost):
+        return f"the queue runner on peer {peer} exited after {elapsed:.1f} s ({e.detail})"
     if isinstance(e, NodeDown):
         return f"peer {peer} went down after {elapsed:.1f} s ({e.detail})"
     return f"peer {peer} did not answer within the rpc timeout ({elapsed:.1f} s)"
@@ -304,10 +335,6 @@ class MnesiaStore:
         self._turn = itertools.count()
         self._holds: dict[str, tuple[int, float, float]] = {}  # name -> (mirror seq, until, length)
         self._suspects: dict[str, float] = {}  # peer -> until when it is tried last
-        self._gates: dict[str, QueueGate] = {}  # queues with message transactions in flight
-        # Table transactions waiting for their queue's turn, and the task sending them (per queue).
-        self._table_calls: dict[str, list[tuple[str, list[Term], asyncio.Future[tuple[Term, bool]]]]] = {}
-        self._table_runners: dict[str, asyncio.Task[None]] = {}
 
     @property
     def clustered(self) -> bool:
@@ -319,8 +346,6 @@ class MnesiaStore:
         await self.local.open()
 
     async def close(self) -> None:
-        for task in list(self._table_runners.values()):
-            task.cancel()
         await self.local.close()
 
     async def barrier(self) -> None:
@@ -403,27 +428,49 @@ class MnesiaStore:
         return self.link
 
     async def _call(
-        self, function: str, args: list[Term], *, retry_unknown: bool, module: str = "lmq_lib", what: str = ""
+        self,
+        function: str,
+        args: list[Term],
+        *,
+        retry_unknown: bool,
+        module: str = "lmq_lib",
+        what: str = "",
+        queue: str | None = None,
     ) -> tuple[Term, bool]:
         """``module:function(args)`` (``lmq_lib`` unless told) on a peer; returns (result, whether
-        an earlier attempt's outcome is unknown). Peers are taken in turn; see the module docstring
-        for failover. ``what`` names the operation in errors (``module:function`` unless told)."""
+        an earlier attempt's outcome is unknown). A transaction on ``queue``'s table is run by the
+        queue's runner, on the peers in the link's order for it; other calls are rpcs to the peers
+        in turn. See the module docstring for failover. ``what`` names the operation in errors
+        (``module:function`` unless told)."""
         what = what or f"{module}:{function}"
         link = self._link()
         unknown = False
         peers = link.peers()
         if not peers:
             raise ClusterError(f"{what} not run: no Erlang LMQ peer is reachable{_skipped(link)}")
-        start = next(self._turn) % len(peers)
+        if queue is None:
+            start = next(self._turn) % len(peers)
+            peers = peers[start:] + peers[:start]
+        else:
+            peers = link.queue_peers(queue)
         now = self.clock.now()
         # Peers that let a call time out lately go last: alive maybe, but slow or stalling.
-        order = sorted(peers[start:] + peers[:start], key=lambda p: self._suspects.get(p, 0.0) > now)
+        order = sorted(peers, key=lambda p: self._suspects.get(p, 0.0) > now)
         failures: list[str] = []
         loop = asyncio.get_running_loop()
         for n, peer in enumerate(order, 1):
             began = loop.time()
             try:
-                return await link.rpc(peer, module, function, args, self.rpc_timeout), unknown
+                if queue is None:
+                    return await link.rpc(peer, module, function, args, self.rpc_timeout), unknown
+                try:
+                    return await link.run(queue, peer, module, function, args, self.rpc_timeout), unknown
+                except NotRun:
+                    # Its runner was killed before reaching it (a call ahead of it timed out):
+                    # nothing was done. Sent again as an rpc of its own, not queued in a new
+                    # runner behind the same kind of transaction.
+                    began = loop.time()
+                    return await link.rpc(peer, module, function, args, self.rpc_timeout), unknown
             except (NodeDown, TimeoutError) as e:
                 if isinstance(e, PeerStalled) and not e.sent:
                     # It stalled after peers() was taken; the call never went out: the next peer.
@@ -445,81 +492,19 @@ class MnesiaStore:
                 raise ClusterError(f"{what} failed on {peer}: {e.detail}") from e
         raise ClusterError(f"{what} failed on every Erlang LMQ peer: {'; '.join(failures)}{_skipped(link)}")
 
-    @asynccontextmanager
-    async def _gated(self, name: str, *, exclusive: bool) -> AsyncIterator[None]:
-        """Admit a message transaction on ``name`` through its gate (see pylmq.cluster.gate):
-        enqueues together, any other alone."""
-        gate = self._gates.get(name)
-        if gate is None:
-            gate = self._gates[name] = QueueGate()
-        try:
-            async with gate.exclusive() if exclusive else gate.shared():
-                yield
-        finally:
-            if gate.idle and self._gates.get(name) is gate:
-                del self._gates[name]
+    def _enqueue_lane(self, name: str) -> str | None:
+        """Where an enqueue on ``name`` goes: the queue's runner (the queue, returned), so that it
+        never fights this node's table transactions over the table's locks, unless the runner
+        is held up (``None``: an rpc of its own). An enqueue's outcome cannot be learnt again,
+        and one queued behind a transaction that Mnesia keeps restarting (heavy concurrent
+        writes from elsewhere) would wait out ``rpc_timeout`` with it."""
+        return name if self._link().runner_wait(name) < RUNNER_HELD else None
 
     async def _table_call(self, name: str, function: str, args: list[Term]) -> tuple[Term, bool]:
         """``lmq_lib:function(args)``, a transaction that locks the table of queue ``name``
-        (dequeue, done, retain, release, put_back), retried on another peer if its outcome is
-        unknown. Those of one queue run one at a time (pylmq.cluster.gate), and the ones that
-        wait for their turn go together in one rpc, run one after the other on the peer."""
-        fut: asyncio.Future[tuple[Term, bool]] = asyncio.get_running_loop().create_future()
-        self._table_calls.setdefault(name, []).append((function, args, fut))
-        if name not in self._table_runners:
-            task = asyncio.get_running_loop().create_task(self._run_table_calls(name), name=f"mnesia:{name}")
-            self._table_runners[name] = task
-        return await fut
-
-    async def _run_table_calls(self, name: str) -> None:
-        try:
-            while self._table_calls.get(name):
-                async with self._gated(name, exclusive=True):
-                    waiting = self._table_calls[name]
-                    # A caller that gave up before its call was sent is not run at all.
-                    batch = [c for c in waiting[:BATCH_MAX] if not c[2].done()]
-                    del waiting[:BATCH_MAX]
-                    if not batch:
-                        continue
-                    try:
-                        results, unknown = await self._call_many([(f, a) for f, a, _ in batch])
-                    except asyncio.CancelledError:
-                        self._table_calls[name][:0] = batch  # cancelled with the others below
-                        raise
-                    except Exception as e:
-                        # Any error, not only a ClusterError, is its callers': they must not
-                        # wait for ever on a runner that gave up on them.
-                        for _, _, fut in batch:
-                            if not fut.done():
-                                fut.set_exception(e)
-                        continue
-                    for (_, _, fut), result in zip(batch, results, strict=True):
-                        if not fut.done():
-                            fut.set_result((result, unknown))
-        finally:
-            self._table_runners.pop(name, None)
-            left = self._table_calls.pop(name, [])
-            for _, _, fut in left:  # only when this task was cancelled (the node stops)
-                fut.cancel()
-
-    async def _call_many(self, calls: list[tuple[str, list[Term]]]) -> tuple[list[Term], bool]:
-        """Several lmq_lib calls in one rpc, ``lists:zipwith3(fun erlang:apply/3, ...)``: the
-        peer runs them in order, each its own transaction, as a queue process would."""
-        if len(calls) == 1:
-            result, unknown = await self._call(calls[0][0], calls[0][1], retry_unknown=True)
-            return [result], unknown
-        modules: list[Term] = [A("lmq_lib")] * len(calls)
-        functions: list[Term] = [A(f) for f, _ in calls]
-        arglists: list[Term] = [a for _, a in calls]
-        # Errors name the lmq_lib operations the batch held, not lists:zipwith3.
-        names = ", ".join(f"lmq_lib:{f}" for f in dict.fromkeys(f for f, _ in calls))
-        what = f"{names} ({len(calls)} calls in one rpc)"
-        results, unknown = await self._call(
-            "zipwith3", [APPLY3, modules, functions, arglists], retry_unknown=True, module="lists", what=what
-        )
-        if not isinstance(results, list) or len(results) != len(calls):
-            raise ClusterError(f"{what} answered {results!r:.300}")
-        return results, unknown
+        (dequeue, done, retain, release, put_back), run by the queue's runner and retried on
+        another peer if its outcome is unknown."""
+        return await self._call(function, args, retry_unknown=True, queue=name)
 
     @staticmethod
     def _check(function: str, result: Term) -> Term:
@@ -631,12 +616,11 @@ class MnesiaStore:
             return await self.local.enqueue(name, item, retry, accum)
         atom = name_to_atom(name)
         args = [atom, item_to_term(item), [(A("accum"), round(accum * 1000)), (A("retry"), retry_to_term(retry))]]
-        async with self._gated(name, exclusive=False):
-            result, _ = await self._call("enqueue", args, retry_unknown=False)
-            if result == NO_QUEUE:
-                # Nothing was written; the queue was deleted under us: created on use, as LMQ does.
-                await self.create(name)
-                result, _ = await self._call("enqueue", args, retry_unknown=False)
+        result, _ = await self._call("enqueue", args, retry_unknown=False, queue=self._enqueue_lane(name))
+        if result == NO_QUEUE:
+            # Nothing was written; the queue was deleted under us: created on use, as LMQ does.
+            await self.create(name)
+            result, _ = await self._call("enqueue", args, retry_unknown=False, queue=self._enqueue_lane(name))
         reply = ACCUM_REPLY.get(result)
         if reply is None:
             raise ClusterError(f"lmq_lib:enqueue answered {result!r:.300}")
@@ -660,12 +644,11 @@ class MnesiaStore:
         stored = None if effective is None else effective + 1  # LMQ counts deliveries left, first included
         row = message_to_term(StoredMessage((ts, uuid), State.AVAILABLE, StoredMessageType.NORMAL, stored, item))
         atom = name_to_atom(name)
-        async with self._gated(name, exclusive=False):
+        result = await self._write(name, atom, row)
+        if self._no_table(result):
+            # Nothing was written: created on use, as LMQ does, then written.
+            await self.create(name)
             result = await self._write(name, atom, row)
-            if self._no_table(result):
-                # Nothing was written: created on use, as LMQ does, then written.
-                await self.create(name)
-                result = await self._write(name, atom, row)
         if result != (ATOMIC, OK):
             raise ClusterError(f"mnesia:write of a message to {name} answered {result!r:.300}")
         # As an Erlang node's push: every queue process recomputes its wait from the first row.

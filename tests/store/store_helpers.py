@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pylmq.core.message import StoredMessage
+from pylmq.erlang.terms import Term
 from pylmq.store.durable import DurableStore
 from pylmq.store.local import LocalStore
 
@@ -53,10 +54,27 @@ def body_of(m: StoredMessage) -> bytes:
 class QuietLink:
     """The PeerLink notifications (new messages, queue changes) done as nothing: a base for the
     fake links of the Mnesia store tests, which script only peers and rpc answers (no peer is
-    stalled; node lists, which no test scripts unless it overrides them, fail the test if asked)."""
+    stalled; node lists, which no test scripts unless it overrides them, fail the test if asked).
+    A queue's transactions go to its peers in :meth:`peers` order, each run as the link's rpc
+    (the runners themselves are tested against real LMQ nodes, tests/cluster/test_reference_runners.py)."""
 
     def stalled(self) -> dict[str, float]:
         return {}
+
+    def peers(self) -> list[str]:
+        raise AssertionError("peers are not scripted by this test's link")
+
+    async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
+        raise AssertionError("rpcs are not scripted by this test's link")
+
+    def queue_peers(self, queue: str) -> list[str]:
+        return self.peers()
+
+    async def run(self, queue: str, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
+        return await self.rpc(peer, module, function, args, timeout)
+
+    def runner_wait(self, queue: str) -> float:
+        return 0.0
 
     def node_lists(self) -> tuple[list[str], list[str]]:
         raise AssertionError("node_lists is not scripted by this test's link")

@@ -1,0 +1,304 @@
+"""Queue runners: per queue, one process on an Erlang peer that runs this node's transactions on
+that queue's table one after the other, as an Erlang node's queue process does. The store sends
+it the ones that lock the whole table (dequeue, done, retain, release, put_back); enqueues stay
+rpcs of their own (see :mod:`pylmq.cluster.mnesia_store` for why).
+
+Why: a Python node holds no Mnesia replica, so each transaction on a queue's table is run for it
+by an Erlang peer. Sent as independent rpcs they run side by side and fight over the table's
+locks (``dequeue`` and ``done`` read-lock the whole table; Mnesia restarts the loser after a
+random sleep). Held back on this node until the previous one answered, each costs a network
+round trip and a pass through this node's event loop on the queue's serial path. A runner takes
+them in the order they were sent and starts the next one as soon as the previous one returned:
+one transaction of this node in flight per queue, and no round trip in between, with several
+requests in flight to it at once (pipelined).
+
+Nothing is loaded on the Erlang node: the runner is a short Erlang expression (:data:`SOURCE`),
+scanned and parsed by the peer's own ``erl_scan``/``erl_parse`` and run by ``erl_eval`` in a
+process spawned there (``erlang:spawn(erl_eval, exprs, ...)``). It answers each
+``{lmq_call, From, Ref, M, F, A}`` with ``{Ref, catch M:F(A...)}`` and keeps the key
+``pylmq_queue_runner`` (``{ThisNode, Queue}``) in its process dictionary, so that an operator
+can find it. It ends:
+
+- when this node disconnects or dies (``monitor_node``): nothing is left on the Erlang node;
+- when told to (``stop``, after the calls sent before it): the queue was idle for
+  ``idle_stop`` seconds (:meth:`QueueRunners.stop_idle`) or deleted;
+- when killed by this node (``exit(Pid, kill)``) after a call to it timed out or its peer
+  stalled, so that the calls queued behind it do not run late;
+- after :data:`IDLE_EXIT` without any message, a safety net.
+
+This node monitors every runner: when one exits (an operator killed it, its node went down),
+the calls in flight to it fail at once with :class:`~pylmq.errors.RunnerLost` (outcome unknown)
+instead of waiting out their timeout, and the next call spawns a new runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pylmq.erlang.node import Node
+from pylmq.erlang.process import Process
+from pylmq.erlang.terms import Atom, Pid, Reference, Term, erl_string
+from pylmq.errors import ClusterError, NodeDown, NotRun, PeerStalled, RunnerLost
+
+__all__ = ["IDLE_EXIT", "IDLE_STOP", "SOURCE", "QueueRunners"]
+
+A = Atom
+IDLE_STOP = 30.0  # seconds without calls after which this node stops a queue's runner
+IDLE_EXIT = 600  # seconds after which a runner that received nothing ends by itself
+INIT_WAIT = 10  # seconds a new runner waits for its init message (sent right after the spawn)
+KILL_WAIT = 1.0  # seconds a timed-out call waits for its killed runner's end to say it never ran
+OK, STOP, CALL, INIT, EXIT, KILL = A("ok"), A("stop"), A("lmq_call"), A("lmq_runner_init"), A("EXIT"), A("kill")
+DOWN, NOCONNECTION = A("DOWN"), A("noconnection")
+
+# The runner. Its owner and queue come in the first message, so the parsed program is the same
+# for every queue and parsed once per peer. ``erlang:yield()`` after each call lets the peer's
+# other processes (its LMQ queue processes) run before this node's next transaction on the queue.
+SOURCE = f"""
+receive
+    {{lmq_runner_init, Owner, Queue}} ->
+        erlang:monitor_node(Owner, true),
+        put(pylmq_queue_runner, {{Owner, Queue}}),
+        Loop = fun Loop() ->
+            receive
+                {{lmq_call, From, Ref, M, F, A}} ->
+                    From ! {{Ref, catch erlang:apply(M, F, A)}},
+                    erlang:yield(),
+                    Loop();
+                {{nodedown, _}} -> normal;
+                stop -> normal
+            after {IDLE_EXIT * 1000} -> normal
+            end
+        end,
+        Loop()
+after {INIT_WAIT * 1000} -> normal
+end.
+"""
+
+
+@dataclass(eq=False)
+class _Runner:
+    queue: str
+    peer: str
+    pid: Pid
+    mref: Reference
+    last_use: float
+    # Calls sent and not answered, in the order sent (the order the runner runs them): ref -> when.
+    calls: dict[Reference, float] = field(default_factory=dict)
+    killed: bool = False
+
+
+class QueueRunners:
+    """This node's queue runners, one per queue (on one peer at a time), spawned on first use."""
+
+    def __init__(self, dist: Node, *, idle_stop: float = IDLE_STOP, clock: Callable[[], float] = time.monotonic):
+        self.dist = dist
+        self.idle_stop = idle_stop
+        self.clock = clock
+        self._proc: Process = dist.spawn(None, self._on_message)
+        self._programs: dict[str, tuple[Term, Term]] = {}  # peer -> (parsed runner, empty bindings)
+        self._runners: dict[str, _Runner] = {}  # queue -> its runner
+        self._by_mref: dict[Reference, _Runner] = {}
+        self._starting: dict[str, asyncio.Future[_Runner]] = {}
+        self._calls: dict[Reference, tuple[_Runner, asyncio.Future[Term]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._runners)
+
+    def peer_of(self, queue: str) -> str | None:
+        """The peer whose runner serves ``queue`` now, if any."""
+        r = self._runners.get(queue)
+        return None if r is None else r.peer
+
+    def pid_of(self, queue: str) -> Pid | None:
+        """The pid of ``queue``'s runner, if it has one (for logs and operators)."""
+        r = self._runners.get(queue)
+        return None if r is None else r.pid
+
+    async def call(self, queue: str, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
+        """``module:function(args)`` run by ``queue``'s runner on ``peer`` (spawned if needed; a
+        runner on another peer is stopped). Raises like an rpc: NodeDown, PeerStalled (``sent``
+        False: not sent), RunnerLost (its runner exited), TimeoutError after ``timeout`` seconds
+        in all; ClusterError if the function raised on the peer."""
+        sent_to: _Runner | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                runner = await self._runner(queue, peer, timeout)
+                conn = self.dist.net_kernel.connections.get(peer)
+                if conn is not None and conn.stalled:
+                    silence = conn.silence()
+                    raise PeerStalled(f"node {peer} is stalled: nothing received for {silence:.1f} s", sent=False)
+                ref = self.dist.make_ref()
+                fut: asyncio.Future[Term] = asyncio.get_running_loop().create_future()
+                self._calls[ref] = (runner, fut)
+                runner.last_use = runner.calls[ref] = self.clock()
+                self.dist.send(runner.pid, (CALL, self._proc.pid, ref, A(module), A(function), args))
+                sent_to = runner
+                # Its answer, or the runner's end, removes it from the maps (_on_message).
+                result = await asyncio.shield(fut)
+        except TimeoutError:
+            if sent_to is None:
+                raise
+            result = await self._after_timeout(sent_to, ref, fut)
+        if type(result) is tuple and len(result) == 2 and result[0] is EXIT:
+            raise ClusterError(f"{module}:{function} raised on {peer}: {result[1]!r:.300}")
+        return result
+
+    async def _after_timeout(self, r: _Runner, ref: Reference, fut: asyncio.Future[Term]) -> Term:
+        """A call to ``r`` timed out. ``r`` is killed: the calls queued behind it must not run
+        late. A call that was not the oldest unanswered one had not started (a runner runs its
+        calls in order): the runner's end, which comes after every answer it sent, tells so
+        (:class:`NotRun`) within :data:`KILL_WAIT`; the oldest one's outcome stays unknown."""
+        if not r.killed:
+            self._kill(r)
+        if next(iter(r.calls), ref) != ref and not fut.done():
+            try:
+                async with asyncio.timeout(KILL_WAIT):
+                    return await asyncio.shield(fut)
+            except TimeoutError:
+                pass
+        if fut.done():
+            return fut.result()  # answered, or NotRun, in the meantime
+        fut.cancel()
+        if r.mref not in self._by_mref:  # no end will come to clear it (stopped, demonitored)
+            self._calls.pop(ref, None)
+            r.calls.pop(ref, None)
+        # Otherwise it stays in the order until its late answer or the runner's end: its place
+        # is what tells the calls behind it that they never started.
+        raise TimeoutError
+
+    def oldest_wait(self, queue: str) -> float:
+        """How long the oldest unanswered call to ``queue``'s runner has waited (0 if none)."""
+        r = self._runners.get(queue)
+        first = None if r is None else next(iter(r.calls.values()), None)
+        return 0.0 if first is None else self.clock() - first
+
+    async def _runner(self, queue: str, peer: str, timeout: float) -> _Runner:
+        r = self._runners.get(queue)
+        if r is not None:
+            if r.peer == peer:
+                return r
+            self.stop(queue)  # its calls in flight still run, then it ends
+        starting = self._starting.get(queue)
+        if starting is None:
+            starting = self._starting[queue] = asyncio.get_running_loop().create_future()
+            try:
+                r = await self._spawn(queue, peer, timeout)
+            except BaseException as e:
+                starting.set_exception(e)
+                starting.exception()  # retrieved: only the waiters, if any, raise it
+                raise
+            finally:
+                self._starting.pop(queue, None)
+            starting.set_result(r)
+            return r
+        r = await asyncio.shield(starting)
+        if r.peer != peer:
+            return await self._runner(queue, peer, timeout)
+        return r
+
+    async def _program(self, peer: str, timeout: float) -> tuple[Term, Term]:
+        program = self._programs.get(peer)
+        if program is None:
+            scanned = await self.dist.rpc(peer, "erl_scan", "string", [erl_string(SOURCE)], timeout)
+            if not (type(scanned) is tuple and scanned[0] is OK):
+                raise ClusterError(f"erl_scan:string of the queue runner on {peer} answered {scanned!r:.300}")
+            parsed = await self.dist.rpc(peer, "erl_parse", "parse_exprs", [scanned[1]], timeout)
+            if not (type(parsed) is tuple and parsed[0] is OK):
+                raise ClusterError(f"erl_parse:parse_exprs of the queue runner on {peer} answered {parsed!r:.300}")
+            bindings = await self.dist.rpc(peer, "erl_eval", "new_bindings", [], timeout)
+            program = self._programs[peer] = (parsed[1], bindings)
+        return program
+
+    async def _spawn(self, queue: str, peer: str, timeout: float) -> _Runner:
+        program, bindings = await self._program(peer, timeout)
+        pid = await self.dist.rpc(peer, "erlang", "spawn", [A("erl_eval"), A("exprs"), [program, bindings]], timeout)
+        if type(pid) is not Pid:
+            raise ClusterError(f"spawning a queue runner on {peer} answered {pid!r:.300}")
+        # Monitored before anything else is sent: if it dies from here on, this node hears of it.
+        r = _Runner(queue, peer, pid, self._proc.monitor(pid), self.clock())
+        self.dist.send(pid, (INIT, self.dist.atom, queue.encode()))
+        self._runners[queue] = r
+        self._by_mref[r.mref] = r
+        return r
+
+    def _on_message(self, _proc: Process, msg: Term) -> None:
+        if type(msg) is not tuple:
+            return
+        if len(msg) == 2:
+            entry = self._calls.pop(msg[0], None) if type(msg[0]) is Reference else None
+            if entry is not None:
+                entry[0].calls.pop(msg[0], None)
+                if not entry[1].done():
+                    entry[1].set_result(msg[1])
+        elif len(msg) == 5 and msg[0] is DOWN:
+            r = self._by_mref.pop(msg[1], None)
+            if r is not None:
+                reason = msg[4]
+                if reason is NOCONNECTION:
+                    # Answers sent before the connection broke may be lost with it: all unknown.
+                    self._fail(r, NodeDown(f"node {r.peer} went down"))
+                else:
+                    why = reason.name if isinstance(reason, Atom) else f"{reason!r:.200}"
+                    self._fail(r, RunnerLost(f"the queue runner of {r.queue} on {r.peer} exited: {why}"), ordered=True)
+
+    def _forget(self, r: _Runner) -> None:
+        if self._runners.get(r.queue) is r:
+            del self._runners[r.queue]
+        if self._by_mref.pop(r.mref, None) is not None:
+            self._proc.demonitor(r.mref)
+
+    def _fail(self, r: _Runner, error: Exception, *, ordered: bool = False) -> None:
+        """``r`` is gone: its calls in flight fail with ``error`` now, not at their timeout.
+        ``ordered``: every answer ``r`` sent has arrived (its exit came after them on the same
+        connection), so only the oldest unanswered call may have started; the others fail with
+        :class:`NotRun`."""
+        self._forget(r)
+        for n, ref in enumerate(list(r.calls)):
+            entry = self._calls.pop(ref, None)
+            if entry is not None and not entry[1].done():
+                if ordered and n > 0:
+                    not_run = NotRun(f"not run: the queue runner of {r.queue} on {r.peer} ended before it")
+                    entry[1].set_exception(not_run)
+                else:
+                    entry[1].set_exception(error)
+        r.calls.clear()
+
+    def _kill(self, r: _Runner) -> None:
+        # No new call goes to it; its end (DOWN, killed) tells which of its calls never started.
+        r.killed = True
+        if self._runners.get(r.queue) is r:
+            del self._runners[r.queue]
+        self.dist.exit(r.pid, KILL)
+
+    def stop(self, queue: str) -> None:
+        """Stop ``queue``'s runner once the calls already sent to it are run (deleted, idle)."""
+        r = self._runners.get(queue)
+        if r is not None:
+            self._forget(r)
+            self.dist.send(r.pid, STOP)
+
+    def stalled(self, peer: str) -> None:
+        """``peer`` stalled: the calls in flight to its runners fail now (outcome unknown) and
+        those runners are killed, so that they do not run queued calls when the peer resumes."""
+        for r in [r for r in self._runners.values() if r.peer == peer]:
+            self._fail(r, PeerStalled(f"node {peer} stalled with the call in flight"))
+            self.dist.exit(r.pid, KILL)
+        self._programs.pop(peer, None)
+
+    def stop_idle(self) -> list[str]:
+        """Stop the runners of queues without a call for ``idle_stop`` seconds; their queues. A
+        call in flight is never that old: it is bounded by the rpc timeout, a few seconds."""
+        cutoff = self.clock() - self.idle_stop
+        idle = [q for q, r in self._runners.items() if r.last_use < cutoff and not r.calls]
+        for q in idle:
+            self.stop(q)
+        return idle
+
+    def close(self) -> None:
+        """Stop every runner (this node leaves the cluster or stops)."""
+        for q in list(self._runners):
+            self.stop(q)
+        self._programs.clear()

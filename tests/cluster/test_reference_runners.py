@@ -1,0 +1,289 @@
+"""Queue runners (pylmq/cluster/runner.py) on real Erlang LMQ nodes (the reference kit).
+
+Two kinds of tests. In-process ones drive :class:`QueueRunners` from a hidden node of the test's
+own, joined to nothing, against the module's cluster (two real LMQ nodes): order and exactly
+once, a runner killed with calls in flight, idle runners stopped (an injectable clock). The
+others run the pylmq node as a process joined to real LMQ nodes: a runner killed by an operator
+(``exit(Pid, kill)`` through ``lmq-ref eval``), a deleted queue, the runner's peer suspended or
+killed, and pylmq killed -9, after which no runner may be left on any Erlang node.
+
+A runner is found on an Erlang node by the key ``pylmq_queue_runner`` in its process
+dictionary and by its initial call, ``erl_eval:exprs/2``. Skipped with the reason where the kit
+or OTP 25 is missing (see lmq_reference.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import signal
+import time
+from collections.abc import AsyncIterator
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from pylmq.client import HttpClient
+from pylmq.cluster.records import item_to_term, message_from_term
+from pylmq.cluster.runner import QueueRunners
+from pylmq.core.message import make_item
+from pylmq.erlang import Atom, Node, start_node
+from pylmq.erlang.terms import Term
+from pylmq.errors import ClusterError, NotRun, RunnerLost
+from tests.cluster.lmq_reference import RefCluster, RefNode, reference_cluster, wait_for
+from tests.cluster.test_reference_faults import PY_ARGS, drain, fresh_queue, run_load, status, try_timed
+from tests.store.store_helpers import body_of
+
+pytestmark = [pytest.mark.erl, pytest.mark.slow]
+
+A = Atom
+OK, EMPTY = A("ok"), A("empty")
+
+# The runners on a node: by the key they keep, of one queue or of any, and by initial call.
+RUNNERS_OF = (
+    "[P || P <- erlang:processes(), {{dictionary, D}} <- [erlang:process_info(P, dictionary)],"
+    " {{pylmq_queue_runner, {{_, Q}}}} <- D, {match}]"
+)
+ERL_EVAL_PROCS = (
+    "length([P || P <- erlang:processes(),"
+    " erlang:process_info(P, initial_call) =:= {initial_call, {erl_eval, exprs, 2}}])"
+)
+
+
+def runners_on(node: RefNode, queue: str | None = None) -> list[str]:
+    """The pids (as printed) of the queue runners on ``node``: of ``queue``, or of every queue."""
+    match = "true" if queue is None else f'Q =:= <<"{queue}">>'
+    out = node.eval(f"[erlang:pid_to_list(P) || P <- {RUNNERS_OF.format(match=match)}]")
+    return [x.strip().strip('"') for x in out.replace("\n", "").strip("[] ").split(",") if x.strip()]
+
+
+def erl_eval_processes(node: RefNode) -> int:
+    return int(node.eval(ERL_EVAL_PROCS))
+
+
+def spawn_runner(py: HttpClient, q: str) -> None:
+    """A push, pull and ack through pylmq: the pull and the ack run in the queue's runner."""
+    py.push(q, b"spawn", "text/plain")
+    got = py.pull(q, 5)
+    assert got is not None
+    py.ack(q, got.id)
+
+
+def kill_runners(node: RefNode, queue: str) -> int:
+    """``exit(Pid, kill)`` of ``queue``'s runners on ``node``, as an operator would; how many."""
+    runners = RUNNERS_OF.format(match=f'Q =:= <<"{queue}">>')
+    return int(node.eval(f"length([exit(P, kill) || P <- {runners}])"))
+
+
+@pytest.fixture
+async def dist(ref: RefCluster) -> AsyncIterator[Node]:
+    node = await start_node(f"rt_{secrets.token_hex(4)}@127.0.0.1", ref.cookie)
+    try:
+        yield node
+    finally:
+        await node.stop()
+
+
+async def new_queue(dist: Node, peer: str) -> tuple[str, Atom]:
+    name = "rq_" + secrets.token_hex(4)
+    assert await dist.rpc(peer, "lmq_lib", "create", [A(name)], 10) == OK
+    return name, A(name)
+
+
+def enqueue_args(atom: Atom, body: bytes) -> list[Term]:
+    return [atom, item_to_term(make_item(body)), [(A("accum"), 0), (A("retry"), 2)]]
+
+
+# ------------------------------------------------------------------ in-process, against real LMQ nodes
+
+
+async def test_many_calls_in_flight_on_one_queue_run_in_order_each_answered_exactly_once(
+    ref: RefCluster, dist: Node
+) -> None:
+    peer = ref.erl[1].name
+    name, atom = await new_queue(dist, peer)
+    runners = QueueRunners(dist)
+    n = 300
+    bodies = [f"m{i:04}".encode() for i in range(n)]
+    pushes = [runners.call(name, peer, "lmq_lib", "enqueue", enqueue_args(atom, b), 30) for b in bodies]
+    assert await asyncio.gather(*pushes) == [OK] * n
+    pulls = [runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], 30) for _ in range(n + 1)]
+    got = await asyncio.gather(*pulls)
+    assert got[-1] is EMPTY, "expected one dequeue past the last message to find the queue empty"
+    assert [body_of(message_from_term(m)) for m in got[:-1]] == bodies, "expected every message once, in order"
+    assert len(runners) == 1
+    assert await asyncio.to_thread(runners_on, ref.erl[1], name) != [], "expected the queue's runner on its peer"
+    runners.close()
+    left = await asyncio.to_thread(wait_for, lambda: runners_on(ref.erl[1], name), lambda r: r == [], 10)
+    assert left == [], "expected the runner to end when told to stop"
+
+
+async def test_a_runner_killed_with_calls_in_flight_fails_them_at_once_and_the_next_call_spawns_another(
+    ref: RefCluster, dist: Node
+) -> None:
+    peer = ref.erl[1].name
+    name, atom = await new_queue(dist, peer)
+    runners = QueueRunners(dist)
+    timeout = 30.0
+    # A call that holds the runner, and one queued behind it: both in flight when it is killed.
+    held = asyncio.ensure_future(runners.call(name, peer, "timer", "sleep", [20_000], timeout))
+    queued = asyncio.ensure_future(runners.call(name, peer, "lmq_lib", "enqueue", enqueue_args(atom, b"x"), timeout))
+    await asyncio.sleep(0.2)
+    pid = runners.pid_of(name)
+    assert pid is not None
+    began = time.monotonic()
+    await dist.rpc(peer, "erlang", "exit", [pid, A("kill")], 10)  # an operator's exit(Pid, kill)
+    results = await asyncio.gather(held, queued, return_exceptions=True)
+    took = time.monotonic() - began
+    # The one it was running may have done anything; the one behind it certainly did nothing.
+    assert isinstance(results[0], RunnerLost) and isinstance(results[1], NotRun), results
+    assert took < timeout / 3, f"expected the calls to fail when the runner died, not at their timeout ({took:.1f} s)"
+    assert "exited: killed" in str(results[0])
+    assert len(runners) == 0
+    assert await runners.call(name, peer, "lmq_lib", "enqueue", enqueue_args(atom, b"y"), timeout) == OK
+    again = runners.pid_of(name)
+    assert again is not None and again != pid, "expected a new runner"
+    got = await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], timeout)
+    assert body_of(message_from_term(got)) == b"y", "the killed runner's queued enqueue must not have run"
+    runners.close()
+
+
+async def test_a_call_that_times_out_kills_its_runner_and_the_calls_behind_it_are_known_not_run(
+    ref: RefCluster, dist: Node
+) -> None:
+    peer = ref.erl[1].name
+    name, atom = await new_queue(dist, peer)
+    runners = QueueRunners(dist)
+    held = asyncio.ensure_future(runners.call(name, peer, "timer", "sleep", [20_000], 1.0))
+    await asyncio.sleep(0.05)
+    # Sent right behind it, so that its own timeout comes with the first one's.
+    queued = [
+        asyncio.ensure_future(runners.call(name, peer, "lmq_lib", "enqueue", enqueue_args(atom, b"x%d" % i), 1.0))
+        for i in range(3)
+    ]
+    pid = runners.pid_of(name)
+    results = await asyncio.gather(held, *queued, return_exceptions=True)
+    assert isinstance(results[0], TimeoutError), results
+    assert all(isinstance(r, NotRun) for r in results[1:]), results
+    gone = await asyncio.to_thread(wait_for, lambda: runners_on(ref.erl[1], name), lambda r: r == [], 10)
+    assert gone == [] and runners.pid_of(name) is None, "expected the timed-out runner killed"
+    assert await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], 5) is EMPTY, "no enqueue may have run"
+    assert runners.pid_of(name) not in (None, pid)
+    runners.close()
+
+
+async def test_runners_of_queues_idle_past_the_limit_are_stopped_on_the_erlang_node(
+    ref: RefCluster, dist: Node
+) -> None:
+    peer = ref.erl[0].name
+    now = [1000.0]
+    runners = QueueRunners(dist, idle_stop=30.0, clock=lambda: now[0])
+    (idle, idle_atom), (busy, busy_atom) = await new_queue(dist, peer), await new_queue(dist, peer)
+    for name, atom in ((idle, idle_atom), (busy, busy_atom)):
+        assert await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], 10) is EMPTY
+    now[0] += 20
+    assert await runners.call(busy, peer, "lmq_lib", "dequeue", [busy_atom, 30], 10) is EMPTY
+    assert runners.stop_idle() == []
+    now[0] += 11  # idle: 31 s without a call; busy: 11 s
+    assert runners.stop_idle() == [idle]
+    assert runners.peer_of(idle) is None and runners.peer_of(busy) == peer
+    left = await asyncio.to_thread(wait_for, lambda: runners_on(ref.erl[0], idle), lambda r: r == [], 10)
+    assert left == [], "expected the idle queue's runner gone from the Erlang node"
+    assert len(await asyncio.to_thread(runners_on, ref.erl[0], busy)) == 1
+    runners.close()
+
+
+# ------------------------------------------------------------------ the pylmq node, as a process
+
+
+def test_a_runner_killed_by_an_operator_is_replaced_and_no_answered_push_is_lost(ref: RefCluster) -> None:
+    py = HttpClient(ref.py[0].url, request_timeout=30)
+    q = fresh_queue(py)
+    spawn_runner(py, q)
+    # pylmq joined lmq1, whose table events feed its mirror: the runner is on lmq2.
+    lmq1, lmq2 = ref.erl
+    (before,) = runners_on(lmq2, q)
+    assert runners_on(lmq1, q) == [], "expected the runner on the peer that does not feed the mirror"
+    assert kill_runners(lmq2, q) == 1  # while idle
+    spawn_runner(py, q)
+    (after,) = wait_for(lambda: runners_on(lmq2, q), lambda r: len(r) == 1, 10)
+    assert after != before, "expected a new runner for the next request"
+    # While calls are in flight: push, pull, ack cycles from two clients, the runner killed
+    # three times under them.
+    killed: list[int] = []
+
+    def kill_thrice() -> None:
+        for _ in range(3):
+            killed.append(kill_runners(lmq2, q))
+            time.sleep(0.2)
+
+    clients = {"a": py, "b": HttpClient(ref.py[0].url, request_timeout=30)}
+    pushed, delivered, acked, errors = run_load(clients, q, 120, kill_thrice, 30)
+    assert sum(killed) >= 2, f"expected runners to kill while the cycles ran: {killed}"
+    assert all("ClusterError" in e for _, e in errors), errors
+    rest = drain(HttpClient(lmq1.url, request_timeout=30), q, acked, 4)
+    assert sorted(pushed - delivered - rest) == [], "answered pushes lost"
+
+
+def test_a_deleted_queues_runner_is_stopped(ref: RefCluster) -> None:
+    py = HttpClient(ref.py[0].url, request_timeout=30)
+    q = fresh_queue(py)
+    spawn_runner(py, q)
+    lmq2 = ref.erl[1]
+    assert len(runners_on(lmq2, q)) == 1
+    py.delete_queue(q)
+    assert wait_for(lambda: runners_on(lmq2, q), lambda r: r == [], 10) == []
+
+
+def test_when_the_runners_peer_is_suspended_requests_go_to_the_other_peer_within_the_bound(tmp_path: Path) -> None:
+    with reference_cluster(tmp_path, erlang=2, pylmq=1, py_args=PY_ARGS) as cluster:
+        lmq1, lmq2 = cluster.erl  # the runner goes on lmq2, the peer that does not feed the mirror
+        py = HttpClient(cluster.py[0].url, request_timeout=30)
+        q = fresh_queue(py)
+        spawn_runner(py, q)
+        assert len(runners_on(lmq2, q)) == 1
+        lmq2.signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: status(cluster), lambda s: lmq2.name in s["stalled"], 10)
+            # lmq1 cannot commit while its replica lmq2 is suspended (until the Erlang nodes'
+            # net_ticktime drops it), so a request may be refused; but it is answered within
+            # the bound, sent to lmq1 (a runner there), never to the stalled node again.
+            for _ in range(3):
+                got = try_timed("a pull", partial(py.pull, q, 0))
+                if isinstance(got, ClusterError):
+                    assert lmq2.name not in got.detail, f"a stalled node must not be called: {got.detail}"
+                    assert f"peer {lmq1.name}" in got.detail, f"expected the push sent to lmq1: {got.detail}"
+        finally:
+            lmq2.signal(signal.SIGCONT)
+
+
+def test_kill_9_of_the_runners_peer_under_load_loses_no_answered_push(tmp_path: Path) -> None:
+    with reference_cluster(tmp_path, erlang=2, pylmq=1, py_args=PY_ARGS) as cluster:
+        lmq1, lmq2 = cluster.erl
+        py = HttpClient(cluster.py[0].url, request_timeout=30)
+        erl1 = HttpClient(lmq1.url, request_timeout=30)
+        q = fresh_queue(py)
+        spawn_runner(py, q)
+        assert len(runners_on(lmq2, q)) == 1
+        pushed, delivered, acked, errors = run_load({"py": py, "erl1": erl1}, q, 150, lmq2.kill, 50)
+        rest = drain(py, q, acked, 4)
+        assert sorted(pushed - delivered - rest) == [], f"answered pushes lost after kill -9 of {lmq2.name}"
+        assert [e for who, e in errors if who == "erl1"] == []
+        assert len(errors) <= 3, f"expected at most the calls in flight at the kill to fail: {errors}"
+        assert len(runners_on(lmq1, q)) == 1, "expected the queue's runner on the surviving node"
+
+
+def test_kill_9_of_the_pylmq_node_leaves_no_runner_on_any_erlang_node(tmp_path: Path) -> None:
+    with reference_cluster(tmp_path, erlang=2, pylmq=1, py_args=PY_ARGS) as cluster:
+        py = HttpClient(cluster.py[0].url, request_timeout=30)
+        baseline = [erl_eval_processes(n) for n in cluster.erl]
+        queues = [fresh_queue(py) for _ in range(3)]
+        for q in queues:
+            spawn_runner(py, q)
+        assert sum(len(runners_on(n)) for n in cluster.erl) == 3
+        assert [erl_eval_processes(n) for n in cluster.erl] != baseline
+        cluster.py[0].kill()
+        for node, before in zip(cluster.erl, baseline, strict=True):
+            assert wait_for(partial(runners_on, node), lambda r: r == [], 10) == []
+            assert erl_eval_processes(node) == before, f"expected no erl_eval process left on {node.name}"

@@ -1,5 +1,6 @@
 """Fixtures of the postgres store tests: nodes on one fresh database, each with its own HTTP
-port, and the HTTP session their tests talk through; a connection to a migrated database."""
+port, and the HTTP session their tests talk through; a connection to a migrated database; two
+nodes serving SQS only."""
 
 from __future__ import annotations
 
@@ -57,3 +58,19 @@ async def start(pg_dsn: str, session: aiohttp.ClientSession) -> AsyncIterator[St
     yield _start
     for node in nodes:
         await node.stop()
+
+
+@pytest.fixture
+async def sqs_nodes(pg_dsn: str) -> AsyncIterator[list[LMQNode]]:
+    """Two nodes serving the SQS API (only) on one fresh database."""
+    started: list[LMQNode] = []
+    try:
+        for _ in range(2):
+            opts = NodeOptions(http=None, rpc=None, sqs=("127.0.0.1", 0), store="postgres", dsn=pg_dsn, pg_timeout=3.0)
+            node = LMQNode(opts)
+            await node.start()
+            started.append(node)
+        yield started
+    finally:
+        for node in started:
+            await node.stop()

@@ -1,12 +1,18 @@
 """Helpers of the PostgresStore tests: a recorder of what a store tells its queue manager about
-other nodes' changes, and a way to wait for it without sleeping a fixed time."""
+other nodes' changes, a way to wait for it without sleeping a fixed time, and one SQS action
+sent to a node."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from typing import Any
 
+import aiohttp
+
+from pylmq.node import LMQNode
 from pylmq.pgstore import PostgresStore
 
 WAIT = 5.0
@@ -58,3 +64,14 @@ async def opened(dsn: str, **kw: object) -> AsyncIterator[PostgresStore]:
         yield store
     finally:
         await store.close()
+
+
+async def sqs_call(session: aiohttp.ClientSession, node: LMQNode, action: str, params: dict[str, Any]) -> Any:
+    """One SQS JSON-protocol action on ``node``, which must answer 200; its decoded answer."""
+    assert node.sqs_address is not None
+    host, port = node.sqs_address
+    headers = {"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": f"AmazonSQS.{action}"}
+    async with session.post(f"http://{host}:{port}/", data=json.dumps(params), headers=headers) as r:
+        body = await r.read()
+        assert r.status == 200, (r.status, body)
+        return json.loads(body)

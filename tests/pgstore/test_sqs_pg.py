@@ -8,43 +8,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 
 import aiohttp
 import asyncpg
-import pytest
 
 from pylmq.core.message import PushOptions
-from pylmq.node import LMQNode, NodeOptions
+from pylmq.node import LMQNode
 from pylmq.pgstore import messages as pm
 from pylmq.pgstore.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from tests.pgstore.pg_diff import create_queue
-from tests.pgstore.test_sqs_dedup_pg import _call
+from tests.pgstore.pg_store_helpers import sqs_call
 
 QUEUE = "groups.fifo"
 
 
-@pytest.fixture
-async def nodes(pg_dsn: str) -> AsyncIterator[list[LMQNode]]:
-    started: list[LMQNode] = []
-    try:
-        for _ in range(2):
-            opts = NodeOptions(http=None, rpc=None, sqs=("127.0.0.1", 0), store="postgres", dsn=pg_dsn, pg_timeout=3.0)
-            node = LMQNode(opts)
-            await node.start()
-            started.append(node)
-        yield started
-    finally:
-        for node in started:
-            await node.stop()
-
-
-async def test_receives_on_two_nodes_at_once_never_share_a_group_and_keep_its_order(nodes: list[LMQNode]) -> None:
-    a, b = nodes
+async def test_receives_on_two_nodes_at_once_never_share_a_group_and_keep_its_order(sqs_nodes: list[LMQNode]) -> None:
+    a, b = sqs_nodes
     groups, n = [f"g{i}" for i in range(6)], 8
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as session:
         attrs = {"FifoQueue": "true", "ContentBasedDeduplication": "true"}
-        url = (await _call(session, a, "CreateQueue", {"QueueName": QUEUE, "Attributes": attrs}))["QueueUrl"]
+        url = (await sqs_call(session, a, "CreateQueue", {"QueueName": QUEUE, "Attributes": attrs}))["QueueUrl"]
         for _ in range(250):  # b hears of the new queue within milliseconds
             if b.manager.get(QUEUE) is not None:
                 break
@@ -52,7 +35,7 @@ async def test_receives_on_two_nodes_at_once_never_share_a_group_and_keep_its_or
         entries = [{"MessageBody": f"{g}:{i}", "MessageGroupId": g} for i in range(n) for g in groups]
         for k in range(0, len(entries), 10):
             batch = [{"Id": str(j), **e} for j, e in enumerate(entries[k : k + 10])]
-            sent = await _call(session, a, "SendMessageBatch", {"QueueUrl": url, "Entries": batch})
+            sent = await sqs_call(session, a, "SendMessageBatch", {"QueueUrl": url, "Entries": batch})
             assert not sent.get("Failed"), sent
 
         holder: dict[str, str] = {}  # group -> the consumer holding messages of it
@@ -65,7 +48,7 @@ async def test_receives_on_two_nodes_at_once_never_share_a_group_and_keep_its_or
                 if sum(map(len, seen.values())) == len(entries):
                     return
                 params = {"QueueUrl": url, "MaxNumberOfMessages": 10, "VisibilityTimeout": 60}
-                got = (await _call(session, node, "ReceiveMessage", params)).get("Messages", [])
+                got = (await sqs_call(session, node, "ReceiveMessage", params)).get("Messages", [])
                 if not got:
                     await asyncio.sleep(0.005)
                     continue
@@ -80,7 +63,9 @@ async def test_receives_on_two_nodes_at_once_never_share_a_group_and_keep_its_or
                     seen[g].append(i)
                     if all(x != g for x, _ in bodies[k + 1 :]):
                         del holder[g]  # before the delete that frees the group
-                    await _call(session, node, "DeleteMessage", {"QueueUrl": url, "ReceiptHandle": m["ReceiptHandle"]})
+                    await sqs_call(
+                        session, node, "DeleteMessage", {"QueueUrl": url, "ReceiptHandle": m["ReceiptHandle"]}
+                    )
             raise AssertionError(f"{me} gave up with {seen}")
 
         await asyncio.gather(*(consume(node, f"{who}{k}") for who, node in (("a", a), ("b", b)) for k in range(2)))
@@ -89,27 +74,27 @@ async def test_receives_on_two_nodes_at_once_never_share_a_group_and_keep_its_or
 
 
 async def test_a_dead_letter_queue_deleted_through_one_node_is_not_made_again_by_the_other(
-    nodes: list[LMQNode], pg_dsn: str
+    sqs_nodes: list[LMQNode], pg_dsn: str
 ) -> None:
-    a, b = nodes
+    a, b = sqs_nodes
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as session:
-        dlq = (await _call(session, a, "CreateQueue", {"QueueName": "dl"}))["QueueUrl"]
+        dlq = (await sqs_call(session, a, "CreateQueue", {"QueueName": "dl"}))["QueueUrl"]
         policy = json.dumps({"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:dl", "maxReceiveCount": 1})
         attrs = {"RedrivePolicy": policy}
-        src = (await _call(session, a, "CreateQueue", {"QueueName": "src", "Attributes": attrs}))["QueueUrl"]
+        src = (await sqs_call(session, a, "CreateQueue", {"QueueName": "src", "Attributes": attrs}))["QueueUrl"]
         for _ in range(250):  # b hears of both queues and of src's policy within milliseconds
             if b.manager.get("dl") is not None and (await b.manager.get_props("src")).dead_letter == "dl":
                 break
             await asyncio.sleep(0.02)
         assert (await b.manager.get_props("src")).dead_letter == "dl"
-        sent = await _call(session, a, "SendMessage", {"QueueUrl": src, "MessageBody": "kept"})
+        sent = await sqs_call(session, a, "SendMessage", {"QueueUrl": src, "MessageBody": "kept"})
         receive = {"QueueUrl": src, "VisibilityTimeout": 0, "AttributeNames": ["ApproximateReceiveCount"]}
         counts = []
         for n in range(3):
             if n == 1:
                 # Deleted through a; b receives at once, whether or not it has heard of it yet.
-                await _call(session, a, "DeleteQueue", {"QueueUrl": dlq})
-            (m,) = (await _call(session, b, "ReceiveMessage", receive))["Messages"]
+                await sqs_call(session, a, "DeleteQueue", {"QueueUrl": dlq})
+            (m,) = (await sqs_call(session, b, "ReceiveMessage", receive))["Messages"]
             assert m["MessageId"] == sent["MessageId"]
             counts.append(m["Attributes"]["ApproximateReceiveCount"])
         assert counts == ["1", "2", "3"]  # past maxReceiveCount, kept and received again

@@ -49,22 +49,24 @@ timeout after the call was sent, so that its outcome is unknown:
   the same delivery, and in both the message's fate is what LMQ gives it anyway.
 - ``create``/``delete``/props/default props are idempotent and are retried.
 
-This node's table transactions on one queue (dequeue, done, retain, release, put_back) are run
-by that queue's runner on a peer (:mod:`pylmq.cluster.runner`): one process that runs them one
-after the other, as an Erlang node's queue process does, so that they do not fight over the
-table's locks (they read-lock the whole table; concurrent ones make Mnesia restart them after
-random sleeps), and without a round trip to this node between two of them. A call to a runner
-is one call for the rules above: bounded by ``rpc_timeout``, failed over the same way. A runner
-that exits with calls in flight (an operator killed it) fails them at once, their outcome
-unknown, as a peer going down does. The peer of a queue's runner is chosen by the link
-(:meth:`PeerLink.queue_peers`); the others are the fallbacks, in order.
+This node's transactions on one queue (enqueue, dequeue, done, retain, release, put_back) are
+run by that queue's runner on a peer (:mod:`pylmq.cluster.runner`): one process that runs them
+one after the other, as an Erlang node's queue process does, so that they do not fight over the
+table's locks (dequeue and the settles read-lock the whole table; concurrent ones make Mnesia
+restart them after random sleeps), and without a round trip to this node between two of them. A
+call to a runner is one call for the rules above: bounded by ``rpc_timeout``, failed over the
+same way. A runner that exits with calls in flight (an operator killed it, or this node did
+after a call to it timed out) fails them at once: the one it may have been running with its
+outcome unknown, as a peer going down does; the ones behind it, which it never reached, with
+:class:`~pylmq.errors.NotRun`, and they are sent again as rpcs of their own. The peer of a
+queue's runner is chosen by the link (:meth:`PeerLink.queue_peers`); the others are the
+fallbacks, in order.
 
-Enqueues (and the row write of a delayed push) are rpcs of their own, beside the runner. They
-write-lock one new record and never need to wait for one another; in a runner they would wait
-behind its table transactions, and under a flood of concurrent transactions from Erlang clients
-a table transaction can be restarted by Mnesia for longer than ``rpc_timeout``: the enqueues
-queued behind it would then time out with their outcome unknown, which for a push is a 503 that
-cannot be retried (seen with 10,000 concurrent pushes from the Erlang side).
+An enqueue goes as an rpc of its own while the queue's runner is held up (its oldest call
+unanswered for :data:`RUNNER_HELD`): under a flood of concurrent transactions from Erlang
+clients Mnesia can restart a table transaction for longer than ``rpc_timeout``, and a push
+queued behind it would wait that long. The row write of a push with per-message options is
+always an rpc of its own (rare, not on the cycle).
 
 In the cluster the store refuses props the Erlang nodes cannot serve (:func:`erlang_props_problem`),
 before anything reaches Mnesia: they would store them, then fail on every request that shows them.

@@ -1,7 +1,6 @@
 """Queue runners: per queue, one process on an Erlang peer that runs this node's transactions on
-that queue's table one after the other, as an Erlang node's queue process does. The store sends
-it the ones that lock the whole table (dequeue, done, retain, release, put_back); enqueues stay
-rpcs of their own (see :mod:`pylmq.cluster.mnesia_store` for why).
+that queue's table one after the other, as an Erlang node's queue process does (the store sends
+it enqueues too, unless the runner is held up: see :mod:`pylmq.cluster.mnesia_store`).
 
 Why: a Python node holds no Mnesia replica, so each transaction on a queue's table is run for it
 by an Erlang peer. Sent as independent rpcs they run side by side and fight over the table's
@@ -27,8 +26,11 @@ can find it. It ends:
 - after :data:`IDLE_EXIT` without any message, a safety net.
 
 This node monitors every runner: when one exits (an operator killed it, its node went down),
-the calls in flight to it fail at once with :class:`~pylmq.errors.RunnerLost` (outcome unknown)
-instead of waiting out their timeout, and the next call spawns a new runner.
+the calls in flight to it fail at once instead of waiting out their timeout, and the next call
+spawns a new runner. The oldest fails with :class:`~pylmq.errors.RunnerLost` (outcome unknown);
+the others with :class:`~pylmq.errors.NotRun`: a runner runs its calls in order and its end
+arrives after every answer it sent, so it never reached them. When its node went down, answers
+may have been lost with the connection, and all are unknown (NodeDown).
 """
 
 from __future__ import annotations
@@ -120,8 +122,9 @@ class QueueRunners:
     async def call(self, queue: str, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
         """``module:function(args)`` run by ``queue``'s runner on ``peer`` (spawned if needed; a
         runner on another peer is stopped). Raises like an rpc: NodeDown, PeerStalled (``sent``
-        False: not sent), RunnerLost (its runner exited), TimeoutError after ``timeout`` seconds
-        in all; ClusterError if the function raised on the peer."""
+        False: not sent), RunnerLost (its runner exited), NotRun (it exited before reaching this
+        call), TimeoutError after ``timeout`` seconds in all (up to :data:`KILL_WAIT` more when
+        an older call was still unanswered); ClusterError if the function raised on the peer."""
         sent_to: _Runner | None = None
         try:
             async with asyncio.timeout(timeout):

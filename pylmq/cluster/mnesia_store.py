@@ -56,8 +56,9 @@ table's locks (dequeue and the settles read-lock the whole table; concurrent one
 restart them after random sleeps), and without a round trip to this node between two of them. A
 call to a runner is one call for the rules above: bounded by ``rpc_timeout``, failed over the
 same way. A runner that exits with calls in flight (an operator killed it, or this node did
-after a call to it timed out) fails them at once: the one it may have been running with its
-outcome unknown, as a peer going down does; the ones behind it, which it never reached, with
+after a call to it timed out) fails them at once: the one it may have been running (or the
+calls of the batch it was running: calls that wait together run in one transaction) with their
+outcome unknown, as a peer going down does; the ones behind, which it never reached, with
 :class:`~pylmq.errors.NotRun`, and they are sent again as rpcs of their own. The peer of a
 queue's runner is chosen by the link (:meth:`PeerLink.queue_peers`); the others are the
 fallbacks, in order.

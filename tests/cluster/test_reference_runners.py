@@ -108,6 +108,7 @@ async def test_many_calls_in_flight_on_one_queue_run_in_order_each_answered_exac
     bodies = [f"m{i:04}".encode() for i in range(n)]
     pushes = [runners.call(name, peer, "lmq_lib", "enqueue", enqueue_args(atom, b), 30) for b in bodies]
     assert await asyncio.gather(*pushes) == [OK] * n
+    assert runners.batched_calls > 0, "expected calls in flight together to run in batches"
     pulls = [runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], 30) for _ in range(n + 1)]
     got = await asyncio.gather(*pulls)
     assert got[-1] is EMPTY, "expected one dequeue past the last message to find the queue empty"
@@ -170,6 +171,70 @@ async def test_a_call_that_times_out_kills_its_runner_and_the_calls_behind_it_ar
     assert gone == [] and runners.pid_of(name) is None, "expected the timed-out runner killed"
     assert await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], 5) is EMPTY, "no enqueue may have run"
     assert runners.pid_of(name) not in (None, pid)
+    runners.close()
+
+
+def hold_table_lock(node: RefNode, table: str, ms: int) -> None:
+    """Another transaction on ``node`` write-locks ``table`` for ``ms`` milliseconds."""
+    lock = f"mnesia:transaction(fun() -> mnesia:lock({{table, '{table}'}}, write), timer:sleep({ms}) end)"
+    node.eval(f"Self = self(), spawn(fun() -> Self ! go, {lock} end), receive go -> timer:sleep(100) end")
+
+
+async def test_a_runner_killed_during_a_batch_fails_the_batch_as_unknown_and_the_calls_behind_as_not_run(
+    ref: RefCluster, dist: Node
+) -> None:
+    peer = ref.erl[1].name
+    name, atom = await new_queue(dist, peer)
+    runners = QueueRunners(dist)
+    await asyncio.to_thread(hold_table_lock, ref.erl[1], name, 3000)
+    # Three enqueues wait behind a call that runs alone, then run as one batch (held by the lock).
+    first = asyncio.ensure_future(runners.call(name, peer, "timer", "sleep", [300], 30))
+    batch = [
+        asyncio.ensure_future(runners.call(name, peer, "lmq_lib", "enqueue", enqueue_args(atom, b"b%d" % i), 30))
+        for i in range(3)
+    ]
+    assert await first is OK
+    await asyncio.sleep(0.2)
+    assert runners.batched_calls == 3, "expected the three enqueues announced as one batch"
+    behind = [
+        asyncio.ensure_future(runners.call(name, peer, "lmq_lib", "enqueue", enqueue_args(atom, b"n%d" % i), 30))
+        for i in range(2)
+    ]
+    await asyncio.sleep(0.2)
+    pid = runners.pid_of(name)
+    assert pid is not None
+    await dist.rpc(peer, "erlang", "exit", [pid, A("kill")], 10)
+    results = await asyncio.gather(*batch, *behind, return_exceptions=True)
+    # Any call of the batch may have committed with it; the calls behind it certainly did not.
+    assert all(isinstance(r, RunnerLost) for r in results[:3]), results
+    assert all(isinstance(r, NotRun) for r in results[3:]), results
+    await asyncio.sleep(3)  # the lock is released
+    got = []
+    while (m := await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], 10)) is not EMPTY:
+        got.append(body_of(message_from_term(m)))
+    assert not {b"n0", b"n1"} & set(got), f"calls known not run were run: {got}"
+    runners.close()
+
+
+async def test_a_batch_whose_transaction_aborts_runs_its_calls_one_by_one(ref: RefCluster, dist: Node) -> None:
+    peer = ref.erl[1].name
+    name, atom = await new_queue(dist, peer)
+    runners = QueueRunners(dist)
+    first = asyncio.ensure_future(runners.call(name, peer, "timer", "sleep", [300], 30))
+    raising = [atom, item_to_term(make_item(b"bad")), A("not_a_list")]  # its options are not a list
+    args = [enqueue_args(atom, b"a"), raising, enqueue_args(atom, b"c")]
+    calls = [asyncio.ensure_future(runners.call(name, peer, "lmq_lib", "enqueue", a, 30)) for a in args]
+    assert await first is OK
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    assert runners.batched_calls == 3, "expected the three enqueues run as one batch"
+    # The raising call aborted the batch's transaction: nothing of it committed, and each call
+    # ran again alone, with its own answer.
+    assert results[0] is OK and results[2] is OK, results
+    assert isinstance(results[1], ClusterError) and "raised" in str(results[1]), results
+    got = [body_of(message_from_term(await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], 10)))]
+    got.append(body_of(message_from_term(await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], 10))))
+    assert got == [b"a", b"c"], "expected each good enqueue exactly once, in order"
+    assert await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], 10) is EMPTY
     runners.close()
 
 

@@ -238,6 +238,44 @@ async def test_a_batch_whose_transaction_aborts_runs_its_calls_one_by_one(ref: R
     runners.close()
 
 
+async def run_behind_a_sleep(
+    runners: QueueRunners, name: str, peer: str, calls: list[tuple[str, list[Term]]]
+) -> list[Term | BaseException]:
+    """``calls`` sent together while the runner sleeps, so that they wait together (a batch)."""
+    first = asyncio.ensure_future(runners.call(name, peer, "timer", "sleep", [300], 30))
+    futs = [asyncio.ensure_future(runners.call(name, peer, "lmq_lib", f, a, 30)) for f, a in calls]
+    assert await first is OK
+    return await asyncio.gather(*futs, return_exceptions=True)
+
+
+@pytest.mark.parametrize("settle", ["done", "release", "put_back", "retain"])
+async def test_a_pull_batched_behind_a_settle_answers_what_it_would_alone(
+    ref: RefCluster, dist: Node, settle: str
+) -> None:
+    # The settle deletes the delivery's row, due later than the row written before the pull (the
+    # push, or the settle's own row moved to now): Mnesia's first/next inside a transaction skip
+    # such a row when the row they pass is one deleted in the same transaction. Alone, the pull
+    # finds the row committed.
+    peer = ref.erl[1].name
+    name, atom = await new_queue(dist, peer)
+    runners = QueueRunners(dist)
+    assert await runners.call(name, peer, "lmq_lib", "enqueue", enqueue_args(atom, b"p"), 10) is OK
+    delivery = message_from_term(await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], 10))
+    uuid = delivery.id[1]
+    settle_args: list[Term] = [atom, uuid, 60] if settle == "retain" else [atom, uuid]
+    calls = [(settle, settle_args), ("enqueue", enqueue_args(atom, b"b")), ("dequeue", [atom, 30])]
+    before = runners.batched_calls
+    results = await run_behind_a_sleep(runners, name, peer, calls)
+    assert results[:2] == [OK, OK], results
+    pulled = results[2]
+    assert pulled is not EMPTY and not isinstance(pulled, BaseException), f"the pull missed a message: {results}"
+    # Released or put back, the delivery is due again (older than the push): it comes first.
+    expected = b"p" if settle in ("release", "put_back") else b"b"
+    assert body_of(message_from_term(pulled)) == expected
+    assert runners.batched_calls > before, "expected the calls to wait together"
+    runners.close()
+
+
 async def test_runners_of_queues_idle_past_the_limit_are_stopped_on_the_erlang_node(
     ref: RefCluster, dist: Node
 ) -> None:

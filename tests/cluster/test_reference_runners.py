@@ -276,6 +276,62 @@ async def test_a_pull_batched_behind_a_settle_answers_what_it_would_alone(
     runners.close()
 
 
+async def rows_of(dist: Node, peer: str, atom: Atom) -> list[Term]:
+    """The rows of a queue table on ``peer``, in key order, without their ids (new at each run)."""
+    rows = await dist.rpc(peer, "ets", "tab2list", [atom], 10)
+    assert isinstance(rows, list)
+    return [r[2:] for r in rows if isinstance(r, tuple)]
+
+
+async def test_a_batch_of_every_kind_of_call_answers_and_writes_what_its_calls_would_one_by_one(
+    ref: RefCluster, dist: Node
+) -> None:
+    # Two queues in the same state; the same calls run one by one on one, together on the
+    # other: settles of deliveries chained on the same row (a row the batch wrote is found by
+    # the next call's scan), accumulated pushes (a qlc cursor on a row written in the batch),
+    # and a pull behind them all, which must find the row put back.
+    peer = ref.erl[1].name
+    runners = QueueRunners(dist)
+    accum = [(A("accum"), 5000), (A("retry"), 2)]
+
+    async def prepare() -> tuple[str, Atom, list[tuple[str, list[Term]]]]:
+        name, atom = await new_queue(dist, peer)
+        for b in (b"p1", b"p2", b"p3"):
+            assert await runners.call(name, peer, "lmq_lib", "enqueue", enqueue_args(atom, b), 10) is OK
+        pulled = [await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], 10) for _ in range(3)]
+        u1, u2, u3 = (message_from_term(m).id[1] for m in pulled)
+        x, y = item_to_term(make_item(b"x")), item_to_term(make_item(b"y"))
+        calls: list[tuple[str, list[Term]]] = [
+            ("retain", [atom, u1, 60]),
+            ("done", [atom, u1]),
+            ("put_back", [atom, u2]),
+            ("release", [atom, u2]),  # put back: no longer a delivery
+            ("enqueue", [atom, x, accum]),
+            ("enqueue", [atom, y, accum]),  # joins x's row
+            ("release", [atom, u3]),
+            ("dequeue", [atom, 30]),
+        ]
+        return name, atom, calls
+
+    def answer(term: Term) -> Term:
+        try:
+            m = message_from_term(term)
+        except ValueError:
+            return term
+        return (m.state, body_of(m))
+
+    alone_name, alone_atom, alone_calls = await prepare()
+    alone = [answer(await runners.call(alone_name, peer, "lmq_lib", f, args, 10)) for f, args in alone_calls]
+    name, atom, calls = await prepare()
+    before = runners.batched_calls
+    together = await run_behind_a_sleep(runners, name, peer, calls)
+    assert alone[-1] != EMPTY, alone
+    assert [answer(t) for t in together] == alone
+    assert await rows_of(dist, peer, atom) == await rows_of(dist, peer, alone_atom)
+    assert runners.batched_calls - before == 7, "expected the settles and pushes in one batch, the pull in the next"
+    runners.close()
+
+
 async def test_runners_of_queues_idle_past_the_limit_are_stopped_on_the_erlang_node(
     ref: RefCluster, dist: Node
 ) -> None:

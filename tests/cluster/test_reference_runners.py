@@ -332,6 +332,65 @@ async def test_a_batch_of_every_kind_of_call_answers_and_writes_what_its_calls_w
     runners.close()
 
 
+async def test_runners_killed_again_and_again_under_batches_never_report_a_call_that_ran_as_not_run(
+    ref: RefCluster, dist: Node
+) -> None:
+    # Waves of pushes and acks in flight together (batches), the runner killed under each wave.
+    # A call answered ran once; one failed NotRun did not run at all; one lost may have run.
+    # (A batch's call wrongly failed NotRun shows only when the kill falls between its commit
+    # and its answers: test_a_runner_killed_during_a_batch_... checks the classification itself.)
+    peer = ref.erl[1].name
+    name, atom = await new_queue(dist, peer)
+    runners = QueueRunners(dist)
+    for i in range(40):
+        assert await runners.call(name, peer, "lmq_lib", "enqueue", enqueue_args(atom, b"d%02d" % i), 10) is OK
+    pulled = [await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 60], 10) for _ in range(40)]
+    deliveries = [message_from_term(m).id[1] for m in pulled]
+    # Another transaction write-locks the table 15 ms in every 25 for a few seconds: batches wait
+    # inside their transaction, announced and not answered, when the kills come.
+    lock = f"mnesia:transaction(fun() -> mnesia:lock({{table, '{name}'}}, write), timer:sleep(15) end)"
+    locker = f"spawn(fun() -> [begin {lock}, timer:sleep(10) end || _ <- lists:seq(1, 120)] end), ok"
+    await asyncio.to_thread(ref.erl[1].eval, locker)
+    pushes: dict[bytes, asyncio.Future[Term]] = {}
+    acks: dict[bytes, asyncio.Future[Term]] = {}
+    kills = 0
+    for wave in range(20):
+        for i in range(10):
+            body = b"w%02d-%d" % (wave, i)
+            call = runners.call(name, peer, "lmq_lib", "enqueue", enqueue_args(atom, body), 10)
+            pushes[body] = asyncio.ensure_future(call)
+            if i % 5 == 0 and deliveries:
+                uuid = deliveries.pop()
+                acks[uuid] = asyncio.ensure_future(runners.call(name, peer, "lmq_lib", "done", [atom, uuid], 10))
+        await asyncio.sleep(0.005 * (wave % 5))
+        pid = runners.pid_of(name)
+        if pid is not None:
+            await dist.rpc(peer, "erlang", "exit", [pid, A("kill")], 10)
+            kills += 1
+    await asyncio.gather(*pushes.values(), *acks.values(), return_exceptions=True)
+    rows = await dist.rpc(peer, "ets", "tab2list", [atom], 10)
+    assert isinstance(rows, list)
+    bodies = [body_of(message_from_term(r)) for r in rows]
+    uuids = {message_from_term(r).id[1] for r in rows}
+    outcome = {k: type(f.exception()).__name__ if f.exception() else "ok" for k, f in {**pushes, **acks}.items()}
+    for body, f in pushes.items():
+        if outcome[body] == "ok":
+            assert f.result() is OK and bodies.count(body) == 1, f"answered push {body!r}: {bodies.count(body)} rows"
+        elif outcome[body] == "NotRun":
+            assert body not in bodies, f"push {body!r} failed as not run, but it ran"
+        else:
+            assert outcome[body] == "RunnerLost" and bodies.count(body) <= 1, (body, outcome[body])
+    for uuid, f in acks.items():
+        if outcome[uuid] == "ok":
+            assert f.result() is OK and uuid not in uuids, "an answered ack left its delivery"
+        elif outcome[uuid] == "NotRun":
+            assert uuid in uuids, "an ack failed as not run, but it ran"
+    kinds = sorted(set(outcome.values()))
+    assert kills >= 10 and "NotRun" in kinds and "RunnerLost" in kinds, (kills, kinds)
+    assert runners.batched_calls > 0, "expected batches"
+    runners.close()
+
+
 async def test_runners_of_queues_idle_past_the_limit_are_stopped_on_the_erlang_node(
     ref: RefCluster, dist: Node
 ) -> None:

@@ -15,10 +15,12 @@ or OTP 25 is missing (see lmq_reference.py).
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import signal
 import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
@@ -31,7 +33,7 @@ from pylmq.core.message import make_item
 from pylmq.erlang import Atom, Node, start_node
 from pylmq.erlang.terms import Term
 from pylmq.errors import ClusterError, NotRun, RunnerLost
-from tests.cluster.lmq_reference import RefCluster, RefNode, reference_cluster, wait_for
+from tests.cluster.lmq_reference import RefCluster, RefNode, http, reference_cluster, wait_for
 from tests.cluster.test_reference_faults import PY_ARGS, drain, fresh_queue, run_load, status, try_timed
 from tests.store.store_helpers import body_of
 
@@ -442,6 +444,47 @@ def test_a_runner_killed_by_an_operator_is_replaced_and_no_answered_push_is_lost
     assert all("ClusterError" in e for _, e in errors), errors
     rest = drain(HttpClient(lmq1.url, request_timeout=30), q, acked, 4)
     assert sorted(pushed - delivered - rest) == [], "answered pushes lost"
+
+
+def test_pushes_pulls_and_acks_batched_together_leave_the_mirror_and_the_erlang_nodes_agreeing(
+    ref: RefCluster,
+) -> None:
+    # Clients in step push, pull and ack through pylmq: a push, its pull and its ack often wait
+    # together in the runner and commit as one transaction, where Mnesia keeps one operation per
+    # key (the pushed row's write is gone, only deletes remain). pylmq's mirror (fed by lmq1's
+    # table events), its /stats and peek must still agree with the Erlang nodes, and a puller
+    # waiting on an Erlang node must get a message pushed through pylmq.
+    py = HttpClient(ref.py[0].url, request_timeout=30)
+    q = fresh_queue(py)
+    spawn_runner(py, q)
+    lmq1, lmq2 = ref.erl
+    clients = {label: HttpClient(ref.py[0].url, request_timeout=30) for label in "abcdef"}
+    pushed, delivered, acked, errors = run_load(clients, q, 40, lambda: None, 0)
+    assert errors == [] and delivered == acked
+    rest = drain(py, q, acked, 0.5)  # a pull may have found the others' pushes all taken
+    assert pushed == delivered | rest and not delivered & rest, "expected each push delivered once"
+
+    def size_on_pylmq() -> int:
+        return int(py.stats()["queues"][q]["size"])
+
+    assert wait_for(size_on_pylmq, lambda n: n == 0, 10) == 0, "pylmq's mirror kept rows the Erlang nodes do not have"
+    assert py.peek(q) == []
+    for node in (lmq1, lmq2):
+        status_, body = http("GET", node.url + "/stats")
+        assert status_ == 200 and json.loads(body)["queues"][q]["size"] == 0
+    # Pulls waiting on the Erlang nodes get pushes made through pylmq, once each.
+    got: list[bytes] = []
+    with ThreadPoolExecutor(2) as pool:
+        waiting = [pool.submit(n.client().pull, q, 10) for n in (lmq1, lmq2)]
+        time.sleep(0.3)
+        for b in (b"late-1", b"late-2"):
+            py.push(q, b, "text/plain")
+        for w in waiting:
+            m = w.result()
+            assert m is not None, "a puller waiting on an Erlang node missed a push made through pylmq"
+            got.append(m.body)
+    assert sorted(got) == [b"late-1", b"late-2"]
+    assert wait_for(size_on_pylmq, lambda n: n == 2, 10) == 2
 
 
 def test_a_deleted_queues_runner_is_stopped(ref: RefCluster) -> None:

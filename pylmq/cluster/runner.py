@@ -69,6 +69,12 @@ DOWN, NOCONNECTION = A("DOWN"), A("noconnection")
 # as if they ran one by one. The runner first tells this node how many calls the batch holds
 # (``lmq_batch``): if it dies before their answers, any of them may have committed. A batch
 # whose transaction aborts (a call raised) committed nothing; its calls then run one by one.
+# A dequeue never follows a settle (done, retain, release, put_back) in a batch: the settle
+# deletes a row due later than rows the batch wrote (a push, a row released to now), and
+# Mnesia's first/next in a transaction, stepping over a row deleted in it, skip the rows written
+# in it below that row: the dequeue would answer empty with a message due. Behind enqueues and
+# dequeues only, every row written is due no earlier than every row deleted (a dequeue takes
+# the first), so a dequeue finds what it would alone.
 # Any other call runs alone, in its turn. (Write-locking the table first was tried: it was no
 # faster, and Mnesia restarted one batch in five, the previous batch's lock on the other
 # replica not yet released.)
@@ -80,10 +86,12 @@ receive
         erlang:monitor_node(Owner, true),
         put(pylmq_queue_runner, {{Owner, Queue}}),
         One = fun({{lmq_call, From, Ref, M, F, A}}) -> From ! {{Ref, catch erlang:apply(M, F, A)}} end,
-        Take = fun Take(Taken, 0) -> {{lists:reverse(Taken), none}};
-                   Take(Taken, N) ->
+        Take = fun Take(Taken, 0, _) -> {{lists:reverse(Taken), none}};
+                   Take(Taken, N, Settled) ->
                        receive
-                           {{lmq_call, _, _, lmq_lib, F, _}} = C when {_GUARD} -> Take([C | Taken], N - 1);
+                           {{lmq_call, _, _, lmq_lib, dequeue, _}} = C when Settled -> {{lists:reverse(Taken), C}};
+                           {{lmq_call, _, _, lmq_lib, F, _}} = C when {_GUARD} ->
+                               Take([C | Taken], N - 1, Settled orelse (F =/= enqueue andalso F =/= dequeue));
                            {{lmq_call, _, _, _, _, _}} = C -> {{lists:reverse(Taken), C}}
                        after 0 -> {{lists:reverse(Taken), none}}
                        end
@@ -113,7 +121,7 @@ receive
             case Next of
                 normal -> normal;
                 {{lmq_call, _, _, lmq_lib, F, _}} when {_GUARD} ->
-                    {{Calls, Rest}} = Take([Next], {BATCH - 1}),
+                    {{Calls, Rest}} = Take([Next], {BATCH - 1}, F =/= enqueue andalso F =/= dequeue),
                     Run(Calls),
                     erlang:yield(),
                     Loop(Rest);

@@ -69,12 +69,17 @@ DOWN, NOCONNECTION = A("DOWN"), A("noconnection")
 # as if they ran one by one. The runner first tells this node how many calls the batch holds
 # (``lmq_batch``): if it dies before their answers, any of them may have committed. A batch
 # whose transaction aborts (a call raised) committed nothing; its calls then run one by one.
-# A dequeue never follows a settle (done, retain, release, put_back) in a batch: the settle
-# deletes a row due later than rows the batch wrote (a push, a row released to now), and
-# Mnesia's first/next in a transaction, stepping over a row deleted in it, skip the rows written
-# in it below that row: the dequeue would answer empty with a message due. Behind enqueues and
-# dequeues only, every row written is due no earlier than every row deleted (a dequeue takes
-# the first), so a dequeue finds what it would alone.
+# Mnesia's first/next inside a transaction, stepping over a row deleted in it, skip the rows
+# written in it below that row: a dequeue behind a settle (which deletes a delivery's row, due
+# later than a row the batch pushed or moved to now) would answer empty with a message due.
+# Behind enqueues and dequeues only, every row written is due no earlier than every row deleted
+# (a dequeue takes the first), so a dequeue finds what it would alone. Hence the batch's order:
+# ``done`` and ``retain`` run after the batch's other calls. That changes nothing a call sees: a
+# dequeue takes only rows due now, and what they delete or move is a delivery's row due later
+# (else they answer not_found), and the calls of a batch were all in flight together, so no
+# client saw one answered before another was sent. ``release`` and ``put_back`` make a row due
+# now, which a dequeue behind them must see: a dequeue after one, and one after a deferred
+# ``done`` or ``retain`` (on the same delivery, maybe), start the next batch instead.
 # Any other call runs alone, in its turn. (Write-locking the table first was tried: it was no
 # faster, and Mnesia restarted one batch in five, the previous batch's lock on the other
 # replica not yet released.)
@@ -86,14 +91,21 @@ receive
         erlang:monitor_node(Owner, true),
         put(pylmq_queue_runner, {{Owner, Queue}}),
         One = fun({{lmq_call, From, Ref, M, F, A}}) -> From ! {{Ref, catch erlang:apply(M, F, A)}} end,
-        Take = fun Take(Taken, 0, _) -> {{lists:reverse(Taken), none}};
-                   Take(Taken, N, Settled) ->
+        Batch = fun(Taken, Deferred) -> lists:reverse(Taken, lists:reverse(Deferred)) end,
+        Take = fun Take(Taken, Deferred, 0, _) -> {{Batch(Taken, Deferred), none}};
+                   Take(Taken, Deferred, N, Moved) ->
                        receive
-                           {{lmq_call, _, _, lmq_lib, dequeue, _}} = C when Settled -> {{lists:reverse(Taken), C}};
+                           {{lmq_call, _, _, lmq_lib, F, _}} = C when F =:= done; F =:= retain ->
+                               Take(Taken, [C | Deferred], N - 1, Moved);
+                           {{lmq_call, _, _, lmq_lib, dequeue, _}} = C when Moved ->
+                               {{Batch(Taken, Deferred), C}};
+                           {{lmq_call, _, _, lmq_lib, F, _}} = C when F =:= release, Deferred =/= [];
+                                                                     F =:= put_back, Deferred =/= [] ->
+                               {{Batch(Taken, Deferred), C}};
                            {{lmq_call, _, _, lmq_lib, F, _}} = C when {_GUARD} ->
-                               Take([C | Taken], N - 1, Settled orelse (F =/= enqueue andalso F =/= dequeue));
-                           {{lmq_call, _, _, _, _, _}} = C -> {{lists:reverse(Taken), C}}
-                       after 0 -> {{lists:reverse(Taken), none}}
+                               Take([C | Taken], Deferred, N - 1, Moved orelse F =:= release orelse F =:= put_back);
+                           {{lmq_call, _, _, _, _, _}} = C -> {{Batch(Taken, Deferred), C}}
+                       after 0 -> {{Batch(Taken, Deferred), none}}
                        end
                end,
         Run = fun([Call]) -> One(Call);
@@ -120,8 +132,13 @@ receive
             end,
             case Next of
                 normal -> normal;
+                {{lmq_call, _, _, lmq_lib, F, _}} when F =:= done; F =:= retain ->
+                    {{Calls, Rest}} = Take([], [Next], {BATCH - 1}, false),
+                    Run(Calls),
+                    erlang:yield(),
+                    Loop(Rest);
                 {{lmq_call, _, _, lmq_lib, F, _}} when {_GUARD} ->
-                    {{Calls, Rest}} = Take([Next], {BATCH - 1}, F =/= enqueue andalso F =/= dequeue),
+                    {{Calls, Rest}} = Take([Next], [], {BATCH - 1}, F =:= release orelse F =:= put_back),
                     Run(Calls),
                     erlang:yield(),
                     Loop(Rest);

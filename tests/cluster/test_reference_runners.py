@@ -92,6 +92,22 @@ async def new_queue(dist: Node, peer: str) -> tuple[str, Atom]:
     return name, A(name)
 
 
+OnQueue = tuple[str, str, Atom, QueueRunners]
+"""A fresh queue's peer, name and table, and the runners that call it."""
+
+
+@pytest.fixture
+async def on_queue(ref: RefCluster, dist: Node) -> AsyncIterator[OnQueue]:
+    """A new queue on the second Erlang node, and a :class:`QueueRunners` closed afterwards."""
+    peer = ref.erl[1].name
+    name, atom = await new_queue(dist, peer)
+    runners = QueueRunners(dist)
+    try:
+        yield peer, name, atom, runners
+    finally:
+        runners.close()
+
+
 def enqueue_args(atom: Atom, body: bytes) -> list[Term]:
     return [atom, item_to_term(make_item(body)), [(A("accum"), 0), (A("retry"), 2)]]
 
@@ -100,11 +116,9 @@ def enqueue_args(atom: Atom, body: bytes) -> list[Term]:
 
 
 async def test_many_calls_in_flight_on_one_queue_run_in_order_each_answered_exactly_once(
-    ref: RefCluster, dist: Node
+    ref: RefCluster, dist: Node, on_queue: OnQueue
 ) -> None:
-    peer = ref.erl[1].name
-    name, atom = await new_queue(dist, peer)
-    runners = QueueRunners(dist)
+    peer, name, atom, runners = on_queue
     n = 300
     bodies = [f"m{i:04}".encode() for i in range(n)]
     pushes = [runners.call(name, peer, "lmq_lib", "enqueue", enqueue_args(atom, b), 30) for b in bodies]
@@ -122,11 +136,9 @@ async def test_many_calls_in_flight_on_one_queue_run_in_order_each_answered_exac
 
 
 async def test_a_runner_killed_with_calls_in_flight_fails_them_at_once_and_the_next_call_spawns_another(
-    ref: RefCluster, dist: Node
+    ref: RefCluster, dist: Node, on_queue: OnQueue
 ) -> None:
-    peer = ref.erl[1].name
-    name, atom = await new_queue(dist, peer)
-    runners = QueueRunners(dist)
+    peer, name, atom, runners = on_queue
     timeout = 30.0
     # A call that holds the runner, and one queued behind it: both in flight when it is killed.
     held = asyncio.ensure_future(runners.call(name, peer, "timer", "sleep", [20_000], timeout))
@@ -148,15 +160,12 @@ async def test_a_runner_killed_with_calls_in_flight_fails_them_at_once_and_the_n
     assert again is not None and again != pid, "expected a new runner"
     got = await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], timeout)
     assert body_of(message_from_term(got)) == b"y", "the killed runner's queued enqueue must not have run"
-    runners.close()
 
 
 async def test_a_call_that_times_out_kills_its_runner_and_the_calls_behind_it_are_known_not_run(
-    ref: RefCluster, dist: Node
+    ref: RefCluster, dist: Node, on_queue: OnQueue
 ) -> None:
-    peer = ref.erl[1].name
-    name, atom = await new_queue(dist, peer)
-    runners = QueueRunners(dist)
+    peer, name, atom, runners = on_queue
     held = asyncio.ensure_future(runners.call(name, peer, "timer", "sleep", [20_000], 1.0))
     await asyncio.sleep(0.05)
     # Sent right behind it, so that its own timeout comes with the first one's.
@@ -182,11 +191,9 @@ def hold_table_lock(node: RefNode, table: str, ms: int) -> None:
 
 
 async def test_a_runner_killed_during_a_batch_fails_the_batch_as_unknown_and_the_calls_behind_as_not_run(
-    ref: RefCluster, dist: Node
+    ref: RefCluster, dist: Node, on_queue: OnQueue
 ) -> None:
-    peer = ref.erl[1].name
-    name, atom = await new_queue(dist, peer)
-    runners = QueueRunners(dist)
+    peer, name, atom, runners = on_queue
     await asyncio.to_thread(hold_table_lock, ref.erl[1], name, 3000)
     # Three enqueues wait behind a call that runs alone, then run as one batch (held by the lock).
     first = asyncio.ensure_future(runners.call(name, peer, "timer", "sleep", [300], 30))
@@ -214,13 +221,12 @@ async def test_a_runner_killed_during_a_batch_fails_the_batch_as_unknown_and_the
     while (m := await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], 10)) is not EMPTY:
         got.append(body_of(message_from_term(m)))
     assert not {b"n0", b"n1"} & set(got), f"calls known not run were run: {got}"
-    runners.close()
 
 
-async def test_a_batch_whose_transaction_aborts_runs_its_calls_one_by_one(ref: RefCluster, dist: Node) -> None:
-    peer = ref.erl[1].name
-    name, atom = await new_queue(dist, peer)
-    runners = QueueRunners(dist)
+async def test_a_batch_whose_transaction_aborts_runs_its_calls_one_by_one(
+    ref: RefCluster, dist: Node, on_queue: OnQueue
+) -> None:
+    peer, name, atom, runners = on_queue
     first = asyncio.ensure_future(runners.call(name, peer, "timer", "sleep", [300], 30))
     raising = [atom, item_to_term(make_item(b"bad")), A("not_a_list")]  # its options are not a list
     args = [enqueue_args(atom, b"a"), raising, enqueue_args(atom, b"c")]
@@ -251,15 +257,13 @@ async def run_behind_a_sleep(
 
 @pytest.mark.parametrize("settle", ["done", "release", "put_back", "retain"])
 async def test_a_pull_batched_behind_a_settle_answers_what_it_would_alone(
-    ref: RefCluster, dist: Node, settle: str
+    ref: RefCluster, dist: Node, on_queue: OnQueue, settle: str
 ) -> None:
     # The settle deletes the delivery's row, due later than the row written before the pull (the
     # push, or the settle's own row moved to now): Mnesia's first/next inside a transaction skip
     # such a row when the row they pass is one deleted in the same transaction. Alone, the pull
     # finds the row committed.
-    peer = ref.erl[1].name
-    name, atom = await new_queue(dist, peer)
-    runners = QueueRunners(dist)
+    peer, name, atom, runners = on_queue
     assert await runners.call(name, peer, "lmq_lib", "enqueue", enqueue_args(atom, b"p"), 10) is OK
     delivery = message_from_term(await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], 10))
     uuid = delivery.id[1]
@@ -337,15 +341,13 @@ async def test_a_batch_of_every_kind_of_call_answers_and_writes_what_its_calls_w
 
 
 async def test_runners_killed_again_and_again_under_batches_never_report_a_call_that_ran_as_not_run(
-    ref: RefCluster, dist: Node
+    ref: RefCluster, dist: Node, on_queue: OnQueue
 ) -> None:
     # Waves of pushes and acks in flight together (batches), the runner killed under each wave.
     # A call answered ran once; one failed NotRun did not run at all; one lost may have run.
     # (A batch's call wrongly failed NotRun shows only when the kill falls between its commit
     # and its answers: test_a_runner_killed_during_a_batch_... checks the classification itself.)
-    peer = ref.erl[1].name
-    name, atom = await new_queue(dist, peer)
-    runners = QueueRunners(dist)
+    peer, name, atom, runners = on_queue
     for i in range(40):
         assert await runners.call(name, peer, "lmq_lib", "enqueue", enqueue_args(atom, b"d%02d" % i), 10) is OK
     pulled = [await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 60], 10) for _ in range(40)]
@@ -392,7 +394,6 @@ async def test_runners_killed_again_and_again_under_batches_never_report_a_call_
     kinds = sorted(set(outcome.values()))
     assert kills >= 10 and "NotRun" in kinds and "RunnerLost" in kinds, (kills, kinds)
     assert runners.batched_calls > 0, "expected batches"
-    runners.close()
 
 
 async def test_runners_of_queues_idle_past_the_limit_are_stopped_on_the_erlang_node(

@@ -65,8 +65,8 @@ DOWN, NOCONNECTION = A("DOWN"), A("noconnection")
 # Calls of :data:`BATCHED` waiting in its mailbox are taken together, up to :data:`BATCH`, and
 # run inside one transaction: each ``lmq_lib`` call is then a nested transaction, and Mnesia
 # commits once for all of them (one commit round to the table's replicas instead of one per
-# call, which is most of a small transaction's cost). The rows are the same, in the same order,
-# as if they ran one by one. The runner first tells this node how many calls the batch holds
+# call, which is most of a small transaction's cost). The rows are the same as if the calls
+# ran one by one, in the batch's order (below). The runner first tells this node how many calls the batch holds
 # (``lmq_batch``): if it dies before their answers, any of them may have committed. A batch
 # whose transaction aborts (a call raised) committed nothing; its calls then run one by one.
 # Mnesia's first/next inside a transaction, stepping over a row deleted in it, skip the rows

@@ -132,13 +132,11 @@ receive
             end,
             case Next of
                 normal -> normal;
-                {{lmq_call, _, _, lmq_lib, F, _}} when F =:= done; F =:= retain ->
-                    {{Calls, Rest}} = Take([], [Next], {BATCH - 1}, false),
-                    Run(Calls),
-                    erlang:yield(),
-                    Loop(Rest);
                 {{lmq_call, _, _, lmq_lib, F, _}} when {_GUARD} ->
-                    {{Calls, Rest}} = Take([Next], [], {BATCH - 1}, F =:= release orelse F =:= put_back),
+                    {{Calls, Rest}} = case F =:= done orelse F =:= retain of
+                        true -> Take([], [Next], {BATCH - 1}, false);
+                        false -> Take([Next], [], {BATCH - 1}, F =:= release orelse F =:= put_back)
+                    end,
                     Run(Calls),
                     erlang:yield(),
                     Loop(Rest);
@@ -229,9 +227,10 @@ class QueueRunners:
 
     async def _after_timeout(self, r: _Runner, ref: Reference, fut: asyncio.Future[Term]) -> Term:
         """A call to ``r`` timed out. ``r`` is killed: the calls queued behind it must not run
-        late. A call that was not the oldest unanswered one had not started (a runner runs its
-        calls in order): the runner's end, which comes after every answer it sent, tells so
-        (:class:`NotRun`) within :data:`KILL_WAIT`; the oldest one's outcome stays unknown."""
+        late. A call that was not the oldest unanswered one may not have started (a runner runs
+        its calls in order, a batch at a time): the runner's end, which comes after every
+        answer it sent, tells which (:class:`NotRun`, or :class:`RunnerLost` for a call of the
+        batch it announced) within :data:`KILL_WAIT`; the oldest one's outcome stays unknown."""
         if not r.killed:
             self._kill(r)
         if next(iter(r.calls), ref) != ref and not fut.done():

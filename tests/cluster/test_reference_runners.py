@@ -33,7 +33,15 @@ from pylmq.erlang import Atom, Node, start_node
 from pylmq.erlang.terms import Term
 from pylmq.errors import ClusterError, NotRun, RunnerLost
 from tests.cluster.lmq_reference import RefCluster, RefNode, reference_cluster, wait_for
-from tests.cluster.test_reference_faults import PY_ARGS, drain, fresh_queue, run_load, status, try_timed
+from tests.cluster.test_reference_faults import (
+    PY_ARGS,
+    drain,
+    fresh_queue,
+    load_through_a_kill,
+    run_load,
+    status,
+    try_timed,
+)
 from tests.store.store_helpers import body_of
 
 pytestmark = [pytest.mark.erl, pytest.mark.slow]
@@ -526,15 +534,10 @@ def test_kill_9_of_the_runners_peer_under_load_loses_no_answered_push(tmp_path: 
     with reference_cluster(tmp_path, erlang=2, pylmq=1, py_args=PY_ARGS) as cluster:
         lmq1, lmq2 = cluster.erl
         py = HttpClient(cluster.py[0].url, request_timeout=30)
-        erl1 = HttpClient(lmq1.url, request_timeout=30)
         q = fresh_queue(py)
         spawn_runner(py, q)
         assert len(runners_on(lmq2, q)) == 1
-        pushed, delivered, acked, errors = run_load({"py": py, "erl1": erl1}, q, 150, lmq2.kill, 50)
-        rest = drain(py, q, acked, 4)
-        assert sorted(pushed - delivered - rest) == [], f"answered pushes lost after kill -9 of {lmq2.name}"
-        assert [e for who, e in errors if who == "erl1"] == []
-        assert len(errors) <= 3, f"expected at most the calls in flight at the kill to fail: {errors}"
+        load_through_a_kill(py, q, lmq2, lmq1)
         assert len(runners_on(lmq1, q)) == 1, "expected the queue's runner on the surviving node"
 
 

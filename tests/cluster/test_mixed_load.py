@@ -49,13 +49,17 @@ def test_concurrent_pushes_and_pulls_from_both_sides_deliver_every_message_exact
     def erlang_pusher(n: int) -> None:
         driver, peers = mixed.erl.driver, [mixed.erl.a, mixed.erl.b]
         in_flight: deque[int] = deque()
-        for i in range(n + ERLANG_CLIENTS):
-            if len(in_flight) == ERLANG_CLIENTS or (i >= n and in_flight):
-                rid = in_flight.popleft()
-                if driver.result(rid, 60) != "ok":
-                    errors.append(rid)
-            if i < n:
-                in_flight.append(driver.send(peers[i % 2].name, "lmq_peer", "push", [queue, f"e{i}".encode()]))
+
+        def answered(rid: int) -> None:
+            if driver.result(rid, 60) != "ok":
+                errors.append(rid)
+
+        for i in range(n):
+            if len(in_flight) == ERLANG_CLIENTS:
+                answered(in_flight.popleft())
+            in_flight.append(driver.send(peers[i % 2].name, "lmq_peer", "push", [queue, f"e{i}".encode()]))
+        for rid in in_flight:
+            answered(rid)
 
     def erlang_puller(peer: Any) -> None:
         while not stop.is_set():

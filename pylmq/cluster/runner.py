@@ -152,6 +152,10 @@ end.
 """
 
 
+class _Expired(Exception):
+    """A call's bound passed (raised into its caller only)."""
+
+
 @dataclass(eq=False)
 class _Runner:
     queue: str
@@ -180,6 +184,9 @@ class QueueRunners:
         self._by_mref: dict[Reference, _Runner] = {}
         self._starting: dict[str, asyncio.Future[_Runner]] = {}
         self._calls: dict[Reference, tuple[_Runner, asyncio.Future[Term]]] = {}
+        # Calls whose bound passed and whose caller has not woken yet: their outcome, if it
+        # came in the meantime (see _settle).
+        self._expired: dict[Reference, tuple[Term, BaseException | None] | None] = {}
         self.batched_calls = 0  # calls the runners announced as run in a batch (for tests and stats)
 
     def __len__(self) -> int:
@@ -201,38 +208,73 @@ class QueueRunners:
         False: not sent), RunnerLost (its runner exited), NotRun (it exited before reaching this
         call), TimeoutError after ``timeout`` seconds in all (up to :data:`KILL_WAIT` more when
         an older call was still unanswered); ClusterError if the function raised on the peer."""
-        sent_to: _Runner | None = None
-        try:
-            async with asyncio.timeout(timeout):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        runner = self._runners.get(queue)
+        if runner is None or runner.peer != peer:
+            async with asyncio.timeout_at(deadline):
                 runner = await self._runner(queue, peer, timeout)
-                conn = self.dist.net_kernel.connections.get(peer)
-                if conn is not None and conn.stalled:
-                    silence = conn.silence()
-                    raise PeerStalled(f"node {peer} is stalled: nothing received for {silence:.1f} s", sent=False)
-                ref = self.dist.make_ref()
-                fut: asyncio.Future[Term] = asyncio.get_running_loop().create_future()
-                self._calls[ref] = (runner, fut)
-                runner.last_use = runner.calls[ref] = self.clock()
-                self.dist.send(runner.pid, (CALL, self._proc.pid, ref, A(module), A(function), args))
-                sent_to = runner
-                # Its answer, or the runner's end, removes it from the maps (_on_message).
-                result = await asyncio.shield(fut)
-        except TimeoutError:
-            if sent_to is None:
-                raise
-            result = await self._after_timeout(sent_to, ref, fut)
+        conn = self.dist.net_kernel.connections.get(peer)
+        if conn is not None and conn.stalled:
+            silence = conn.silence()
+            raise PeerStalled(f"node {peer} is stalled: nothing received for {silence:.1f} s", sent=False)
+        ref = self.dist.make_ref()
+        fut: asyncio.Future[Term] = loop.create_future()
+        self._calls[ref] = (runner, fut)
+        runner.last_use = runner.calls[ref] = self.clock()
+        self.dist.send(runner.pid, (CALL, self._proc.pid, ref, A(module), A(function), args))
+        # Its answer, or the runner's end, removes it from the maps and settles ``fut``
+        # (_settle). The bound is a timer that fails ``fut`` with _Expired, not asyncio.timeout
+        # around a shield: those cost about as much CPU as the rest of the call.
+        timer = loop.call_at(deadline, self._expire, ref, fut)
+        try:
+            result = await fut
+        except _Expired:
+            result = await self._after_timeout(runner, ref)
+        finally:
+            timer.cancel()
+            if ref in self._expired:
+                del self._expired[ref]
+                if not fut.cancelled():
+                    fut.exception()  # its _Expired, read (this caller may have been cancelled first)
         if type(result) is tuple and len(result) == 2 and result[0] is EXIT:
             raise ClusterError(f"{module}:{function} raised on {peer}: {result[1]!r:.300}")
         return result
 
-    async def _after_timeout(self, r: _Runner, ref: Reference, fut: asyncio.Future[Term]) -> Term:
+    def _expire(self, ref: Reference, fut: asyncio.Future[Term]) -> None:
+        if not fut.done():
+            self._expired[ref] = None
+            fut.set_exception(_Expired())
+
+    def _settle(self, ref: Reference, fut: asyncio.Future[Term], result: Term, error: BaseException | None) -> None:
+        """A call's answer (``error`` None) or failure."""
+        if not fut.done():
+            if error is None:
+                fut.set_result(result)
+            else:
+                fut.set_exception(error)
+        elif ref in self._expired:
+            # Its bound passed in this same pass of the loop, before its caller woke: the
+            # caller takes the outcome from here (_after_timeout).
+            self._expired[ref] = (result, error)
+
+    async def _after_timeout(self, r: _Runner, ref: Reference) -> Term:
         """A call to ``r`` timed out. ``r`` is killed: the calls queued behind it must not run
         late. A call that was not the oldest unanswered one may not have started (a runner runs
         its calls in order, a batch at a time): the runner's end, which comes after every
         answer it sent, tells which (:class:`NotRun`, or :class:`RunnerLost` for a call of the
         batch it announced) within :data:`KILL_WAIT`; the oldest one's outcome stays unknown."""
+        late = self._expired.pop(ref, None)
+        if late is not None:
+            result, error = late
+            if error is not None:
+                raise error
+            return result
         if not r.killed:
             self._kill(r)
+        fut: asyncio.Future[Term] = asyncio.get_running_loop().create_future()
+        if ref in self._calls:
+            self._calls[ref] = (r, fut)  # what comes for it now settles this one
         if next(iter(r.calls), ref) != ref and not fut.done():
             try:
                 async with asyncio.timeout(KILL_WAIT):
@@ -314,8 +356,7 @@ class QueueRunners:
                 runner.calls.pop(msg[0], None)
                 if runner.batch_left:
                     runner.batch_left -= 1
-                if not entry[1].done():
-                    entry[1].set_result(msg[1])
+                self._settle(msg[0], entry[1], msg[1], None)
         elif len(msg) == 3 and msg[0] is BATCH_NOTICE:
             entry = self._calls.get(msg[1]) if type(msg[1]) is Reference else None
             if entry is not None and type(msg[2]) is int:
@@ -347,12 +388,12 @@ class QueueRunners:
         started = max(1, r.batch_left)
         for n, ref in enumerate(list(r.calls)):
             entry = self._calls.pop(ref, None)
-            if entry is not None and not entry[1].done():
+            if entry is not None:
                 if ordered and n >= started:
                     not_run = NotRun(f"not run: the queue runner of {r.queue} on {r.peer} ended before it")
-                    entry[1].set_exception(not_run)
+                    self._settle(ref, entry[1], None, not_run)
                 else:
-                    entry[1].set_exception(error)
+                    self._settle(ref, entry[1], None, error)
         r.calls.clear()
 
     def _kill(self, r: _Runner) -> None:

@@ -22,6 +22,7 @@ import struct
 import time
 from typing import Protocol
 
+from pylmq.erlang.control import Op
 from pylmq.erlang.etf import DecodeError, decode_from
 from pylmq.erlang.handshake import Acceptor, Initiator
 from pylmq.erlang.terms import Term
@@ -33,6 +34,12 @@ log = logging.getLogger("pylmq.erlang.connection")
 
 TICK = b"\0\0\0\0"
 HANDSHAKE_TIMEOUT = 7.0  # Erlang's net_setuptime default
+READ_CHUNK = 1 << 16  # bytes a connection's reader takes from its stream at a time, at most
+_FRAME_LEN = struct.Struct(">I").unpack_from
+_KNOWN_CONTROLS = 4
+# Send controls without a trace token hold only atoms, integers, pids and references (immutable):
+# their terms can be shared between frames.
+_SENDS = frozenset({Op.SEND, Op.REG_SEND, Op.SEND_SENDER, Op.ALIAS_SEND})
 
 
 class LocalIdentity(Protocol):
@@ -168,6 +175,10 @@ class Connection:
         # Frames sent during one pass of the event loop go out in one write: one system call
         # instead of one per frame when many requests are in flight (rpcs, casts, replies).
         self._pending: list[bytes | bytearray] = []
+        # The encodings of the latest send controls from the peer, and their terms: most frames
+        # are sends to the same few processes (the mirror's, the runners' answers), whose
+        # control is the same bytes every time and is then not decoded again.
+        self._controls: list[tuple[bytes, Term]] = []
 
     def start(self) -> None:
         self._tasks = [
@@ -215,17 +226,37 @@ class Connection:
     async def _read_loop(self) -> None:
         reader = self._reader
         reason = "connection_closed"
+        frame_len = _FRAME_LEN
+        rest = b""  # the start of a frame whose end has not arrived yet
         try:
             while True:
-                head = await reader.readexactly(4)
+                # Whatever has arrived, up to a chunk, parsed here: one wake-up of this task for
+                # all the frames a read brings, not two per frame (length, then body).
+                chunk = await reader.read(READ_CHUNK)
+                if not chunk:
+                    break
                 self._heard()
-                (n,) = struct.unpack(">I", head)
-                if n == 0:
-                    self.send(TICK)  # echo: a hidden node must answer Erlang's ticks
-                    continue
-                data = await reader.readexactly(n)
-                self._heard()
-                self._handle(data)
+                data = rest + chunk if rest else chunk
+                pos, end = 0, len(data)
+                while end - pos >= 4:
+                    (n,) = frame_len(data, pos)
+                    if n == 0:
+                        self.send(TICK)  # echo: a hidden node must answer Erlang's ticks
+                        pos += 4
+                        continue
+                    if end - pos - 4 < n:
+                        break
+                    self._handle(data[pos + 4 : pos + 4 + n])
+                    pos += 4 + n
+                rest = data[pos:] if pos < end else b""
+                if len(rest) >= 4:
+                    # A frame longer than what came: its remainder in one read (a large
+                    # message is not copied again at every chunk).
+                    (n,) = frame_len(rest, 0)
+                    frame = rest[4:] + await reader.readexactly(n + 4 - len(rest))
+                    self._heard()
+                    rest = b""
+                    self._handle(frame)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except asyncio.CancelledError:
@@ -249,7 +280,15 @@ class Connection:
             log.error("node %s sent a frame of type %d (not pass-through); dropped", self.peer, data[0])
             return
         try:
-            control, pos = decode_from(data, 1)
+            for raw, known in self._controls:
+                if data.startswith(raw, 1):
+                    # A term's encoding is never the start of another's: the same bytes, the same term.
+                    control, pos = known, 1 + len(raw)
+                    break
+            else:
+                control, pos = decode_from(data, 1)
+                if type(control) is tuple and control and control[0] in _SENDS:
+                    self._controls = [(data[1:pos], control), *self._controls[: _KNOWN_CONTROLS - 1]]
             payload = None
             if pos < len(data):
                 payload, pos = decode_from(data, pos)

@@ -53,10 +53,25 @@ SPAWN_REPLY_MONITORED = 2
 _NO_PAYLOAD = object()
 
 
+# Encoded send controls: a node sends to the same few processes (a queue's runner, the peers'
+# event managers) over and over, and their control is the same bytes each time. Emptied when full.
+_SEND_OPS = frozenset({Op.SEND, Op.REG_SEND, Op.SEND_SENDER, Op.ALIAS_SEND})
+_send_controls: dict[tuple[Term, ...], bytes] = {}
+_SEND_CONTROLS = 1024
+
+
 def frame(control: tuple[Term, ...], payload: Term = _NO_PAYLOAD) -> bytearray:
     """A complete frame, 4-byte length prefix included, ready to write."""
     out = bytearray(b"\0\0\0\0p")
-    encode_into(control, out)
+    known = _send_controls.get(control) if control[0] in _SEND_OPS else None
+    if known is not None:
+        out += known
+    else:
+        encode_into(control, out)
+        if control[0] in _SEND_OPS:
+            if len(_send_controls) >= _SEND_CONTROLS:
+                _send_controls.clear()
+            _send_controls[control] = bytes(out[5:])
     if payload is not _NO_PAYLOAD:
         encode_into(payload, out)
     struct.pack_into(">I", out, 0, len(out) - 4)

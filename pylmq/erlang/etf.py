@@ -56,6 +56,10 @@ _pid_tail = struct.Struct(">III").unpack_from
 _ref_words = {n: struct.Struct(f">{n}I").unpack_from for n in range(1, 6)}
 
 _utf8_atoms: dict[bytes, Atom] = {}
+# Pids by their encoding: the same few pids (a peer's Mnesia processes, this node's) come in
+# nearly every frame, and a lookup costs a fraction of decoding one. Emptied when full.
+_pids: dict[bytes, Pid] = {}
+_PID_CACHE = 4096
 _latin1_atoms: dict[bytes, Atom] = {}
 
 
@@ -102,10 +106,28 @@ def _dec(b: bytes, i: int) -> tuple[Term, int]:  # one dispatch chain keeps it f
     if tag == 104:  # SMALL_TUPLE_EXT
         n = b[i + 1]
         i += 2
-        items = []
+        items: list[Term] = []
+        append = items.append
         for _ in range(n):
-            t, i = _dec(b, i)
-            items.append(t)
+            # Atoms, small integers and binaries, most of a tuple's elements, without a call each.
+            if b[i] == 119:
+                j = i + 2 + b[i + 1]
+                raw = b[i + 2 : j]
+                atom = _utf8_atoms.get(raw)
+                if atom is None or len(raw) != j - i - 2:
+                    atom = _atom_utf8(_take(b, i + 2, j - i - 2))
+                append(atom)
+                i = j
+            elif b[i] == 97:
+                append(b[i + 1])
+                i += 2
+            elif b[i] == 109:  # binaries: a message's id and body
+                (size,) = _u32(b, i + 1)
+                append(_take(b, i + 5, size))
+                i += 5 + size
+            else:
+                t, i = _dec(b, i)
+                append(t)
         return tuple(items), i
     if tag == 109:  # BINARY_EXT
         (n,) = _u32(b, i + 1)
@@ -154,9 +176,20 @@ def _dec(b: bytes, i: int) -> tuple[Term, int]:  # one dispatch chain keeps it f
         n = b[i + 1]
         return _atom_latin1(_take(b, i + 2, n)), i + 2 + n
     if tag == 88:  # NEW_PID_EXT
-        node, i = _node_atom(b, i + 1)
-        pid_id, serial, creation = _pid_tail(b, i)
-        return Pid(node, pid_id, serial, creation), i + 12
+        if b[i + 1] == 119:  # the node a SMALL_ATOM_UTF8_EXT, as every OTP node sends it
+            j = i + 15 + b[i + 2]
+            raw = b[i:j]
+            pid = _pids.get(raw)
+            if pid is not None:
+                return pid, j
+        node, k = _node_atom(b, i + 1)
+        pid_id, serial, creation = _pid_tail(b, k)
+        pid = Pid(node, pid_id, serial, creation)
+        if k + 12 - i == len(raw := b[i : k + 12]) and raw[1] == 119:
+            if len(_pids) >= _PID_CACHE:
+                _pids.clear()
+            _pids[raw] = pid
+        return pid, k + 12
     if tag == 90 or tag == 114:  # NEWER_REFERENCE_EXT / NEW_REFERENCE_EXT
         (n,) = _u16(b, i + 1)
         if not 1 <= n <= 5:
@@ -242,8 +275,10 @@ def _improper(items: list[Term], tail: Term) -> Term:
     return ImproperList(items, tail)
 
 
-def decode_from(data: bytes, pos: int = 0) -> tuple[Term, int]:
+def decode_from(data: bytes | bytearray, pos: int = 0) -> tuple[Term, int]:
     """Decode one term starting with the version byte at ``pos``; return it and the next offset."""
+    if type(data) is not bytes:
+        data = bytes(data)  # slices of it become binaries, and keys of the decoder's caches
     try:
         if data[pos] != VERSION:
             raise DecodeError(f"external term must start with 131, got {data[pos]} at offset {pos}")
@@ -288,6 +323,7 @@ _p_bIb = struct.Struct(">BIB").pack
 _p_bbb = struct.Struct(">BBB").pack
 
 _atom_ext: dict[Atom, bytes] = {}
+_pid_ext: dict[Pid, bytes] = {}  # as _pids, the other way
 
 
 def _atom_bytes(atom: Atom) -> bytes:
@@ -339,7 +375,10 @@ def _enc(t: Term, out: bytearray) -> None:  # one dispatch chain keeps it fast
         n = len(t)
         out += bytes((104, n)) if n < 256 else _p_bI(105, n)
         for x in t:
-            _enc(x, out)
+            if type(x) is Atom:  # most of a tuple's elements, without a call each
+                out += _atom_ext.get(x) or _atom_bytes(x)
+            else:
+                _enc(x, out)
     elif tt is list:
         _enc_list(t, out)
     elif tt is float:
@@ -356,9 +395,13 @@ def _enc(t: Term, out: bytearray) -> None:  # one dispatch chain keeps it fast
         out += _p_bI(109, len(raw))
         out += raw
     elif tt is Pid:
-        out.append(88)
-        out += _atom_bytes(t.node)
-        out += _p_III(t.id, t.serial, t.creation)
+        raw = _pid_ext.get(t)
+        if raw is None:
+            raw = b"X" + _atom_bytes(t.node) + _p_III(t.id, t.serial, t.creation)
+            if len(_pid_ext) >= _PID_CACHE:
+                _pid_ext.clear()
+            _pid_ext[t] = raw
+        out += raw
     elif tt is Reference:
         out += _p_bH(90, len(t.words))
         out += _atom_bytes(t.node)

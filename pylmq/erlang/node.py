@@ -86,6 +86,10 @@ class Node:
         self.creation = secrets.randbelow(0xFFFF_FFF0) + 1
         self._pid_ids = itertools.count(1)
         self._ref_ids = itertools.count(1)
+        # A reference's third word: random per node run (references of two runs differ even
+        # where their creations match), then the counter's high bits; not drawn per reference,
+        # which cost a system call on every rpc.
+        self._ref_salt = secrets.randbits(32)
         self._unlink_ids = itertools.count(1)
         self._processes: dict[Pid, Process] = {}
         self._names: dict[Atom, Process] = {}
@@ -141,7 +145,9 @@ class Node:
 
     def make_ref(self) -> Reference:
         n = next(self._ref_ids)
-        return Reference(self.atom, self.creation, (n & 0x3FFFF, (n >> 18) & 0xFFFFFFFF, secrets.randbits(32)))
+        return Reference(
+            self.atom, self.creation, (n & 0x3FFFF, (n >> 18) & 0xFFFFFFFF, (self._ref_salt + (n >> 50)) & 0xFFFFFFFF)
+        )
 
     # ------------------------------------------------------------------ processes and names
 

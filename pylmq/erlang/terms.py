@@ -130,6 +130,11 @@ def _set(obj: object, **values: object) -> None:
         object.__setattr__(obj, k, v)
 
 
+# Pids and references are made for every frame a node routes (decoded, or new per call): their
+# fields are set straight through object.__setattr__, without _set's keyword dict and loop.
+_setattr = object.__setattr__
+
+
 class Pid(_Value):
     """A process identifier: node atom, id, serial and creation (all 32-bit)."""
 
@@ -142,7 +147,11 @@ class Pid(_Value):
     _hash: int
 
     def __init__(self, node: Atom, id: int, serial: int, creation: int) -> None:
-        _set(self, node=node, id=id, serial=serial, creation=creation, _hash=hash((node, id, serial, creation)))
+        _setattr(self, "node", node)
+        _setattr(self, "id", id)
+        _setattr(self, "serial", serial)
+        _setattr(self, "creation", creation)
+        _setattr(self, "_hash", hash((node, id, serial, creation)))
 
     # Pids and references are dict keys on every message a node routes (processes, calls in
     # flight): a hash kept from construction and a field-wise comparison cost a fraction of the
@@ -175,8 +184,12 @@ class Reference(_Value):
     _hash: int
 
     def __init__(self, node: Atom, creation: int, words: Iterable[int]) -> None:
-        words = tuple(words)
-        _set(self, node=node, creation=creation, words=words, _hash=hash((node, creation, words)))
+        if type(words) is not tuple:
+            words = tuple(words)
+        _setattr(self, "node", node)
+        _setattr(self, "creation", creation)
+        _setattr(self, "words", words)
+        _setattr(self, "_hash", hash((node, creation, words)))
 
     def __hash__(self) -> int:
         return self._hash

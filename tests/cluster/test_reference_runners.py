@@ -192,6 +192,31 @@ async def test_a_call_that_times_out_kills_its_runner_and_the_calls_behind_it_ar
     runners.close()
 
 
+@pytest.mark.parametrize("outcome", ["answer", "runner end"])
+async def test_an_outcome_that_comes_in_the_pass_where_the_calls_bound_passed_is_the_calls_outcome(
+    on_queue: OnQueue, outcome: str
+) -> None:
+    # The bound is a timer that fails the call's future; an answer or the runner's end that the
+    # loop handles after that timer, before the caller wakes, must still reach the caller.
+    peer, name, _atom, runners = on_queue
+    call = asyncio.ensure_future(runners.call(name, peer, "timer", "sleep", [300], 5.0))
+    while not runners._calls:
+        await asyncio.sleep(0.01)
+    [(ref, (runner, fut))] = runners._calls.items()
+    runners._expire(ref, fut)
+    if outcome == "answer":
+        runners._on_message(runners._proc, (ref, A("early")))
+        assert await call is A("early")
+    else:
+        runners._fail(runner, RunnerLost("its runner exited"))
+        with pytest.raises(RunnerLost):
+            await call
+    assert not runners._expired and ref not in runners._calls, "nothing of the call is left behind"
+    if outcome == "answer":
+        # The runner's real answer, later, finds nothing to settle; the runner still serves.
+        assert await runners.call(name, peer, "erlang", "length", [[1, 2]], 5.0) == 2
+
+
 def hold_table_lock(node: RefNode, table: str, ms: int) -> None:
     """Another transaction on ``node`` write-locks ``table`` for ``ms`` milliseconds."""
     lock = f"mnesia:transaction(fun() -> mnesia:lock({{table, '{table}'}}, write), timer:sleep({ms}) end)"

@@ -183,6 +183,9 @@ def test_unknown_python_type_is_rejected_with_its_name() -> None:
         (bytes([130, 97, 1]), "start with 131"),
         (bytes([131, 109, 0, 0, 0, 5, 1]), "truncated"),
         (bytes([131, 104, 2, 97, 1]), "truncated"),
+        # an atom in a tuple cut short where what is left is a known atom ('ok'): still cut short
+        (bytes([131, 104, 1, 119, 3]) + b"ok", "truncated"),
+        (bytes([131, 104, 1, 119, 2, 0xFF, 0xFE]), "not UTF-8"),
         (bytes([131, 200]), "unsupported term tag 200"),
         (bytes([131, 97, 1, 0]), "trailing"),
         (bytes([131, 116, 0, 0, 0, 2, 97, 1, 97, 1, 97, 1, 97, 2]), "duplicate keys"),
@@ -222,3 +225,19 @@ def test_pids_and_references_are_equal_exactly_when_every_field_is() -> None:
     for changed_ref in (Reference(other, 3, (1, 2, 3)), Reference(node, 4, (1, 2, 3)), Reference(node, 3, (1, 2))):
         assert changed_ref != ref and changed_ref not in {ref}
     assert pid != Port(node, 1, 3) and ref != (node, 3, (1, 2, 3))
+
+
+def test_pids_decode_and_encode_the_same_through_the_codecs_caches() -> None:
+    # The decoder keeps pids by their encoding and the encoder encodings by pid: a second pass
+    # (a cache hit) must give what the first one did, and a pid differing in any field its own.
+    node = A("a@h")
+    pids = [Pid(node, 1, 2, 3), Pid(node, 9, 2, 3), Pid(node, 1, 9, 3), Pid(node, 1, 2, 9), Pid(A("b@h"), 1, 2, 3)]
+    raw = encode(pids)
+    for _ in range(2):
+        assert encode(pids) == raw
+        decoded = decode(raw)
+        assert decoded == pids and all(d.node is p.node for d, p in zip(decoded, pids, strict=True))
+    one = encode(pids[0])
+    with pytest.raises(DecodeError, match="truncated"):
+        decode(one[:-1])  # its full encoding is known: the cut one still fails
+    assert decode_from(bytearray(one))[0] == pids[0], "a bytearray decodes as the bytes it holds"

@@ -222,7 +222,11 @@ class QueueRunners:
         fut: asyncio.Future[Term] = loop.create_future()
         self._calls[ref] = (runner, fut)
         runner.last_use = runner.calls[ref] = self.clock()
-        self.dist.send(runner.pid, (CALL, self._proc.pid, ref, A(module), A(function), args))
+        try:
+            self.dist.send(runner.pid, (CALL, self._proc.pid, ref, A(module), A(function), args))
+        except BaseException:  # not sent (arguments that cannot be encoded): nothing to wait for
+            del self._calls[ref], runner.calls[ref]
+            raise
         # Its answer, or the runner's end, removes it from the maps and settles ``fut``
         # (_settle). The bound is a timer that fails ``fut`` with _Expired, not asyncio.timeout
         # around a shield: those cost about as much CPU as the rest of the call.

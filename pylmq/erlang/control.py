@@ -10,7 +10,7 @@ import enum
 import struct
 
 from pylmq.erlang.etf import encode_into
-from pylmq.erlang.terms import Term
+from pylmq.erlang.terms import Atom, Pid, Reference, Term
 
 __all__ = ["Op", "frame"]
 
@@ -57,18 +57,22 @@ _NO_PAYLOAD = object()
 # event managers) over and over, and their control is the same bytes each time. Emptied when full.
 _SEND_OPS = frozenset({Op.SEND, Op.REG_SEND, Op.SEND_SENDER, Op.ALIAS_SEND})
 _send_controls: dict[tuple[Term, ...], bytes] = {}
+_CACHED_TYPES = frozenset({Op, int, Atom, Pid, Reference})
 _SEND_CONTROLS = 1024
 
 
 def frame(control: tuple[Term, ...], payload: Term = _NO_PAYLOAD) -> bytearray:
     """A complete frame, 4-byte length prefix included, ready to write."""
     out = bytearray(b"\0\0\0\0p")
-    known = _send_controls.get(control) if control[0] in _SEND_OPS else None
+    # Only controls of exactly these types: no two of them are equal and encoded differently
+    # (as 1 and True, or 1 and 1.0, would be), and all are hashable.
+    cached = control[0] in _SEND_OPS and all(type(x) in _CACHED_TYPES for x in control)
+    known = _send_controls.get(control) if cached else None
     if known is not None:
         out += known
     else:
         encode_into(control, out)
-        if control[0] in _SEND_OPS:
+        if cached:
             if len(_send_controls) >= _SEND_CONTROLS:
                 _send_controls.clear()
             _send_controls[control] = bytes(out[5:])

@@ -288,6 +288,10 @@ def decode_from(data: bytes | bytearray, pos: int = 0) -> tuple[Term, int]:
             inner = d.decompress(data[pos + 6 :], size + 1)
             if len(inner) != size:
                 raise DecodeError(f"compressed term: expected {size} bytes, got {len(inner)}")
+            if not d.eof:
+                # A stream that never ends would run to the end of the data: what follows it
+                # would not be a term of its own.
+                raise DecodeError("compressed term: the zlib stream does not end")
             term, used = _dec(inner, 0)
             if used != size:
                 raise DecodeError("compressed term has trailing bytes")
@@ -295,6 +299,10 @@ def decode_from(data: bytes | bytearray, pos: int = 0) -> tuple[Term, int]:
         return _dec(data, pos + 1)
     except (IndexError, struct.error) as e:
         raise DecodeError(f"truncated term ({len(data)} bytes)") from e
+    except DecodeError:
+        raise
+    except ValueError as e:  # a form no Erlang node sends (a LIST_EXT of no elements with a tail)
+        raise DecodeError(f"malformed term: {e}") from e
     except RecursionError as e:
         raise DecodeError("term nested too deeply") from e
     except zlib.error as e:

@@ -30,6 +30,7 @@ from pylmq.cluster.records import item_to_term, message_from_term
 from pylmq.cluster.runner import QueueRunners
 from pylmq.core.message import make_item
 from pylmq.erlang import Atom, Node, start_node
+from pylmq.erlang.etf import EncodeError
 from pylmq.erlang.terms import Term
 from pylmq.errors import ClusterError, NotRun, RunnerLost
 from tests.cluster.lmq_reference import RefCluster, RefNode, reference_cluster, wait_for
@@ -215,6 +216,17 @@ async def test_an_outcome_that_comes_in_the_pass_where_the_calls_bound_passed_is
     if outcome == "answer":
         # The runner's real answer, later, finds nothing to settle; the runner still serves.
         assert await runners.call(name, peer, "erlang", "length", [[1, 2]], 5.0) == 2
+
+
+async def test_a_call_whose_arguments_cannot_be_sent_fails_at_once_and_leaves_nothing_behind(
+    on_queue: OnQueue,
+) -> None:
+    peer, name, _atom, runners = on_queue
+    assert await runners.call(name, peer, "erlang", "length", [[1]], 5.0) == 1  # its runner is up
+    with pytest.raises(EncodeError):
+        await runners.call(name, peer, "erlang", "length", [[object()]], 5.0)
+    assert not runners._calls and not runners._runners[name].calls
+    assert await runners.call(name, peer, "erlang", "length", [[1, 2, 3]], 5.0) == 3
 
 
 def hold_table_lock(node: RefNode, table: str, ms: int) -> None:

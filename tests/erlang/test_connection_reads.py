@@ -105,3 +105,12 @@ async def test_a_frame_cut_short_by_the_end_of_the_stream_is_not_handed_on() -> 
     owner, _ = await _read(_pieces(complete + cut, [1000]))
     assert owner.frames == [(A("first"), b"x" * 10)]
     assert owner.lost == ["connection_closed"]
+
+
+async def test_a_frame_with_a_malformed_control_is_handed_on_and_the_connection_goes_on() -> None:
+    # The owner refuses it (logged); the reader neither keeps nor chokes on it.
+    bad: Term = ([], A("x"))
+    good: Term = (2, A(""), PIDS[0])
+    owner, _ = await _read([_frame(bad, b"1") + _frame(good, b"2") + _frame(bad, b"3")])
+    assert owner.frames == [(bad, b"1"), (good, b"2"), (bad, b"3")]
+    assert owner.lost == ["connection_closed"]

@@ -176,6 +176,11 @@ def test_unknown_python_type_is_rejected_with_its_name() -> None:
         encode([1, object()])
 
 
+def _unended_zlib(data: bytes) -> bytes:
+    z = zlib.compressobj()
+    return z.compress(data) + z.flush(zlib.Z_SYNC_FLUSH)
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
@@ -191,6 +196,9 @@ def test_unknown_python_type_is_rejected_with_its_name() -> None:
         (bytes([131, 116, 0, 0, 0, 2, 97, 1, 97, 1, 97, 1, 97, 2]), "duplicate keys"),
         (bytes([131, 119, 2, 0xFF, 0xFE]), "not UTF-8"),
         (bytes([131, 80, 0, 0, 0, 9]) + zlib.compress(b"\x61\x01"), "expected 9 bytes"),
+        # a zlib stream that never ends: what follows it could pass for the same term's bytes
+        (bytes([131, 80, 0, 0, 0, 2]) + _unended_zlib(b"\x61\x01"), "does not end"),
+        (bytes([131, 108, 0, 0, 0, 0, 97, 1]), "malformed"),  # no elements, yet a tail
     ],
 )
 def test_bad_input_raises_decode_error(raw: bytes, message: str) -> None:

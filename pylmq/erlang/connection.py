@@ -22,10 +22,10 @@ import struct
 import time
 from typing import Protocol
 
-from pylmq.erlang.control import Op
+from pylmq.erlang.control import plain_send
 from pylmq.erlang.etf import DecodeError, decode_from
 from pylmq.erlang.handshake import Acceptor, Initiator
-from pylmq.erlang.terms import Atom, Pid, Reference, Term
+from pylmq.erlang.terms import Term
 from pylmq.errors import CookieMismatch, DistError, HandshakeError
 
 __all__ = ["Connection", "ConnectionOwner", "LocalIdentity", "accept", "dial"]
@@ -37,21 +37,6 @@ HANDSHAKE_TIMEOUT = 7.0  # Erlang's net_setuptime default
 READ_CHUNK = 1 << 16  # bytes a connection's reader takes from its stream at a time, at most
 _FRAME_LEN = struct.Struct(">I").unpack_from
 _KNOWN_CONTROLS = 4
-_SENDS = frozenset({Op.SEND, Op.REG_SEND, Op.SEND_SENDER, Op.ALIAS_SEND})
-_IMMUTABLE = frozenset({Atom, int, Pid, Reference})
-
-
-def _shareable_send(control: Term) -> bool:
-    """A send control (no trace token) made only of atoms, integers, pids and references: its
-    term can be shared between frames. Anything else (a malformed control) is decoded every
-    time and left to the owner to refuse."""
-    return (
-        type(control) is tuple
-        and bool(control)
-        and type(control[0]) is int
-        and control[0] in _SENDS
-        and all(type(x) in _IMMUTABLE for x in control)
-    )
 
 
 class LocalIdentity(Protocol):
@@ -299,7 +284,7 @@ class Connection:
                     break
             else:
                 control, pos = decode_from(data, 1)
-                if _shareable_send(control) and data[2] != 80:  # 80: compressed, not kept
+                if plain_send(control) and data[2] != 80:  # 80: compressed, not kept
                     self._controls = [(data[1:pos], control), *self._controls[: _KNOWN_CONTROLS - 1]]
             payload = None
             if pos < len(data):

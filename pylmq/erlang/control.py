@@ -12,7 +12,7 @@ import struct
 from pylmq.erlang.etf import encode_into
 from pylmq.erlang.terms import Atom, Pid, Reference, Term
 
-__all__ = ["Op", "frame"]
+__all__ = ["Op", "frame", "plain_send"]
 
 
 class Op(enum.IntEnum):
@@ -53,20 +53,34 @@ SPAWN_REPLY_MONITORED = 2
 _NO_PAYLOAD = object()
 
 
+_SEND_OPS = frozenset({Op.SEND, Op.REG_SEND, Op.SEND_SENDER, Op.ALIAS_SEND})
+_PLAIN_TYPES = frozenset({Op, int, Atom, Pid, Reference})
+
+
+def plain_send(control: Term) -> bool:
+    """A send control (no trace token) made only of atoms, integers, pids and references. Such
+    a control can be kept and shared, by its term or by its encoding: its parts are immutable
+    and hashable, and no two such controls are equal yet encoded differently (as 1 and True,
+    or 1 and 1.0, would be). A malformed control is never one."""
+    return (
+        type(control) is tuple
+        and bool(control)
+        and type(control[0]) in (int, Op)
+        and control[0] in _SEND_OPS
+        and all(type(x) in _PLAIN_TYPES for x in control)
+    )
+
+
 # Encoded send controls: a node sends to the same few processes (a queue's runner, the peers'
 # event managers) over and over, and their control is the same bytes each time. Emptied when full.
-_SEND_OPS = frozenset({Op.SEND, Op.REG_SEND, Op.SEND_SENDER, Op.ALIAS_SEND})
 _send_controls: dict[tuple[Term, ...], bytes] = {}
-_CACHED_TYPES = frozenset({Op, int, Atom, Pid, Reference})
 _SEND_CONTROLS = 1024
 
 
 def frame(control: tuple[Term, ...], payload: Term = _NO_PAYLOAD) -> bytearray:
     """A complete frame, 4-byte length prefix included, ready to write."""
     out = bytearray(b"\0\0\0\0p")
-    # Only controls of exactly these types: no two of them are equal and encoded differently
-    # (as 1 and True, or 1 and 1.0, would be), and all are hashable.
-    cached = control[0] in _SEND_OPS and all(type(x) in _CACHED_TYPES for x in control)
+    cached = plain_send(control)
     known = _send_controls.get(control) if cached else None
     if known is not None:
         out += known

@@ -176,16 +176,16 @@ def _dec(b: bytes, i: int) -> tuple[Term, int]:  # one dispatch chain keeps it f
         n = b[i + 1]
         return _atom_latin1(_take(b, i + 2, n)), i + 2 + n
     if tag == 88:  # NEW_PID_EXT
-        if b[i + 1] == 119:  # the node a SMALL_ATOM_UTF8_EXT, as every OTP node sends it
-            j = i + 15 + b[i + 2]
-            raw = b[i:j]
-            pid = _pids.get(raw)
-            if pid is not None:
-                return pid, j
+        # Kept only with the node a SMALL_ATOM_UTF8_EXT, as every OTP node sends it. A cut
+        # ``raw`` is shorter than any kept one with the same atom length: never found.
+        raw = b[i : i + 15 + b[i + 2]] if b[i + 1] == 119 else b""
+        pid = _pids.get(raw) if raw else None
+        if pid is not None:
+            return pid, i + len(raw)
         node, k = _node_atom(b, i + 1)
-        pid_id, serial, creation = _pid_tail(b, k)
+        pid_id, serial, creation = _pid_tail(b, k)  # raises if cut: ``raw`` is then whole
         pid = Pid(node, pid_id, serial, creation)
-        if k + 12 - i == len(raw := b[i : k + 12]) and raw[1] == 119:
+        if raw:
             if len(_pids) >= _PID_CACHE:
                 _pids.clear()
             _pids[raw] = pid

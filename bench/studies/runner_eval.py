@@ -34,13 +34,20 @@ Pid ! {{lmq_runner_init, node(), <<"q">>}},
 lmq_lib:create(rq), Self = self(),
 Item = {{[], <<"body">>}},
 Go = fun(F, Args) -> R = make_ref(), Pid ! {{lmq_call, Self, R, lmq_lib, F, Args}}, R end,
-Wait = fun(R) -> receive {{R, Res}} -> Res end end,
-Flush = fun Flush() -> receive {{lmq_batch, _, _}} -> Flush() after 0 -> ok end end,
+Answers = fun Answers(0, Got) -> Got;
+              Answers(N, Got) ->
+                  receive
+                      {{lmq_batch, _, _}} -> Answers(N, Got);
+                      {{lmq_answers, L}} -> Answers(N - length(L), maps:merge(Got, maps:from_list(L)));
+                      {{R, Res}} when is_reference(R) -> Answers(N - 1, Got#{{R => Res}})
+                  end
+          end,
+Wait = fun(Rs) -> Got = Answers(length(Rs), #{{}}), [maps:get(R, Got) || R <- Rs] end,
 Cycle = fun Cycle(0) -> ok; Cycle(K) ->
-   Rs = [Go(enqueue, [rq, Item, [{{accum, 0}}, {{retry, 2}}]]) || _ <- lists:seq(1, 8)], [Wait(R) || R <- Rs],
-   Ds = [Go(dequeue, [rq, 30]) || _ <- lists:seq(1, 8)], Ms = [Wait(R) || R <- Ds],
-   As = [Go(done, [rq, element(2, element(2, M))]) || M <- Ms], [Wait(R) || R <- As],
-   Flush(), Cycle(K - 1) end,
+   Wait([Go(enqueue, [rq, Item, [{{accum, 0}}, {{retry, 2}}]]) || _ <- lists:seq(1, 8)]),
+   Ms = Wait([Go(dequeue, [rq, 30]) || _ <- lists:seq(1, 8)]),
+   Wait([Go(done, [rq, element(2, element(2, M))]) || M <- Ms]),
+   Cycle(K - 1) end,
 Cycle(20),
 {{reductions, R0}} = process_info(Pid, reductions), {{T0, _}} = statistics(runtime),
 W0 = erlang:monotonic_time(microsecond),

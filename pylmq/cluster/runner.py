@@ -14,7 +14,8 @@ requests in flight to it at once (pipelined). Those that wait together run in on
 Nothing is loaded on the Erlang node: the runner is a short Erlang expression (:data:`SOURCE`),
 scanned and parsed by the peer's own ``erl_scan``/``erl_parse`` and run by ``erl_eval`` in a
 process spawned there (``erlang:spawn(erl_eval, exprs, ...)``). It answers each
-``{lmq_call, From, Ref, M, F, A}`` with ``{Ref, catch M:F(A...)}`` and keeps the key
+``{lmq_call, From, Ref, M, F, A}`` with ``{Ref, catch M:F(A...)}`` (the calls of a batch,
+see :data:`SOURCE`, with one ``{lmq_answers, [{Ref, Result}]}``) and keeps the key
 ``pylmq_queue_runner`` (``{ThisNode, Queue}``) in its process dictionary, so that an operator
 can find it. It ends:
 
@@ -55,7 +56,7 @@ INIT_WAIT = 10  # seconds a new runner waits for its init message (sent right af
 BATCH = 8  # calls a runner runs in one transaction, at most (see SOURCE)
 KILL_WAIT = 1.0  # seconds a timed-out call waits for its killed runner's end to say it never ran
 OK, STOP, CALL, INIT, EXIT, KILL = A("ok"), A("stop"), A("lmq_call"), A("lmq_runner_init"), A("EXIT"), A("kill")
-BATCH_NOTICE = A("lmq_batch")
+BATCH_NOTICE, ANSWERS = A("lmq_batch"), A("lmq_answers")
 DOWN, NOCONNECTION = A("DOWN"), A("noconnection")
 
 # The runner. Its owner and queue come in the first message, so the parsed program is the same
@@ -67,7 +68,10 @@ DOWN, NOCONNECTION = A("DOWN"), A("noconnection")
 # commits once for all of them (one commit round to the table's replicas instead of one per
 # call, which is most of a small transaction's cost). The rows are the same as if the calls
 # ran one by one, in the batch's order (below). The runner first tells this node how many calls the batch holds
-# (``lmq_batch``): if it dies before their answers, any of them may have committed. A batch
+# (``lmq_batch``): if it dies before their answers, any of them may have committed. The answers
+# of a committed batch go back in one message (``{lmq_answers, [{Ref, Result}]}``): one send
+# on the peer and one frame here instead of one per call. Only this node sends calls to its
+# runners, so every call of a batch has the same ``From``. A batch
 # whose transaction aborts (a call raised) committed nothing; its calls then run one by one.
 # Mnesia's first/next inside a transaction, stepping over a row deleted in it, skip the rows
 # written in it below that row: a dequeue behind a settle (which deletes a delivery's row, due
@@ -111,11 +115,9 @@ receive
         Run = fun([Call]) -> One(Call);
                  ([{{lmq_call, From, Ref, _, _, _}} | _] = Calls) ->
                      From ! {{lmq_batch, Ref, length(Calls)}},
-                     Txn = fun() -> [erlang:apply(M, F, A) || {{lmq_call, _, _, M, F, A}} <- Calls] end,
+                     Txn = fun() -> [{{R, erlang:apply(M, F, A)}} || {{lmq_call, _, R, M, F, A}} <- Calls] end,
                      case mnesia:transaction(Txn) of
-                         {{atomic, Results}} ->
-                             lists:foreach(fun({{{{lmq_call, Fr, R, _, _, _}}, Res}}) -> Fr ! {{R, Res}} end,
-                                           lists:zip(Calls, Results));
+                         {{atomic, Answers}} -> From ! {{lmq_answers, Answers}};
                          {{aborted, _}} -> lists:foreach(One, Calls)
                      end
               end,
@@ -354,13 +356,13 @@ class QueueRunners:
         if type(msg) is not tuple:
             return
         if len(msg) == 2:
-            entry = self._calls.pop(msg[0], None) if type(msg[0]) is Reference else None
-            if entry is not None:
-                runner = entry[0]
-                runner.calls.pop(msg[0], None)
-                if runner.batch_left:
-                    runner.batch_left -= 1
-                self._settle(msg[0], entry[1], msg[1], None)
+            if msg[0] is ANSWERS:
+                if type(msg[1]) is list:
+                    for answer in msg[1]:
+                        if type(answer) is tuple and len(answer) == 2:
+                            self._answer(answer[0], answer[1])
+            else:
+                self._answer(msg[0], msg[1])
         elif len(msg) == 3 and msg[0] is BATCH_NOTICE:
             entry = self._calls.get(msg[1]) if type(msg[1]) is Reference else None
             if entry is not None and type(msg[2]) is int:
@@ -376,6 +378,15 @@ class QueueRunners:
                 else:
                     why = reason.name if isinstance(reason, Atom) else f"{reason!r:.200}"
                     self._fail(r, RunnerLost(f"the queue runner of {r.queue} on {r.peer} exited: {why}"), ordered=True)
+
+    def _answer(self, ref: Term, result: Term) -> None:
+        entry = self._calls.pop(ref, None) if type(ref) is Reference else None
+        if entry is not None:
+            runner = entry[0]
+            runner.calls.pop(ref, None)
+            if runner.batch_left:
+                runner.batch_left -= 1
+            self._settle(ref, entry[1], result, None)
 
     def _forget(self, r: _Runner) -> None:
         if self._runners.get(r.queue) is r:

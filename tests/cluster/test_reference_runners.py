@@ -31,6 +31,7 @@ from pylmq.cluster.runner import QueueRunners
 from pylmq.core.message import make_item
 from pylmq.erlang import Atom, Node, start_node
 from pylmq.erlang.etf import EncodeError
+from pylmq.erlang.process import Process
 from pylmq.erlang.terms import Term
 from pylmq.errors import ClusterError, NotRun, RunnerLost
 from tests.cluster.lmq_reference import RefCluster, RefNode, reference_cluster, wait_for
@@ -298,6 +299,34 @@ async def run_behind_a_sleep(
     futs = [asyncio.ensure_future(runners.call(name, peer, "lmq_lib", f, a, 30)) for f, a in calls]
     assert await first is OK
     return await asyncio.gather(*futs, return_exceptions=True)
+
+
+async def test_a_batch_is_answered_in_one_message_after_its_notice(
+    ref: RefCluster, dist: Node, on_queue: OnQueue
+) -> None:
+    # One send on the peer and one frame here for the whole batch, not one per call.
+    peer, name, atom, runners = on_queue
+    received: list[Term] = []
+    handler = runners._proc.handler
+    assert handler is not None
+
+    def record(proc: Process, msg: Term) -> None:
+        received.append(msg)
+        handler(proc, msg)
+
+    runners._proc.handler = record
+    calls = [("enqueue", enqueue_args(atom, f"b{i}".encode())) for i in range(3)] + [("dequeue", [atom, 30])]
+    results = await run_behind_a_sleep(runners, name, peer, calls)
+    assert results[:3] == [OK] * 3
+    assert body_of(message_from_term(results[3])) == b"b0"
+    kinds = [m[0] if isinstance(m[0], Atom) else "answer" for m in received if isinstance(m, tuple)]
+    assert kinds == ["answer", A("lmq_batch"), A("lmq_answers")], received
+    notice, answers = received[1], received[2][1]
+    assert notice[2] == 4 and runners.batched_calls == 4
+    refs = [r for r, _ in answers]
+    assert len(set(refs)) == 4 and notice[1] == refs[0], "expected the four calls' answers, the first one first"
+    assert not runners._calls, "expected no call left waiting"
+    runners.close()
 
 
 @pytest.mark.parametrize("settle", ["done", "release", "put_back", "retain"])

@@ -42,7 +42,8 @@ def test_bench_mixed_measures_each_side_alone_and_both_on_one_queue(tmp_path: Pa
     doc = json.loads((out / "results.json").read_text())
     cells = {c["target"]: c for c in doc["cells"]}
     assert set(cells) == {
-        "mixed-pylmq", "mixed-erlang", "mixed-shared-pylmq", "mixed-shared-erlang", "mixed-erlang-in-node"
+        "mixed-pylmq", "mixed-erlang", "mixed-shared-pylmq", "mixed-shared-erlang", "mixed-erlang-in-node",
+        "mixed-shared-joined-pylmq", "mixed-shared-joined-erlang",
     }, cells  # fmt: skip
     for target, cell in cells.items():
         assert cell["workload"] == "cycle" and cell["error"] is None, f"{target}: {cell}"
@@ -59,6 +60,7 @@ def test_bench_mixed_measures_each_side_alone_and_both_on_one_queue(tmp_path: Pa
     assert cells["mixed-shared-pylmq"]["param"] == "c=2+2"
     s = doc["meta"]["targets"]["mixed"]["summary"]
     assert s["ratio_pylmq_over_erlang"] > 0 and 0 < s["smaller_share_of_shared"] <= 0.5, s
+    assert 0 < s["smaller_share_of_shared_joined"] <= 0.5, s
     assert set(s["cpu_ms_per_cycle"]) == {"mixed-pylmq", "mixed-erlang", "mixed-erlang-in-node"}, s
     assert "## Mixed cluster" in (out / "results.md").read_text()
     assert "CPU ms per cycle, by process" in (out / "results.md").read_text()
@@ -81,4 +83,11 @@ def test_the_summary_takes_ratios_within_a_round_and_medians_over_rounds() -> No
     s = summary(cells)
     assert s["ratio_pylmq_over_erlang"] == 2.0  # rounds 3.0, 1.0, 2.0
     assert s["smaller_share_of_shared"] == 0.4  # rounds 0.1, 0.5, 0.4
+    assert s["smaller_share_of_shared_joined"] is None  # not measured in these rounds
     assert s["ratio_ok"] and s["share_ok"] and s["p99_ok"] and s["rounds"] == 3
+    # The Erlang side's clients on the joined node: both shares must reach a third.
+    joined = [cell("mixed-shared-joined-pylmq", 90, r) for r in (1, 2, 3)]
+    joined += [cell("mixed-shared-joined-erlang", rate, r) for r, rate in ((1, 10), (2, 20), (3, 30))]
+    s = summary(cells + joined)
+    assert s["smaller_share_of_shared_joined"] == pytest.approx(20 / 110)  # rounds 0.1, 0.18, 0.25
+    assert not s["share_ok"]

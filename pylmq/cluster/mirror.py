@@ -65,6 +65,7 @@ EVENT = A("mnesia_table_event")
 WRITE = A("write")
 DELETE = A("delete")
 DELETE_OBJECT = A("delete_object")
+TID = A("tid")
 DEFAULT_PROPS = A("default_props")
 VIRTUAL_QUEUES = A("pylmq_virtual_queues")
 
@@ -214,6 +215,11 @@ class Mirror:
         self.defaults: DefaultList = []
         self.virtual: dict[str, list[str]] = {}  # pylmq's virtual queues, shared through lmq_info
         self.seq: dict[str, int] = {}  # per queue, bumped on every change of its records
+        # When each queue's rows were last written by a transaction that is not this node's
+        # (``own_writer`` says which are: its queue runners'), by the clock above: while other
+        # nodes write a queue, this node's runner leaves its table's locks to records.
+        self.foreign_writes: dict[str, float] = {}
+        self.own_writer: Callable[[Term], bool] | None = None
         self._recording: dict[Atom, list[Term]] = {}
         self.events = 0
 
@@ -346,6 +352,15 @@ class Mirror:
                         self.listener.on_virtual()
         else:
             self._queue_row(table, op, record)
+            if self.own_writer is not None and not self._own(event):
+                self.foreign_writes[name_from_atom(table)] = self.clock()
+
+    def _own(self, event: Term) -> bool:
+        # A transaction's event carries its id, {tid, Counter, CoordinatorPid}.
+        activity = event[2] if type(event) is tuple and len(event) >= 3 else None
+        if not (type(activity) is tuple and len(activity) == 3 and activity[0] is TID):
+            return False  # a dirty write, or an event of another shape: not one of ours
+        return self.own_writer is not None and self.own_writer(activity[2])
 
     def _schema(self, op: Atom, record: Term) -> None:
         if len(record) < 2 or not isinstance(record[1], Atom):

@@ -56,7 +56,7 @@ INIT_WAIT = 10  # seconds a new runner waits for its init message (sent right af
 BATCH = 8  # calls a runner runs in one transaction, at most (see SOURCE)
 KILL_WAIT = 1.0  # seconds a timed-out call waits for its killed runner's end to say it never ran
 OK, STOP, CALL, INIT, EXIT, KILL = A("ok"), A("stop"), A("lmq_call"), A("lmq_runner_init"), A("EXIT"), A("kill")
-BATCH_NOTICE, ANSWERS = A("lmq_batch"), A("lmq_answers")
+BATCH_NOTICE, ANSWERS, TABLE_LOCK = A("lmq_batch"), A("lmq_answers"), A("lmq_table_lock")
 DOWN, NOCONNECTION = A("DOWN"), A("noconnection")
 
 # The runner. Its owner and queue come in the first message, so the parsed program is the same
@@ -84,9 +84,18 @@ DOWN, NOCONNECTION = A("DOWN"), A("noconnection")
 # client saw one answered before another was sent. ``release`` and ``put_back`` make a row due
 # now, which a dequeue behind them must see: a dequeue after one, and one after a deferred
 # ``done`` or ``retain`` (on the same delivery, maybe), start the next batch instead.
-# Any other call runs alone, in its turn. (Write-locking the table first was tried: it was no
-# faster, and Mnesia restarted one batch in five, the previous batch's lock on the other
-# replica not yet released.)
+# Any other call runs alone, in its turn.
+#
+# While this node says so (``{lmq_table_lock, true}``: no other node has written the queue
+# lately, see :meth:`QueueRunners.call`), a batch's transaction first write-locks the whole
+# table: one lock round trip to the other replicas instead of one per row, and the rows' own
+# locks are then free. It is then a ``sync_transaction``, which returns once every replica has
+# committed, and so released the table lock: otherwise the next batch's request could reach
+# another replica's lock manager first, and Mnesia restarts the younger transaction after a
+# random sleep (one batch in five, when tried). Others' transactions on the table wait for a
+# whole batch meanwhile, even an enqueue of their own row: with ``false`` it is row locks, as
+# LMQ's own transactions take them. (A sticky table lock, cheaper still, was refused: other
+# nodes' reads of the table would see their replica before the commit reached it.)
 BATCHED = ("enqueue", "dequeue", "done", "retain", "release", "put_back")
 _GUARD = "; ".join(f"F =:= {f}" for f in BATCHED)
 SOURCE = f"""
@@ -94,6 +103,7 @@ receive
     {{lmq_runner_init, Owner, Queue}} ->
         erlang:monitor_node(Owner, true),
         put(pylmq_queue_runner, {{Owner, Queue}}),
+        put(pylmq_table_lock, false),
         One = fun({{lmq_call, From, Ref, M, F, A}}) -> From ! {{Ref, catch erlang:apply(M, F, A)}} end,
         Batch = fun(Taken, Deferred) -> lists:reverse(Taken, lists:reverse(Deferred)) end,
         Take = fun Take(Taken, Deferred, 0, _) -> {{Batch(Taken, Deferred), none}};
@@ -108,24 +118,31 @@ receive
                                {{Batch(Taken, Deferred), C}};
                            {{lmq_call, _, _, lmq_lib, F, _}} = C when {_GUARD} ->
                                Take([C | Taken], Deferred, N - 1, Moved orelse F =:= release orelse F =:= put_back);
-                           {{lmq_call, _, _, _, _, _}} = C -> {{Batch(Taken, Deferred), C}}
+                           {{lmq_call, _, _, _, _, _}} = C -> {{Batch(Taken, Deferred), C}};
+                           {{lmq_table_lock, L}} -> put(pylmq_table_lock, L), Take(Taken, Deferred, N, Moved)
                        after 0 -> {{Batch(Taken, Deferred), none}}
                        end
                end,
         Run = fun([Call]) -> One(Call);
-                 ([{{lmq_call, From, Ref, _, _, _}} | _] = Calls) ->
+                 ([{{lmq_call, From, Ref, _, _, [Tab | _]}} | _] = Calls) ->
                      From ! {{lmq_batch, Ref, length(Calls)}},
-                     Txn = fun() -> [{{R, erlang:apply(M, F, A)}} || {{lmq_call, _, R, M, F, A}} <- Calls] end,
-                     case mnesia:transaction(Txn) of
+                     Calling = fun() -> [{{R, erlang:apply(M, F, A)}} || {{lmq_call, _, R, M, F, A}} <- Calls] end,
+                     Result = case get(pylmq_table_lock) of
+                         true -> mnesia:sync_transaction(fun() -> mnesia:lock({{table, Tab}}, write), Calling() end);
+                         _ -> mnesia:transaction(Calling)
+                     end,
+                     case Result of
                          {{atomic, Answers}} -> From ! {{lmq_answers, Answers}};
                          {{aborted, _}} -> lists:foreach(One, Calls)
-                     end
+                     end;
+                 (Calls) -> lists:foreach(One, Calls)
               end,
         Loop = fun Loop(Held) ->
             Next = case Held of
                 none ->
                     receive
                         {{lmq_call, _, _, _, _, _}} = C -> C;
+                        {{lmq_table_lock, L}} -> put(pylmq_table_lock, L), none;
                         {{nodedown, _}} -> normal;
                         stop -> normal
                     after {IDLE_EXIT * 1000} -> normal
@@ -134,6 +151,7 @@ receive
             end,
             case Next of
                 normal -> normal;
+                none -> Loop(none);
                 {{lmq_call, _, _, lmq_lib, F, _}} when {_GUARD} ->
                     {{Calls, Rest}} = case F =:= done orelse F =:= retain of
                         true -> Take([], [Next], {BATCH - 1}, false);
@@ -171,6 +189,7 @@ class _Runner:
     # Answers still to come from the batch it announced last: all of its calls may have
     # committed if it dies before they arrive.
     batch_left: int = 0
+    table_lock: bool = False  # what it was last told (see SOURCE)
 
 
 class QueueRunners:
@@ -190,6 +209,7 @@ class QueueRunners:
         # came in the meantime (see _settle).
         self._expired: dict[Reference, tuple[Term, BaseException | None] | None] = {}
         self.batched_calls = 0  # calls the runners announced as run in a batch (for tests and stats)
+        self._pids: set[Pid] = set()  # the runners' pids, to tell this node's writes from others'
 
     def __len__(self) -> int:
         return len(self._runners)
@@ -204,12 +224,28 @@ class QueueRunners:
         r = self._runners.get(queue)
         return None if r is None else r.pid
 
-    async def call(self, queue: str, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
+    def owns(self, pid: Term) -> bool:
+        """Whether ``pid`` is one of this node's runners (a transaction's coordinator)."""
+        return pid in self._pids
+
+    async def call(
+        self,
+        queue: str,
+        peer: str,
+        module: str,
+        function: str,
+        args: list[Term],
+        timeout: float,
+        *,
+        table_lock: bool = False,
+    ) -> Term:
         """``module:function(args)`` run by ``queue``'s runner on ``peer`` (spawned if needed; a
         runner on another peer is stopped). Raises like an rpc: NodeDown, PeerStalled (``sent``
         False: not sent), RunnerLost (its runner exited), NotRun (it exited before reaching this
         call), TimeoutError after ``timeout`` seconds in all (up to :data:`KILL_WAIT` more when
-        an older call was still unanswered); ClusterError if the function raised on the peer."""
+        an older call was still unanswered); ClusterError if the function raised on the peer.
+        ``table_lock``: the runner's batches from this call on lock the whole table (see
+        :data:`SOURCE`); the caller asks for it while no other node writes the queue."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         runner = self._runners.get(queue)
@@ -220,6 +256,9 @@ class QueueRunners:
         if conn is not None and conn.stalled:
             silence = conn.silence()
             raise PeerStalled(f"node {peer} is stalled: nothing received for {silence:.1f} s", sent=False)
+        if runner.table_lock is not table_lock:
+            self.dist.send(runner.pid, (TABLE_LOCK, table_lock))
+            runner.table_lock = table_lock
         ref = self.dist.make_ref()
         fut: asyncio.Future[Term] = loop.create_future()
         self._calls[ref] = (runner, fut)
@@ -347,6 +386,7 @@ class QueueRunners:
             raise ClusterError(f"spawning a queue runner on {peer} answered {pid!r:.300}")
         # Monitored before anything else is sent: if it dies from here on, this node hears of it.
         r = _Runner(queue, peer, pid, self._proc.monitor(pid), self.clock())
+        self._pids.add(pid)
         self.dist.send(pid, (INIT, self.dist.atom, queue.encode()))
         self._runners[queue] = r
         self._by_mref[r.mref] = r
@@ -389,6 +429,7 @@ class QueueRunners:
             self._settle(ref, entry[1], result, None)
 
     def _forget(self, r: _Runner) -> None:
+        self._pids.discard(r.pid)
         if self._runners.get(r.queue) is r:
             del self._runners[r.queue]
         if self._by_mref.pop(r.mref, None) is not None:

@@ -181,3 +181,30 @@ def test_a_page_is_the_rows_after_the_cursor_in_id_order() -> None:
     assert [msg.id for msg in t.page(None, 3)] == ids[:3]
     assert [msg.id for msg in t.page(ids[2], 4)] == ids[3:7]
     assert t.page(ids[-1], 4) == []
+
+
+def test_writes_by_transactions_of_other_nodes_are_dated_per_queue_and_this_nodes_are_not() -> None:
+    now = [100.0]
+    ours, theirs = object(), object()
+    m = Mirror(Heard(), clock=lambda: now[0])
+    m.begin(Q)
+    m.load(Q, [])
+    m.own_writer = lambda pid: pid is ours
+
+    def by(coordinator: object, event: tuple[object, ...]) -> tuple[object, ...]:
+        inner = event[1]
+        assert isinstance(inner, tuple)
+        return (EV, (inner[0], inner[1], (A("tid"), 7, coordinator)))
+
+    m.apply(by(ours, write(row(1.0, b"a" * 16))))
+    m.apply(by(ours, delete(Q, (1.0, b"a" * 16))))
+    assert m.foreign_writes == {}, "this node's runners' writes are not another node's"
+    now[0] = 105.0
+    m.apply(by(theirs, write(row(2.0, b"b" * 16))))
+    assert m.foreign_writes == {"q1": 105.0}
+    now[0] = 107.0
+    m.apply((EV, (A("delete"), (Q, (2.0, b"b" * 16)), (A("dirty"), theirs))))
+    assert m.foreign_writes == {"q1": 107.0}, "a dirty write is nobody's transaction: another node's"
+    now[0] = 109.0
+    m.apply(by(ours, write(row(3.0, b"c" * 16))))
+    assert m.foreign_writes == {"q1": 107.0}

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from pylmq.client import HttpClient
+from pylmq.cluster.cluster import SHARED_FOR
 from pylmq.cluster.records import item_to_term, message_from_term
 from pylmq.cluster.runner import QueueRunners
 from pylmq.core.message import make_item
@@ -562,6 +563,34 @@ def test_pushes_pulls_and_acks_batched_together_leave_the_mirror_and_the_erlang_
             got.append(m.body)
     assert sorted(got) == [b"late-1", b"late-2"]
     assert wait_for(size_on_pylmq, lambda n: n == 2, 10) == 2
+
+
+def runner_table_lock(node: RefNode, queue: str) -> str:
+    """What ``queue``'s runner on ``node`` was last told about locking its whole table."""
+    runners = RUNNERS_OF.format(match=f'Q =:= <<"{queue}">>')
+    flag = "element(2, lists:keyfind(pylmq_table_lock, 1, element(2, process_info(P, dictionary))))"
+    return node.eval(f"[{flag} || P <- {runners}]").strip()
+
+
+def test_a_runner_locks_its_whole_table_only_while_no_other_node_writes_the_queue(ref: RefCluster) -> None:
+    py = HttpClient(ref.py[0].url, request_timeout=30)
+    q = fresh_queue(py)
+    spawn_runner(py, q)
+    lmq1, lmq2 = ref.erl
+    assert runner_table_lock(lmq2, q) == "[true]", "expected a table lock while only pylmq writes"
+    HttpClient(lmq1.url, request_timeout=30).push(q, b"from-erlang", "text/plain")
+    # The Erlang node's write reaches pylmq's mirror as a table event; pylmq's next calls then
+    # tell the runner to leave the table to row locks.
+
+    def cycle_and_look() -> str:
+        spawn_runner(py, q)
+        return runner_table_lock(lmq2, q)
+
+    got = wait_for(cycle_and_look, lambda v: v == "[false]", 10)
+    assert got == "[false]", "expected row locks once another node wrote the queue"
+    time.sleep(SHARED_FOR + 0.5)
+    spawn_runner(py, q)
+    assert runner_table_lock(lmq2, q) == "[true]", f"expected the table lock back {SHARED_FOR} s after"
 
 
 def test_a_deleted_queues_runner_is_stopped(ref: RefCluster) -> None:

@@ -267,6 +267,7 @@ class Mirror:
         """The queue table is gone (deleted, or not in the schema after a re-scan)."""
         self._recording.pop(table, None)
         name = name_from_atom(table)
+        self.foreign_writes.pop(name, None)
         if self.tables.pop(name, None) is not None:
             self.seq.pop(name, None)
             if name in self.queue_props:

@@ -92,7 +92,9 @@ DOWN, NOCONNECTION = A("DOWN"), A("noconnection")
 # locks are then free. It is then a ``sync_transaction``, which returns once every replica has
 # committed, and so released the table lock: otherwise the next batch's request could reach
 # another replica's lock manager first, and Mnesia restarts the younger transaction after a
-# random sleep (one batch in five, when tried). Others' transactions on the table wait for a
+# random sleep (one batch in five, when tried). A batch of dequeues only is left to row
+# locks: one that finds the queue empty writes nothing, and Mnesia commits a transaction that
+# wrote nothing without waiting for the other replicas, sync or not. Others' transactions on the table wait for a
 # whole batch meanwhile, even an enqueue of their own row: with ``false`` it is row locks, as
 # LMQ's own transactions take them. (A sticky table lock, cheaper still, was refused: other
 # nodes' reads of the table would see their replica before the commit reached it.)
@@ -127,9 +129,10 @@ receive
                  ([{{lmq_call, From, Ref, _, _, [Tab | _]}} | _] = Calls) ->
                      From ! {{lmq_batch, Ref, length(Calls)}},
                      Calling = fun() -> [{{R, erlang:apply(M, F, A)}} || {{lmq_call, _, R, M, F, A}} <- Calls] end,
-                     Result = case get(pylmq_table_lock) of
+                     Writes = lists:any(fun({{lmq_call, _, _, _, F, _}}) -> F =/= dequeue end, Calls),
+                     Result = case get(pylmq_table_lock) =:= true andalso Writes of
                          true -> mnesia:sync_transaction(fun() -> mnesia:lock({{table, Tab}}, write), Calling() end);
-                         _ -> mnesia:transaction(Calling)
+                         false -> mnesia:transaction(Calling)
                      end,
                      case Result of
                          {{atomic, Answers}} -> From ! {{lmq_answers, Answers}};
@@ -244,8 +247,9 @@ class QueueRunners:
         False: not sent), RunnerLost (its runner exited), NotRun (it exited before reaching this
         call), TimeoutError after ``timeout`` seconds in all (up to :data:`KILL_WAIT` more when
         an older call was still unanswered); ClusterError if the function raised on the peer.
-        ``table_lock``: the runner's batches from this call on lock the whole table (see
-        :data:`SOURCE`); the caller asks for it while no other node writes the queue."""
+        ``table_lock``: the runner's batches lock the whole table (see :data:`SOURCE`), from
+        the batch that holds this call on; the caller asks for it while no other node writes
+        the queue."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         runner = self._runners.get(queue)
@@ -386,8 +390,8 @@ class QueueRunners:
             raise ClusterError(f"spawning a queue runner on {peer} answered {pid!r:.300}")
         # Monitored before anything else is sent: if it dies from here on, this node hears of it.
         r = _Runner(queue, peer, pid, self._proc.monitor(pid), self.clock())
-        self._pids.add(pid)
         self.dist.send(pid, (INIT, self.dist.atom, queue.encode()))
+        self._pids.add(pid)
         self._runners[queue] = r
         self._by_mref[r.mref] = r
         return r

@@ -293,11 +293,13 @@ async def test_a_batch_whose_transaction_aborts_runs_its_calls_one_by_one(
 
 
 async def run_behind_a_sleep(
-    runners: QueueRunners, name: str, peer: str, calls: list[tuple[str, list[Term]]]
+    runners: QueueRunners, name: str, peer: str, calls: list[tuple[str, list[Term]]], *, table_lock: bool = False
 ) -> list[Term | BaseException]:
     """``calls`` sent together while the runner sleeps, so that they wait together (a batch)."""
     first = asyncio.ensure_future(runners.call(name, peer, "timer", "sleep", [300], 30))
-    futs = [asyncio.ensure_future(runners.call(name, peer, "lmq_lib", f, a, 30)) for f, a in calls]
+    futs = [
+        asyncio.ensure_future(runners.call(name, peer, "lmq_lib", f, a, 30, table_lock=table_lock)) for f, a in calls
+    ]
     assert await first is OK
     return await asyncio.gather(*futs, return_exceptions=True)
 
@@ -327,6 +329,36 @@ async def test_a_batch_is_answered_in_one_message_after_its_notice(
     refs = [r for r, _ in answers]
     assert len(set(refs)) == 4 and notice[1] == refs[0], "expected the four calls' answers, the first one first"
     assert not runners._calls, "expected no call left waiting"
+    runners.close()
+
+
+async def test_a_batch_under_the_table_lock_answers_and_writes_what_its_calls_would_one_by_one(
+    ref: RefCluster, dist: Node, on_queue: OnQueue
+) -> None:
+    peer, name, atom, runners = on_queue
+    assert await runners.call(name, peer, "lmq_lib", "enqueue", enqueue_args(atom, b"a"), 10) is OK
+    delivery = message_from_term(await runners.call(name, peer, "lmq_lib", "dequeue", [atom, 30], 10))
+    calls = [
+        ("done", [atom, delivery.id[1]]),
+        ("enqueue", enqueue_args(atom, b"b")),
+        ("enqueue", enqueue_args(atom, b"c")),
+        ("dequeue", [atom, 30]),
+    ]
+    results = await run_behind_a_sleep(runners, name, peer, calls, table_lock=True)
+    assert results[:3] == [OK] * 3, results
+    assert body_of(message_from_term(results[3])) == b"b"
+    assert runners.batched_calls == 4, "expected the four calls in one batch"
+    assert await asyncio.to_thread(runner_table_lock, ref.erl[1], name) == "[true]"
+    rows = await rows_of(dist, peer, atom)  # (state, type, retry, content), in key order
+    assert [(r[0], r[3]) for r in rows if isinstance(r, tuple)] == [
+        (A("available"), ([], b"c")),
+        (A("processing"), ([], b"b")),
+    ], rows
+    # Told otherwise, the next batch takes row locks again.
+    more = [("enqueue", enqueue_args(atom, b"d")), ("dequeue", [atom, 30])]
+    results = await run_behind_a_sleep(runners, name, peer, more, table_lock=False)
+    assert results[0] is OK and body_of(message_from_term(results[1])) == b"c"
+    assert await asyncio.to_thread(runner_table_lock, ref.erl[1], name) == "[false]"
     runners.close()
 
 

@@ -92,11 +92,12 @@ DOWN, NOCONNECTION = A("DOWN"), A("noconnection")
 # locks are then free. It is then a ``sync_transaction``, which returns once every replica has
 # committed, and so released the table lock: otherwise the next batch's request could reach
 # another replica's lock manager first, and Mnesia restarts the younger transaction after a
-# random sleep (one batch in five, when tried). A batch of dequeues only is left to row
-# locks: one that finds the queue empty writes nothing, and Mnesia commits a transaction that
-# wrote nothing without waiting for the other replicas, sync or not. Others' transactions on the table wait for a
-# whole batch meanwhile, even an enqueue of their own row: with ``false`` it is row locks, as
-# LMQ's own transactions take them. (A sticky table lock, cheaper still, was refused: other
+# random sleep (one batch in five, when tried). (A batch whose dequeues all find the queue
+# empty writes nothing, and Mnesia commits it without waiting for the other replicas, sync or
+# not: the next batch may then restart once. Leaving batches of dequeues to row locks cost
+# more: they are common, when the clients' cycles fall into step.) Others' transactions on the
+# table wait for a whole batch meanwhile, even an enqueue of their own row: with ``false`` it
+# is row locks, as LMQ's own transactions take them. (A sticky table lock, cheaper still, was refused: other
 # nodes' reads of the table would see their replica before the commit reached it.)
 BATCHED = ("enqueue", "dequeue", "done", "retain", "release", "put_back")
 _GUARD = "; ".join(f"F =:= {f}" for f in BATCHED)
@@ -129,10 +130,9 @@ receive
                  ([{{lmq_call, From, Ref, _, _, [Tab | _]}} | _] = Calls) ->
                      From ! {{lmq_batch, Ref, length(Calls)}},
                      Calling = fun() -> [{{R, erlang:apply(M, F, A)}} || {{lmq_call, _, R, M, F, A}} <- Calls] end,
-                     Writes = lists:any(fun({{lmq_call, _, _, _, F, _}}) -> F =/= dequeue end, Calls),
-                     Result = case get(pylmq_table_lock) =:= true andalso Writes of
+                     Result = case get(pylmq_table_lock) of
                          true -> mnesia:sync_transaction(fun() -> mnesia:lock({{table, Tab}}, write), Calling() end);
-                         false -> mnesia:transaction(Calling)
+                         _ -> mnesia:transaction(Calling)
                      end,
                      case Result of
                          {{atomic, Answers}} -> From ! {{lmq_answers, Answers}};

@@ -352,16 +352,7 @@ class Mirror:
                     if self.listener is not None:
                         self.listener.on_virtual()
         else:
-            self._queue_row(table, op, record)
-            if self.own_writer is not None and not self._own(event):
-                self.foreign_writes[name_from_atom(table)] = self.clock()
-
-    def _own(self, event: Term) -> bool:
-        # A transaction's event carries its id, {tid, Counter, CoordinatorPid}.
-        activity = event[2] if type(event) is tuple and len(event) >= 3 else None
-        if not (type(activity) is tuple and len(activity) == 3 and activity[0] is TID):
-            return False  # a dirty write, or an event of another shape: not one of ours
-        return self.own_writer is not None and self.own_writer(activity[2])
+            self._queue_row(table, op, record, event)
 
     def _schema(self, op: Atom, record: Term) -> None:
         if len(record) < 2 or not isinstance(record[1], Atom):
@@ -397,8 +388,11 @@ class Mirror:
             if existed and self.listener is not None:
                 self.listener.on_queue_deleted(name)
 
-    def _queue_row(self, table: Atom, op: Atom, record: Term) -> None:
+    def _queue_row(self, table: Atom, op: Atom, record: Term, event: Term) -> None:
         name = name_from_atom(table)
+        owner = self.own_writer
+        if owner is not None and not _written_by(owner, event):
+            self.foreign_writes[name] = self.clock()
         t = self.tables.get(name)
         if t is None:
             return  # a table we no longer (or not yet) mirror; its load will bring it
@@ -419,6 +413,15 @@ class Mirror:
         self.seq[name] = self.seq.get(name, 0) + 1
         if self.listener is not None:
             self.listener.on_messages(name)
+
+
+def _written_by(owner: Callable[[Term], bool], event: Term) -> bool:
+    """Whether ``event`` comes from a transaction whose coordinator ``owner`` claims."""
+    # A transaction's event carries its id, {tid, Counter, CoordinatorPid}.
+    activity = event[2] if type(event) is tuple and len(event) >= 3 else None
+    if not (type(activity) is tuple and len(activity) == 3 and activity[0] is TID):
+        return False  # a dirty write, or an event of another shape: nobody's transaction
+    return owner(activity[2])
 
 
 def virtual_from_row(row: Term) -> tuple[str, list[str]] | None:

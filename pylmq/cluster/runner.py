@@ -97,8 +97,9 @@ DOWN, NOCONNECTION = A("DOWN"), A("noconnection")
 # not: the next batch may then restart once. Leaving batches of dequeues to row locks cost
 # more: they are common, when the clients' cycles fall into step.) Others' transactions on the
 # table wait for a whole batch meanwhile, even an enqueue of their own row: with ``false`` it
-# is row locks, as LMQ's own transactions take them. (A sticky table lock, cheaper still, was refused: other
-# nodes' reads of the table would see their replica before the commit reached it.)
+# is row locks, as LMQ's own transactions take them. (A sticky table lock, cheaper still, was
+# refused: other nodes' reads of the table would see their replica before the commit reached
+# it.)
 BATCHED = ("enqueue", "dequeue", "done", "retain", "release", "put_back")
 _GUARD = "; ".join(f"F =:= {f}" for f in BATCHED)
 SOURCE = f"""

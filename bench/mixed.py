@@ -11,7 +11,7 @@ on one cluster:
   queue: the two wrk processes run side by side, and each side's rate and p99 are its own;
 - ``mixed-shared-joined-pylmq`` / ``mixed-shared-joined-erlang``: the same, with the Erlang
   side's clients on the node pylmq joined (the one whose table events feed its mirror, where
-  its queue runners do not run when another node serves);
+  its queue runners do not go unless, as here, the clients of that node write the queue too);
 - ``mixed-erlang-in-node``: no HTTP and no pylmq request at all: C Erlang processes on the
   measured Erlang node call its queue process (``lmq_queue:push/pull/done``) directly. It is the
   rate LMQ's own transactions allow one queue of this cluster on this host, the ceiling of
@@ -243,7 +243,8 @@ def run_round(wrk: str, m: MixedCluster, c: int, seconds: float, tag: str, log: 
     cells.append(_in_node_cell(m, c, seconds, tag))
     log(f"    {cells[-1].target} {c}: {cells[-1].msgs_per_s} cycles/s")
     # Both at once on one queue: one wrk per side, started together. The Erlang side's clients
-    # go to the measured node (where pylmq's queue runners run), then to the node pylmq joined.
+    # go to the measured node (where pylmq's queue runners run by default), then to the node
+    # pylmq joined (where the runner of a queue its clients write goes).
     cells += _shared(wrk, f"mx{tag}-shared", c, seconds, sides, "mixed-shared", log)
     joined = [sides[0], ("erlang", m.erl[0].url, lambda: m.erl_usage(0))]
     cells += _shared(wrk, f"mx{tag}-shared-joined", c, seconds, joined, "mixed-shared-joined", log)
@@ -350,7 +351,7 @@ def summary(cells: list[Cell]) -> dict[str, Any]:
         "ratio_ok": ratio is not None and ratio >= 1.5,
         "p99_ok": p99p is not None and p99e is not None and p99p <= p99e,
         "smaller_share_of_shared": share,
-        # The Erlang side's clients on the node pylmq joined (not where its runners run).
+        # The Erlang side's clients on the node pylmq joined (its subscription node).
         "smaller_share_of_shared_joined": share_joined,
         "share_ok": share is not None and share >= 1 / 3 and (share_joined is None or share_joined >= 1 / 3),
         "rounds": len(by_round),

@@ -40,7 +40,7 @@ from pylmq.cluster.records import (
 from pylmq.core.message import MessageId, State, StoredMessage, msg_key
 from pylmq.core.props import DefaultList, RawProps
 from pylmq.core.table import RECORD_OVERHEAD, LaterCount, QueueCounts, page
-from pylmq.erlang.terms import Atom, Term
+from pylmq.erlang.terms import Atom, Pid, Term
 
 __all__ = [
     "ADMIN_TABLES",
@@ -219,6 +219,9 @@ class Mirror:
         # (``own_writer`` says which are: its queue runners'), by the clock above: while other
         # nodes write a queue, this node's runner leaves its table's locks to records.
         self.foreign_writes: dict[str, float] = {}
+        # The node whose process ran that last write (its transaction's coordinator), where
+        # known: a shared queue's runner goes there (see Cluster.queue_peers).
+        self.foreign_nodes: dict[str, str] = {}
         self.own_writer: Callable[[Term], bool] | None = None
         self._recording: dict[Atom, list[Term]] = {}
         self.events = 0
@@ -268,6 +271,7 @@ class Mirror:
         self._recording.pop(table, None)
         name = name_from_atom(table)
         self.foreign_writes.pop(name, None)
+        self.foreign_nodes.pop(name, None)
         if self.tables.pop(name, None) is not None:
             self.seq.pop(name, None)
             if name in self.queue_props:
@@ -390,12 +394,18 @@ class Mirror:
 
     def _queue_row(self, table: Atom, op: Atom, record: Term, event: Term) -> None:
         name = name_from_atom(table)
-        owner = self.own_writer
-        if owner is not None and not _written_by(owner, event):
-            self.foreign_writes[name] = self.clock()
         t = self.tables.get(name)
         if t is None:
             return  # a table we no longer (or not yet) mirror; its load will bring it
+        owner = self.own_writer
+        if owner is not None:
+            coordinator = _coordinator(event)
+            if coordinator is None or not owner(coordinator):
+                self.foreign_writes[name] = self.clock()
+                if type(coordinator) is Pid:
+                    self.foreign_nodes[name] = coordinator.node.name
+                else:
+                    self.foreign_nodes.pop(name, None)  # this last write names no node
         if op is WRITE:
             try:
                 t.put(message_from_term(record))
@@ -415,13 +425,14 @@ class Mirror:
             self.listener.on_messages(name)
 
 
-def _written_by(owner: Callable[[Term], bool], event: Term) -> bool:
-    """Whether ``event`` comes from a transaction whose coordinator ``owner`` claims."""
+def _coordinator(event: Term) -> Term | None:
+    """The coordinator of the transaction that wrote ``event``; None for a dirty write, or an
+    event of another shape: nobody's transaction."""
     # A transaction's event carries its id, {tid, Counter, CoordinatorPid}.
     activity = event[2] if type(event) is tuple and len(event) >= 3 else None
     if not (type(activity) is tuple and len(activity) == 3 and activity[0] is TID):
-        return False  # a dirty write, or an event of another shape: nobody's transaction
-    return owner(activity[2])
+        return None
+    return activity[2]
 
 
 def virtual_from_row(row: Term) -> tuple[str, list[str]] | None:

@@ -439,23 +439,26 @@ class MnesiaStore:
         module: str = "lmq_lib",
         what: str = "",
         queue: str | None = None,
+        near: str | None = None,
     ) -> tuple[Term, bool]:
         """``module:function(args)`` (``lmq_lib`` unless told) on a peer; returns (result, whether
         an earlier attempt's outcome is unknown). A transaction on ``queue``'s table is run by the
         queue's runner, on the peers in the link's order for it; other calls are rpcs to the peers
-        in turn. See the module docstring for failover. ``what`` names the operation in errors
-        (``module:function`` unless told)."""
+        in turn, or in the order of queue ``near``, whose table the rpc writes: its write then
+        comes from the node of the queue's runner, as the runner's own (another node's write
+        would send the runner there, see :meth:`PeerLink.queue_peers`). See the module docstring
+        for failover. ``what`` names the operation in errors (``module:function`` unless told)."""
         what = what or f"{module}:{function}"
         link = self._link()
         unknown = False
         peers = link.peers()
         if not peers:
             raise ClusterError(f"{what} not run: no Erlang LMQ peer is reachable{_skipped(link)}")
-        if queue is None:
+        if queue is not None or near is not None:
+            peers = link.queue_peers(queue or near or "")
+        else:
             start = next(self._turn) % len(peers)
             peers = peers[start:] + peers[:start]
-        else:
-            peers = link.queue_peers(queue)
         now = self.clock.now()
         # Peers that let a call time out lately go last: alive maybe, but slow or stalling.
         order = sorted(peers, key=lambda p: self._suspects.get(p, 0.0) > now)
@@ -619,11 +622,13 @@ class MnesiaStore:
             return await self.local.enqueue(name, item, retry, accum)
         atom = name_to_atom(name)
         args = [atom, item_to_term(item), [(A("accum"), round(accum * 1000)), (A("retry"), retry_to_term(retry))]]
-        result, _ = await self._call("enqueue", args, retry_unknown=False, queue=self._enqueue_lane(name))
+        result, _ = await self._call("enqueue", args, retry_unknown=False, queue=self._enqueue_lane(name), near=name)
         if result == NO_QUEUE:
             # Nothing was written; the queue was deleted under us: created on use, as LMQ does.
             await self.create(name)
-            result, _ = await self._call("enqueue", args, retry_unknown=False, queue=self._enqueue_lane(name))
+            result, _ = await self._call(
+                "enqueue", args, retry_unknown=False, queue=self._enqueue_lane(name), near=name
+            )
         reply = ACCUM_REPLY.get(result)
         if reply is None:
             raise ClusterError(f"lmq_lib:enqueue answered {result!r:.300}")
@@ -663,7 +668,7 @@ class MnesiaStore:
         # delivered and acked before a second write would bring it back.
         result, _ = await self._call(
             "transaction", [MNESIA_WRITE, [atom, row, WRITE]], retry_unknown=False, module="mnesia",
-            what=f"mnesia:write of a message to {name}",
+            what=f"mnesia:write of a message to {name}", near=name,
         )  # fmt: skip
         return result
 

@@ -21,7 +21,8 @@ can find it. It ends:
 
 - when this node disconnects or dies (``monitor_node``): nothing is left on the Erlang node;
 - when told to (``stop``, after the calls sent before it): the queue was idle for
-  ``idle_stop`` seconds (:meth:`QueueRunners.stop_idle`) or deleted;
+  ``idle_stop`` seconds (:meth:`QueueRunners.stop_idle`) or deleted, or its runner goes to
+  another peer (the cluster's choice, see :meth:`pylmq.cluster.cluster.Cluster.queue_peers`);
 - when killed by this node (``exit(Pid, kill)``) after a call to it timed out or its peer
   stalled, so that the calls queued behind it do not run late;
 - after :data:`IDLE_EXIT` without any message, a safety net.
@@ -38,6 +39,7 @@ may have been lost with the connection, and all are unknown (NodeDown).
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +57,10 @@ IDLE_EXIT = 600  # seconds after which a runner that received nothing ends by it
 INIT_WAIT = 10  # seconds a new runner waits for its init message (sent right after the spawn)
 BATCH = 8  # calls a runner runs in one transaction, at most (see SOURCE)
 KILL_WAIT = 1.0  # seconds a timed-out call waits for its killed runner's end to say it never ran
+# Seconds a runner's pid still counts as this node's after its end: the table events of its
+# last commits come from the mirror's subscription node, over another connection, and may
+# arrive after the end.
+RETIRED_FOR = 10.0
 OK, STOP, CALL, INIT, EXIT, KILL = A("ok"), A("stop"), A("lmq_call"), A("lmq_runner_init"), A("EXIT"), A("kill")
 BATCH_NOTICE, ANSWERS, TABLE_LOCK = A("lmq_batch"), A("lmq_answers"), A("lmq_table_lock")
 DOWN, NOCONNECTION = A("DOWN"), A("noconnection")
@@ -194,6 +200,9 @@ class _Runner:
     # committed if it dies before they arrive.
     batch_left: int = 0
     table_lock: bool = False  # what it was last told (see SOURCE)
+    born: float = 0.0  # when it was spawned, by QueueRunners.clock
+    # Its share of a settling time beyond the first (see QueueRunners.settled), drawn at spawn.
+    jitter: float = field(default_factory=random.random)
 
 
 class QueueRunners:
@@ -213,7 +222,9 @@ class QueueRunners:
         # came in the meantime (see _settle).
         self._expired: dict[Reference, tuple[Term, BaseException | None] | None] = {}
         self.batched_calls = 0  # calls the runners announced as run in a batch (for tests and stats)
-        self._pids: set[Pid] = set()  # the runners' pids, to tell this node's writes from others'
+        # The runners' pids, to tell this node's writes from others': None while one runs (or
+        # drains), then when it ended, until RETIRED_FOR later (stop_idle prunes them).
+        self._pids: dict[Pid, float | None] = {}
 
     def __len__(self) -> int:
         return len(self._runners)
@@ -227,6 +238,13 @@ class QueueRunners:
         """The pid of ``queue``'s runner, if it has one (for logs and operators)."""
         r = self._runners.get(queue)
         return None if r is None else r.pid
+
+    def settled(self, queue: str, after: float) -> bool:
+        """Whether ``queue``'s runner (if any) has run at least ``after`` seconds, and up to twice
+        that: a random share per runner, so that two nodes' runners that would each move to
+        the other's node do not move in step."""
+        r = self._runners.get(queue)
+        return r is None or self.clock() - r.born >= after * (1.0 + r.jitter)
 
     def owns(self, pid: Term) -> bool:
         """Whether ``pid`` is one of this node's runners (a transaction's coordinator)."""
@@ -334,7 +352,7 @@ class QueueRunners:
         if fut.done():
             return fut.result()  # answered, or NotRun, in the meantime
         fut.cancel()
-        if r.mref not in self._by_mref:  # no end will come to clear it (stopped, demonitored)
+        if r.mref not in self._by_mref:  # no end will come to clear it (forgotten at close)
             self._calls.pop(ref, None)
             r.calls.pop(ref, None)
         # Otherwise it stays in the order until its late answer or the runner's end: its place
@@ -390,9 +408,10 @@ class QueueRunners:
         if type(pid) is not Pid:
             raise ClusterError(f"spawning a queue runner on {peer} answered {pid!r:.300}")
         # Monitored before anything else is sent: if it dies from here on, this node hears of it.
-        r = _Runner(queue, peer, pid, self._proc.monitor(pid), self.clock())
+        now = self.clock()
+        r = _Runner(queue, peer, pid, self._proc.monitor(pid), now, born=now)
         self.dist.send(pid, (INIT, self.dist.atom, queue.encode()))
-        self._pids.add(pid)
+        self._pids[pid] = None
         self._runners[queue] = r
         self._by_mref[r.mref] = r
         return r
@@ -434,7 +453,7 @@ class QueueRunners:
             self._settle(ref, entry[1], result, None)
 
     def _forget(self, r: _Runner) -> None:
-        self._pids.discard(r.pid)
+        self._pids[r.pid] = self.clock()
         if self._runners.get(r.queue) is r:
             del self._runners[r.queue]
         if self._by_mref.pop(r.mref, None) is not None:
@@ -465,16 +484,18 @@ class QueueRunners:
         self.dist.exit(r.pid, KILL)
 
     def stop(self, queue: str) -> None:
-        """Stop ``queue``'s runner once the calls already sent to it are run (deleted, idle)."""
-        r = self._runners.get(queue)
+        """Stop ``queue``'s runner once the calls already sent to it are run (deleted, idle, or
+        moved to another peer). New calls go to a new runner; this one stays monitored, its
+        calls bounded and failed as any runner's, until its end (which comes after their
+        answers) clears it."""
+        r = self._runners.pop(queue, None)
         if r is not None:
-            self._forget(r)
             self.dist.send(r.pid, STOP)
 
     def stalled(self, peer: str) -> None:
         """``peer`` stalled: the calls in flight to its runners fail now (outcome unknown) and
         those runners are killed, so that they do not run queued calls when the peer resumes."""
-        for r in [r for r in self._runners.values() if r.peer == peer]:
+        for r in [r for r in self._by_mref.values() if r.peer == peer]:  # stopped ones too
             self._fail(r, PeerStalled(f"node {peer} stalled with the call in flight"))
             self.dist.exit(r.pid, KILL)
         self._programs.pop(peer, None)
@@ -482,14 +503,20 @@ class QueueRunners:
     def stop_idle(self) -> list[str]:
         """Stop the runners of queues without a call for ``idle_stop`` seconds; their queues. A
         call in flight is never that old: it is bounded by the rpc timeout, a few seconds."""
-        cutoff = self.clock() - self.idle_stop
+        now = self.clock()
+        cutoff = now - self.idle_stop
         idle = [q for q, r in self._runners.items() if r.last_use < cutoff and not r.calls]
         for q in idle:
             self.stop(q)
+        retired = now - RETIRED_FOR
+        for pid in [p for p, ended in self._pids.items() if ended is not None and ended < retired]:
+            del self._pids[pid]
         return idle
 
     def close(self) -> None:
         """Stop every runner (this node leaves the cluster or stops)."""
         for q in list(self._runners):
             self.stop(q)
+        for r in list(self._by_mref.values()):
+            self._forget(r)  # their ends are not waited for: this node is done with them
         self._programs.clear()

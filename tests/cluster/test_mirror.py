@@ -5,7 +5,7 @@ from __future__ import annotations
 from pylmq.cluster.mirror import LMQ_INFO, QUEUE_INFO, SCHEMA, VIRTUAL_QUEUES, Mirror, virtual_from_row
 from pylmq.cluster.records import message_from_term, message_to_term, props_from_term, props_to_term
 from pylmq.core.message import State, StoredMessage, StoredMessageType, msg_key
-from pylmq.erlang.terms import Atom
+from pylmq.erlang.terms import Atom, Pid
 
 A = Atom
 Q = A("q1")
@@ -185,7 +185,7 @@ def test_a_page_is_the_rows_after_the_cursor_in_id_order() -> None:
 
 def test_writes_by_transactions_of_other_nodes_are_dated_per_queue_and_this_nodes_are_not() -> None:
     now = [100.0]
-    ours, theirs = object(), object()
+    ours, theirs = object(), Pid(Atom("lmq1@host"), 40, 0, 1)
     m = Mirror(Heard(), clock=lambda: now[0])
     m.begin(Q)
     m.load(Q, [])
@@ -202,9 +202,14 @@ def test_writes_by_transactions_of_other_nodes_are_dated_per_queue_and_this_node
     now[0] = 105.0
     m.apply(by(theirs, write(row(2.0, b"b" * 16))))
     assert m.foreign_writes == {"q1": 105.0}
+    assert m.foreign_nodes == {"q1": "lmq1@host"}, "the node whose process wrote"
     now[0] = 107.0
-    m.apply((EV, (A("delete"), (Q, (2.0, b"b" * 16)), (A("dirty"), theirs))))
+    elsewhere = Pid(Atom("lmq2@host"), 41, 0, 1)
+    m.apply((EV, (A("delete"), (Q, (2.0, b"b" * 16)), (A("dirty"), elsewhere))))
     assert m.foreign_writes == {"q1": 107.0}, "a dirty write is nobody's transaction: another node's"
+    assert m.foreign_nodes == {}, "a dirty write names no coordinator: no node to go to"
     now[0] = 109.0
     m.apply(by(ours, write(row(3.0, b"c" * 16))))
     assert m.foreign_writes == {"q1": 107.0}
+    m.drop(Q)
+    assert m.foreign_writes == {} and m.foreign_nodes == {}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import signal
+import threading
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,10 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from pylmq.client import HttpClient
-from pylmq.cluster.cluster import SHARED_FOR
+from pylmq.client import HttpClient, PushOptions
+from pylmq.cluster.cluster import SETTLE_FOR, SHARED_FOR
 from pylmq.cluster.records import item_to_term, message_from_term
-from pylmq.cluster.runner import QueueRunners
+from pylmq.cluster.runner import RETIRED_FOR, QueueRunners
 from pylmq.core.message import make_item
 from pylmq.erlang import Atom, Node, start_node
 from pylmq.erlang.etf import EncodeError
@@ -348,7 +349,7 @@ async def test_a_batch_under_the_table_lock_answers_and_writes_what_its_calls_wo
     assert results[:3] == [OK] * 3, results
     assert body_of(message_from_term(results[3])) == b"b"
     assert runners.batched_calls == 4, "expected the four calls in one batch"
-    assert await asyncio.to_thread(runner_table_lock, ref.erl[1], name) == "[true]"
+    assert await asyncio.to_thread(runner_table_lock, ref.erl[1:], name) == "[true]"
     rows = await rows_of(dist, peer, atom)  # (state, type, retry, content), in key order
     assert [(r[0], r[3]) for r in rows if isinstance(r, tuple)] == [
         (A("available"), ([], b"c")),
@@ -358,7 +359,7 @@ async def test_a_batch_under_the_table_lock_answers_and_writes_what_its_calls_wo
     more = [("enqueue", enqueue_args(atom, b"d")), ("dequeue", [atom, 30])]
     results = await run_behind_a_sleep(runners, name, peer, more, table_lock=False)
     assert results[0] is OK and body_of(message_from_term(results[1])) == b"c"
-    assert await asyncio.to_thread(runner_table_lock, ref.erl[1], name) == "[false]"
+    assert await asyncio.to_thread(runner_table_lock, ref.erl[1:], name) == "[false]"
     runners.close()
 
 
@@ -524,6 +525,44 @@ async def test_runners_of_queues_idle_past_the_limit_are_stopped_on_the_erlang_n
     runners.close()
 
 
+async def test_a_runner_stopped_with_calls_in_flight_runs_them_and_stays_this_nodes_until_after_its_end(
+    ref: RefCluster, dist: Node
+) -> None:
+    # What a move to another peer does to the runner it leaves: its calls still run and are
+    # answered, and its pid still counts as this node's (the table events of its last commits
+    # may come after its end) until RETIRED_FOR after the end, which it must be told of.
+    peer0, peer1 = ref.erl[0].name, ref.erl[1].name
+    now = [1000.0]
+    runners = QueueRunners(dist, clock=lambda: now[0])
+    name, atom = await new_queue(dist, peer1)
+    try:
+        assert await runners.call(name, peer1, "lmq_lib", "enqueue", enqueue_args(atom, b"first"), 30) is OK
+        old = runners.pid_of(name)
+        assert old is not None and runners.owns(old)
+        sent = [
+            asyncio.ensure_future(runners.call(name, peer1, "lmq_lib", "enqueue", enqueue_args(atom, b"m%d" % i), 30))
+            for i in range(40)
+        ]
+        await asyncio.sleep(0)  # every one sent to the runner on peer1
+        assert await runners.call(name, peer0, "lmq_lib", "enqueue", enqueue_args(atom, b"moved"), 30) is OK
+        assert await asyncio.gather(*sent) == [OK] * 40
+        assert runners.peer_of(name) == peer0 and runners.owns(old)
+        gone = await asyncio.to_thread(wait_for, lambda: runners_on(ref.erl[1], name), lambda r: r == [], 10)
+        assert gone == [], "expected the stopped runner to end once its calls ran"
+        size = await dist.rpc(peer1, "mnesia", "table_info", [atom, A("size")], 10)
+        assert size == 42, "every call sent to either runner ran once"
+        await asyncio.sleep(0.5)  # its end (DOWN) comes right after
+        runners.stop_idle()
+        assert runners.owns(old), "a pid that just ended still counts as this node's"
+        now[0] += RETIRED_FOR + 1
+        runners.stop_idle()
+        assert not runners.owns(old), "forgotten RETIRED_FOR after its end (which this node heard)"
+        new = runners.pid_of(name)
+        assert new is not None and runners.owns(new)
+    finally:
+        runners.close()
+
+
 # ------------------------------------------------------------------ the pylmq node, as a process
 
 
@@ -597,32 +636,125 @@ def test_pushes_pulls_and_acks_batched_together_leave_the_mirror_and_the_erlang_
     assert wait_for(size_on_pylmq, lambda n: n == 2, 10) == 2
 
 
-def runner_table_lock(node: RefNode, queue: str) -> str:
-    """What ``queue``'s runner on ``node`` was last told about locking its whole table."""
+def runner_table_lock(nodes: list[RefNode], queue: str) -> str:
+    """What ``queue``'s runners on ``nodes`` were last told about locking their whole table."""
     runners = RUNNERS_OF.format(match=f'Q =:= <<"{queue}">>')
     flag = "element(2, lists:keyfind(pylmq_table_lock, 1, element(2, process_info(P, dictionary))))"
-    return node.eval(f"[{flag} || P <- {runners}]").strip()
+    return "".join(node.eval(f"[{flag} || P <- {runners}]").strip() for node in nodes).replace("[]", "")
 
 
 def test_a_runner_locks_its_whole_table_only_while_no_other_node_writes_the_queue(ref: RefCluster) -> None:
     py = HttpClient(ref.py[0].url, request_timeout=30)
     q = fresh_queue(py)
     spawn_runner(py, q)
-    lmq1, lmq2 = ref.erl
-    assert runner_table_lock(lmq2, q) == "[true]", "expected a table lock while only pylmq writes"
+    lmq1 = ref.erl[0]
+    assert runner_table_lock(ref.erl, q) == "[true]", "expected a table lock while only pylmq writes"
     HttpClient(lmq1.url, request_timeout=30).push(q, b"from-erlang", "text/plain")
     # The Erlang node's write reaches pylmq's mirror as a table event; pylmq's next calls then
-    # tell the runner to leave the table to row locks.
+    # tell the runner (wherever it is: it may go to lmq1, the writer's node) to leave the table
+    # to row locks.
 
     def cycle_and_look() -> str:
         spawn_runner(py, q)
-        return runner_table_lock(lmq2, q)
+        return runner_table_lock(ref.erl, q)
 
     got = wait_for(cycle_and_look, lambda v: v == "[false]", 10)
     assert got == "[false]", "expected row locks once another node wrote the queue"
     time.sleep(SHARED_FOR + 0.5)
     spawn_runner(py, q)
-    assert runner_table_lock(lmq2, q) == "[true]", f"expected the table lock back {SHARED_FOR} s after"
+    assert runner_table_lock(ref.erl, q) == "[true]", f"expected the table lock back {SHARED_FOR} s after"
+
+
+def test_a_shared_queues_runner_goes_to_the_node_of_the_other_writers_and_follows_them(ref: RefCluster) -> None:
+    py = HttpClient(ref.py[0].url, request_timeout=30)
+    q = fresh_queue(py)
+    lmq1, lmq2 = ref.erl
+    pushed: list[bytes] = []
+    pulled: list[bytes] = []
+
+    def push(url: str, body: bytes) -> None:
+        HttpClient(url, request_timeout=30).push(q, body, "text/plain")
+        pushed.append(body)
+
+    def cycle() -> None:
+        # Writes by pylmq alone: its runner's, which never move it.
+        push(ref.py[0].url, b"py-%d" % len(pushed))
+        got = py.pull(q, 5)
+        assert got is not None
+        pulled.append(got.body)
+        py.ack(q, got.id)
+
+    def placed() -> tuple[int, int]:
+        cycle()
+        return len(runners_on(lmq1, q)), len(runners_on(lmq2, q))
+
+    # pylmq alone: the runner goes to lmq2 (lmq1 feeds pylmq's mirror), and stays there.
+    assert placed() == (0, 1)
+    time.sleep(SETTLE_FOR + 0.2)
+    assert placed() == (0, 1), "pylmq's own writes must not move its runner"
+    push(lmq1.url, b"from-lmq1")
+    got = wait_for(placed, lambda v: v == (1, 0), 10)
+    moved = time.monotonic()
+    assert got == (1, 0), "expected the runner beside lmq1's writes, and none left on lmq2"
+    # Another writer, on the other node: the runner follows, once settled (SETTLE_FOR).
+    push(lmq2.url, b"from-lmq2")
+    early = placed()
+    if time.monotonic() - moved < SETTLE_FOR - 0.5:  # else the host was too slow to tell
+        assert early == (1, 0), "a runner must stay SETTLE_FOR seconds before it moves again"
+    time.sleep(SETTLE_FOR + 0.2)
+    push(lmq2.url, b"from-lmq2, still writing")  # the last one is SHARED_FOR old by now
+    got = wait_for(placed, lambda v: v == (0, 1), 10)
+    assert got == (0, 1), "expected the runner to follow the writes to lmq2"
+    while (left := py.pull(q, 0)) is not None:
+        pulled.append(left.body)
+        py.ack(q, left.id)
+    assert sorted(pulled) == sorted(pushed), "every message served once across the moves"
+
+
+def test_a_moved_runner_stays_under_pylmq_s_own_load_and_pushes_with_options(ref: RefCluster) -> None:
+    # The writes that must not move a runner again: those of the runner it left (still
+    # running the calls sent to it, their table events maybe later than its end) and pushes
+    # with options (an rpc of their own, whose coordinator pylmq does not know).
+    py = HttpClient(ref.py[0].url, request_timeout=30)
+    q = fresh_queue(py)
+    lmq1, lmq2 = ref.erl
+    spawn_runner(py, q)
+    assert len(runners_on(lmq2, q)) == 1
+    time.sleep(SETTLE_FOR * 2 + 0.2)  # settled, at most twice SETTLE_FOR
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def cycles() -> None:
+        client = HttpClient(ref.py[0].url, request_timeout=30)
+        try:
+            while not stop.is_set():
+                client.push(q, b"load", "text/plain")
+                if (got := client.pull(q, 1)) is not None:
+                    client.ack(q, got.id)
+                client.push_with(q, b"later", "text/plain", PushOptions(delay=600))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=cycles) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        HttpClient(lmq1.url, request_timeout=30).push(q, b"from-lmq1", "text/plain")
+        # The move, with calls in flight to the runner it leaves on lmq2.
+        assert wait_for(lambda: len(runners_on(lmq1, q)), lambda n: n == 1, 10) == 1
+        seen = []
+        deadline = time.monotonic() + SETTLE_FOR * 2 + SHARED_FOR + 1
+        while time.monotonic() < deadline:
+            seen.append((len(runners_on(lmq1, q)), len(runners_on(lmq2, q))))
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not errors, errors
+    # Right after the move, the runner on lmq2 may still be draining; after that, never again.
+    settled = seen[seen.index((1, 0)) :] if (1, 0) in seen else seen
+    assert settled and all(s == (1, 0) for s in settled), f"the runner moved again: {seen}"
 
 
 def test_a_deleted_queues_runner_is_stopped(ref: RefCluster) -> None:

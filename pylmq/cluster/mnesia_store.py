@@ -266,7 +266,7 @@ class PeerLink(Protocol):
 
     def queue_peers(self, queue: str) -> list[str]:
         """:meth:`peers` in the order to try them for a transaction on ``queue``: the peer of its
-        runner first."""
+        runner first, or the peer it is to go to (another writer's node, for a shared queue)."""
         ...
 
     async def run(self, queue: str, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
@@ -472,10 +472,12 @@ class MnesiaStore:
                 try:
                     return await link.run(queue, peer, module, function, args, self.rpc_timeout), unknown
                 except NotRun:
-                    # Its runner was killed before reaching it (a call ahead of it timed out):
-                    # nothing was done. Sent again as an rpc of its own, not queued in a new
-                    # runner behind the same kind of transaction.
+                    # Its runner was killed before reaching it (a call ahead of it timed out), or
+                    # stopped: nothing was done. Sent again as an rpc of its own, not queued in a
+                    # new runner behind the same kind of transaction, to the node of the queue's
+                    # runner now (a write from elsewhere would send the runner there).
                     began = loop.time()
+                    peer = next(iter(link.queue_peers(queue)), peer)
                     return await link.rpc(peer, module, function, args, self.rpc_timeout), unknown
             except (NodeDown, TimeoutError) as e:
                 if isinstance(e, PeerStalled) and not e.sent:

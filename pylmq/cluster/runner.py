@@ -8,8 +8,9 @@ locks (``dequeue`` and ``done`` read-lock the whole table; Mnesia restarts the l
 random sleep). Held back on this node until the previous one answered, each costs a network
 round trip and a pass through this node's event loop on the queue's serial path. A runner takes
 them in the order they were sent and starts the next one as soon as the previous one returned:
-one transaction of this node in flight per queue, and no round trip in between, with several
-requests in flight to it at once (pipelined). Those that wait together run in one transaction.
+one transaction of this node in flight per queue (two for a moment while a runner that moved
+to another peer finishes its calls), and no round trip in between, with several requests in
+flight to it at once (pipelined). Those that wait together run in one transaction.
 
 Nothing is loaded on the Erlang node: the runner is a short Erlang expression (:data:`SOURCE`),
 scanned and parsed by the peer's own ``erl_scan``/``erl_parse`` and run by ``erl_eval`` in a
@@ -63,7 +64,7 @@ KILL_WAIT = 1.0  # seconds a timed-out call waits for its killed runner's end to
 RETIRED_FOR = 10.0
 OK, STOP, CALL, INIT, EXIT, KILL = A("ok"), A("stop"), A("lmq_call"), A("lmq_runner_init"), A("EXIT"), A("kill")
 BATCH_NOTICE, ANSWERS, TABLE_LOCK = A("lmq_batch"), A("lmq_answers"), A("lmq_table_lock")
-DOWN, NOCONNECTION = A("DOWN"), A("noconnection")
+DOWN, NOCONNECTION, NORMAL = A("DOWN"), A("noconnection"), A("normal")
 
 # The runner. Its owner and queue come in the first message, so the parsed program is the same
 # for every queue and parsed once per peer. ``erlang:yield()`` after each call lets the peer's
@@ -385,7 +386,8 @@ class QueueRunners:
             starting.set_result(r)
             return r
         r = await asyncio.shield(starting)
-        if r.peer != peer:
+        if r.peer != peer or self._runners.get(queue) is not r:
+            # Another caller, woken first, wanted another peer and stopped it already.
             return await self._runner(queue, peer, timeout)
         return r
 
@@ -439,6 +441,10 @@ class QueueRunners:
                 if reason is NOCONNECTION:
                     # Answers sent before the connection broke may be lost with it: all unknown.
                     self._fail(r, NodeDown(f"node {r.peer} went down"))
+                elif reason is NORMAL:
+                    # It ends normally only between calls (told to stop, its owner gone): after
+                    # every answer it sent, so a call left (sent as it was being stopped) never ran.
+                    self._fail(r, NotRun(f"not run: the queue runner of {r.queue} on {r.peer} had stopped"))
                 else:
                     why = reason.name if isinstance(reason, Atom) else f"{reason!r:.200}"
                     self._fail(r, RunnerLost(f"the queue runner of {r.queue} on {r.peer} exited: {why}"), ordered=True)

@@ -563,6 +563,27 @@ async def test_a_runner_stopped_with_calls_in_flight_runs_them_and_stays_this_no
         runners.close()
 
 
+async def test_callers_waiting_for_a_new_runner_that_want_different_peers_each_get_a_runner_that_runs_their_call(
+    ref: RefCluster, dist: Node
+) -> None:
+    # A move decided while a runner was being spawned: the first caller woken stops the new
+    # runner to go elsewhere; the next must not send its call to the stopped one.
+    peer0, peer1 = ref.erl[0].name, ref.erl[1].name
+    runners = QueueRunners(dist)
+    name, atom = await new_queue(dist, peer1)
+    try:
+        # A call the runner runs alone (not in a batch, which would take the next call in
+        # with it, stop or not): then it reads its mailbox in order, the stop first.
+        spawning = asyncio.ensure_future(runners.call(name, peer1, "lmq_lib", "first", [atom], 30))
+        await asyncio.sleep(0)  # its spawn under way: the next two wait for it
+        elsewhere = asyncio.ensure_future(runners.call(name, peer0, "lmq_lib", "enqueue", enqueue_args(atom, b"b"), 30))
+        here = asyncio.ensure_future(runners.call(name, peer1, "lmq_lib", "enqueue", enqueue_args(atom, b"c"), 30))
+        assert list(await asyncio.gather(spawning, elsewhere, here)) == [EMPTY, OK, OK]
+        assert await dist.rpc(peer1, "mnesia", "table_info", [atom, A("size")], 10) == 2
+    finally:
+        runners.close()
+
+
 # ------------------------------------------------------------------ the pylmq node, as a process
 
 

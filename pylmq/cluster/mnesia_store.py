@@ -66,8 +66,8 @@ fallbacks, in order.
 An enqueue goes as an rpc of its own while the queue's runner is held up (its oldest call
 unanswered for :data:`RUNNER_HELD`): under a flood of concurrent transactions from Erlang
 clients Mnesia can restart a table transaction for longer than ``rpc_timeout``, and a push
-queued behind it would wait that long. The row write of a push with per-message options is
-always an rpc of its own (rare, not on the cycle).
+queued behind it would wait that long. The row write of a push with per-message options takes
+the same lane.
 
 In the cluster the store refuses props the Erlang nodes cannot serve (:func:`erlang_props_problem`),
 before anything reaches Mnesia: they would store them, then fail on every request that shows them.
@@ -667,10 +667,13 @@ class MnesiaStore:
 
     async def _write(self, name: str, atom: Atom, row: Term) -> Term:
         # Not retried when its outcome is unknown, as enqueue: a row due now may have been
-        # delivered and acked before a second write would bring it back.
+        # delivered and acked before a second write would bring it back. In the enqueue's lane:
+        # the runner's write is this node's, while an rpc's coordinator is a process pylmq does
+        # not know, and its write would count as another node's (the table lock off for a while,
+        # and the node recorded as the queue's other writer in place of the one that is).
         result, _ = await self._call(
             "transaction", [MNESIA_WRITE, [atom, row, WRITE]], retry_unknown=False, module="mnesia",
-            what=f"mnesia:write of a message to {name}", near=name,
+            what=f"mnesia:write of a message to {name}", queue=self._enqueue_lane(name), near=name,
         )  # fmt: skip
         return result
 

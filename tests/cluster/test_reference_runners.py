@@ -686,6 +686,21 @@ def test_a_runner_locks_its_whole_table_only_while_no_other_node_writes_the_queu
     assert runner_table_lock(ref.erl, q) == "[true]", f"expected the table lock back {SHARED_FOR} s after"
 
 
+def test_a_push_with_options_is_this_nodes_write_and_leaves_the_table_lock_on(ref: RefCluster) -> None:
+    # Run by the queue's runner, as an enqueue: an rpc's coordinator is a process pylmq does not
+    # know, so its write would count as another node's (row locks for SHARED_FOR seconds) and
+    # would replace the node of the queue's real other writer with the rpc's.
+    py = HttpClient(ref.py[0].url, request_timeout=30)
+    q = fresh_queue(py)
+    spawn_runner(py, q)
+    for _ in range(3):
+        py.push_with(q, b"later", "text/plain", PushOptions(delay=600))
+    time.sleep(0.5)  # the table events of the writes, in by now
+    spawn_runner(py, q)  # calls that tell the runner whether to lock its table
+    assert runner_table_lock(ref.erl, q) == "[true]", "a push with options counted as another node's write"
+    assert ref.erl[0].eval(f"mnesia:table_info('{q}', size)").strip() == "3", "expected the three delayed rows"
+
+
 def test_a_shared_queues_runner_goes_to_the_node_of_the_other_writers_and_follows_them(ref: RefCluster) -> None:
     py = HttpClient(ref.py[0].url, request_timeout=30)
     q = fresh_queue(py)
@@ -737,7 +752,7 @@ def test_a_shared_queues_runner_goes_to_the_node_of_the_other_writers_and_follow
 def test_a_moved_runner_stays_under_pylmq_s_own_load_and_pushes_with_options(ref: RefCluster) -> None:
     # The writes that must not move a runner again: those of the runner it left (still
     # running the calls sent to it, their table events maybe later than its end) and pushes
-    # with options (an rpc of their own, whose coordinator pylmq does not know).
+    # with options (the runner's, not rpcs of their own, whose coordinator pylmq does not know).
     py = HttpClient(ref.py[0].url, request_timeout=30)
     q = fresh_queue(py)
     lmq1, lmq2 = ref.erl
@@ -762,9 +777,17 @@ def test_a_moved_runner_stays_under_pylmq_s_own_load_and_pushes_with_options(ref
     for t in threads:
         t.start()
     try:
-        HttpClient(lmq1.url, request_timeout=30).push(q, b"from-lmq1", "text/plain")
+        lmq1_client = HttpClient(lmq1.url, request_timeout=30)
+
+        def lmq1_writes() -> int:
+            # As LMQ's clients there would go on writing: a push around a held-up runner (an
+            # rpc of pylmq's own, counted as written by the runner's node) can hide one write.
+            lmq1_client.push(q, b"from-lmq1", "text/plain")
+            time.sleep(0.2)
+            return len(runners_on(lmq1, q))
+
         # The move, with calls in flight to the runner it leaves on lmq2.
-        assert wait_for(lambda: len(runners_on(lmq1, q)), lambda n: n == 1, 10) == 1
+        assert wait_for(lmq1_writes, lambda n: n == 1, 10) == 1
         seen = []
         deadline = time.monotonic() + SETTLE_FOR * 2 + SHARED_FOR + 1
         while time.monotonic() < deadline:

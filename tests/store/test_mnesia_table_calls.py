@@ -98,7 +98,7 @@ async def answered(link: ScriptedLink, task: asyncio.Task[object], answer: Term)
     return await task
 
 
-async def test_a_queues_transactions_go_to_its_runner_and_delayed_writes_are_rpcs_of_their_own(
+async def test_a_queues_transactions_and_delayed_writes_go_to_its_runner(
     store: MnesiaStore,
 ) -> None:
     link = joined(store)
@@ -111,11 +111,12 @@ async def test_a_queues_transactions_go_to_its_runner_and_delayed_writes_are_rpc
     for op in (store.done("q", b"u"), store.retain("q", b"u", 5), store.release("q", b"u"), store.put_back("q", b"u")):
         assert await answered(link, loop.create_task(op), OK) is True
     got = [(s.queue, s.module, s.function) for s in link.sent]
-    assert got[:2] == [("q", "lmq_lib", "enqueue"), (None, "mnesia", "transaction")]
+    # The delayed write too: an rpc's write would count as another node's (its coordinator is a
+    # process this node does not know).
+    assert got[:2] == [("q", "lmq_lib", "enqueue"), ("q", "mnesia", "transaction")]
     table = ["dequeue", "done", "retain", "release", "put_back"]
     assert got[2:] == [("q", "lmq_lib", f) for f in table]
-    runner_calls = [link.sent[0], *link.sent[2:]]
-    assert {s.peer for s in runner_calls} == {"lmq2@h"}, "expected the first peer of the link's order for q"
+    assert {s.peer for s in link.sent} == {"lmq2@h"}, "expected the first peer of the link's order for q"
     await answered(link, loop.create_task(store.create("other")), [])  # queue_info: it exists
     assert link.sent[-1].queue is None, "expected a call on no queue's table to be a plain rpc"
 
@@ -169,7 +170,7 @@ async def test_a_queue_call_is_bounded_failed_over_and_its_503_names_the_operati
     assert "lmq4@h (silent 3.0 s)" in detail, "expected the peers left out as stalled named too"
 
 
-async def test_an_enqueue_does_not_queue_behind_a_held_up_runner(store: MnesiaStore) -> None:
+async def test_an_enqueue_or_a_push_with_options_does_not_queue_behind_a_held_up_runner(store: MnesiaStore) -> None:
     link = joined(store)
     store.mirror.queue_props["q"] = {}
     loop = asyncio.get_running_loop()
@@ -178,6 +179,12 @@ async def test_an_enqueue_does_not_queue_behind_a_held_up_runner(store: MnesiaSt
     link.runner_waited = RUNNER_HELD  # its oldest call waits: Mnesia is restarting it
     await answered(link, loop.create_task(store.enqueue("q", make_item(b"b"), 2, 0.0)), OK)
     assert [s.queue for s in link.sent] == ["q", None], "expected the second enqueue sent as an rpc of its own"
+    # A push with options takes the same lane.
+    delayed = PushOptions(not_before=1e12)
+    await answered(link, loop.create_task(store.push("q", make_item(b"c"), 2, delayed)), (A("atomic"), OK))
+    link.runner_waited = RUNNER_HELD - 0.01
+    await answered(link, loop.create_task(store.push("q", make_item(b"d"), 2, delayed)), (A("atomic"), OK))
+    assert [s.queue for s in link.sent[2:]] == [None, "q"], "expected a push with options in the enqueue's lane"
 
 
 async def test_a_call_its_runner_never_reached_is_sent_again_as_an_rpc_even_an_enqueue(store: MnesiaStore) -> None:

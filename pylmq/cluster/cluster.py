@@ -233,7 +233,22 @@ class Cluster:
         return {n: s for n, s in self.dist.stalled_nodes().items() if n in members}
 
     async def rpc(self, peer: str, module: str, function: str, args: list[Term], timeout: float) -> Term:
-        return await self.dist.rpc(peer, module, function, args, timeout)
+        # In a process spawned for the call, whose pid this node learns before it runs (rex
+        # would run it in a process of its own choosing): the queue table rows it writes (a
+        # push around a held-up runner, a call sent again after NotRun) are then this node's
+        # in the mirror, not another node's, which would turn the runner's table lock off and
+        # could send it elsewhere (see queue_peers).
+        spawned: list[Pid] = []
+
+        def adopt(pid: Pid) -> None:
+            spawned.append(pid)
+            self.runners.adopt(pid)
+
+        try:
+            return await self.dist.spawn_call(peer, module, function, args, timeout, spawned=adopt)
+        finally:
+            for pid in spawned:
+                self.runners.retire(pid)
 
     def _other_writer(self, queue: str) -> str | None:
         """The node of another node's last write to ``queue`` if it was within SHARED_FOR

@@ -445,8 +445,10 @@ class MnesiaStore:
         an earlier attempt's outcome is unknown). A transaction on ``queue``'s table is run by the
         queue's runner, on the peers in the link's order for it; other calls are rpcs to the peers
         in turn, or in the order of queue ``near``, whose table the rpc writes: its write then
-        comes from the node of the queue's runner, as the runner's own (another node's write
-        would send the runner there, see :meth:`PeerLink.queue_peers`). See the module docstring
+        comes from the node of the queue's runner. (The link runs an rpc in a process whose pid
+        it learns, so the write counts as this node's; but on a peer without spawn requests,
+        before OTP 23, it counts as another node's, and from elsewhere it would send the runner
+        there, see :meth:`PeerLink.queue_peers`.) See the module docstring
         for failover. ``what`` names the operation in errors (``module:function`` unless told)."""
         what = what or f"{module}:{function}"
         link = self._link()
@@ -475,7 +477,7 @@ class MnesiaStore:
                     # Its runner was killed before reaching it (a call ahead of it timed out), or
                     # stopped: nothing was done. Sent again as an rpc of its own, not queued in a
                     # new runner behind the same kind of transaction, to the node of the queue's
-                    # runner now (a write from elsewhere would send the runner there).
+                    # runner now (see ``near`` above).
                     began = loop.time()
                     peer = next(iter(link.queue_peers(queue)), peer)
                     return await link.rpc(peer, module, function, args, self.rpc_timeout), unknown
@@ -667,10 +669,10 @@ class MnesiaStore:
 
     async def _write(self, name: str, atom: Atom, row: Term) -> Term:
         # Not retried when its outcome is unknown, as enqueue: a row due now may have been
-        # delivered and acked before a second write would bring it back. In the enqueue's lane:
-        # the runner's write is this node's, while an rpc's coordinator is a process pylmq does
-        # not know, and its write would count as another node's (the table lock off for a while,
-        # and the node recorded as the queue's other writer in place of the one that is).
+        # delivered and acked before a second write would bring it back. In the enqueue's lane,
+        # as an enqueue: behind the runner's batches instead of fighting them over the table's
+        # locks. (Sent through rex, as it was, its write also counted as another node's: the
+        # table lock off, and the node of the queue's real other writer replaced.)
         result, _ = await self._call(
             "transaction", [MNESIA_WRITE, [atom, row, WRITE]], retry_unknown=False, module="mnesia",
             what=f"mnesia:write of a message to {name}", queue=self._enqueue_lane(name), near=name,

@@ -223,8 +223,9 @@ class QueueRunners:
         # came in the meantime (see _settle).
         self._expired: dict[Reference, tuple[Term, BaseException | None] | None] = {}
         self.batched_calls = 0  # calls the runners announced as run in a batch (for tests and stats)
-        # The runners' pids, to tell this node's writes from others': None while one runs (or
-        # drains), then when it ended, until RETIRED_FOR later (stop_idle prunes them).
+        # The runners' pids, and those of the processes that ran this node's rpcs (adopt), to
+        # tell this node's writes from others': None while one runs (or drains), then when it
+        # ended, until RETIRED_FOR later (stop_idle prunes them).
         self._pids: dict[Pid, float | None] = {}
 
     def __len__(self) -> int:
@@ -248,8 +249,19 @@ class QueueRunners:
         return r is None or self.clock() - r.born >= after * (1.0 + r.jitter)
 
     def owns(self, pid: Term) -> bool:
-        """Whether ``pid`` is one of this node's runners (a transaction's coordinator)."""
+        """Whether ``pid`` (a transaction's coordinator) is one of this node's runners, or ran
+        one of its rpcs (:meth:`adopt`)."""
         return pid in self._pids
+
+    def adopt(self, pid: Pid) -> None:
+        """``pid`` runs a call of this node's on a peer (not a runner): its writes are this
+        node's until RETIRED_FOR after :meth:`retire`."""
+        self._pids[pid] = None
+
+    def retire(self, pid: Pid) -> None:
+        """The call that ``pid`` ran was answered or given up."""
+        if pid in self._pids:
+            self._pids[pid] = self.clock()
 
     async def call(
         self,

@@ -27,7 +27,7 @@ from typing import Any
 from pylmq.erlang import epmd, services
 from pylmq.erlang.connection import Connection
 from pylmq.erlang.control import Op
-from pylmq.erlang.flags import PYLMQ_FLAGS
+from pylmq.erlang.flags import PYLMQ_FLAGS, Flag
 from pylmq.erlang.net_kernel import NetKernel, frame_for
 from pylmq.erlang.process import Dest, Handler, Process
 from pylmq.erlang.terms import Atom, Pid, Reference, Term
@@ -44,6 +44,7 @@ KILL = A("kill")
 KILLED = A("killed")
 NOPROC = A("noproc")
 NOCONNECTION = A("noconnection")
+IO_REQUEST, IO_REPLY, PUT_CHARS, OK_ATOM = A("io_request"), A("io_reply"), A("put_chars"), A("ok")
 DOWN = A("DOWN")
 EXIT = A("EXIT")
 PROCESS = A("process")
@@ -53,6 +54,10 @@ CALL = A("call")
 USER = A("user")
 REX = A("rex")
 BADRPC = A("badrpc")
+ERPC, EXECUTE_CALL, MONITOR = A("erpc"), A("execute_call"), A("monitor")
+RETURN, THROW, EXIT_CLASS, ERROR = A("return"), A("throw"), A("exit"), A("error")
+NOCONNECTION = A("noconnection")
+IO_REQUEST, IO_REPLY, PUT_CHARS, OK_ATOM = A("io_request"), A("io_reply"), A("put_chars"), A("ok")
 
 
 def _atom(x: Atom | str) -> Atom:
@@ -94,6 +99,9 @@ class Node:
         self._processes: dict[Pid, Process] = {}
         self._names: dict[Atom, Process] = {}
         self._calls: dict[Reference, tuple[str | None, asyncio.Future[Term]]] = {}
+        # spawn_call()s waiting for their process's pid (SPAWN_REPLY) or end (its DOWN): each
+        # one's callback for the pid.
+        self._spawn_calls: dict[Reference, Callable[[Pid], None] | None] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.net_kernel = NetKernel(self)
         self.functions: dict[tuple[Atom, Atom], Callable[..., Any]] = {}
@@ -405,7 +413,20 @@ class Node:
         elif len(msg) == 5 and msg[0] is DOWN:
             entry = self._calls.pop(msg[1], None)
             if entry is not None and not entry[1].done():
-                entry[1].set_exception(RemoteError(f"{msg[3]!r} is gone: {msg[4]!r}", msg[4]))
+                if msg[1] in self._spawn_calls:
+                    entry[1].set_result(msg[4])  # a spawn_call's process ended: its result
+                else:
+                    entry[1].set_exception(RemoteError(f"{msg[3]!r} is gone: {msg[4]!r}", msg[4]))
+        elif len(msg) == 4 and msg[0] is IO_REQUEST and type(msg[1]) is Pid:
+            # This process is the group leader of spawn_call()'s processes: output goes to the
+            # log, input is refused, and the caller never waits for an answer that would not come.
+            request = msg[3]
+            if type(request) is tuple and request and request[0] is PUT_CHARS:
+                log.info("output of a call on node %s: %r", msg[1].node.name, request[1:])
+                answer: Term = OK_ATOM
+            else:
+                answer = (ERROR, A("enotsup"))
+            self.send(msg[1], (IO_REPLY, msg[2], answer), sender=_proc.pid)
 
     async def rpc(
         self, peer: str, module: Atom | str, function: Atom | str, args: list[Term], timeout: float = 30.0
@@ -435,6 +456,75 @@ class Node:
         if type(result) is tuple and len(result) == 2 and result[0] is BADRPC:
             raise RemoteError(f"rpc {module}:{function} on {peer} failed: {result[1]!r:.300}", result[1])
         return result
+
+    async def spawn_call(
+        self,
+        peer: str,
+        module: Atom | str,
+        function: Atom | str,
+        args: list[Term],
+        timeout: float = 30.0,
+        spawned: Callable[[Pid], None] | None = None,
+    ) -> Term:
+        """:meth:`rpc`, run as OTP 23+'s ``rpc:call`` runs it: in a process spawned for the call
+        on the peer (a spawn request of ``erpc:execute_call``, monitored; the result comes as its
+        exit reason). ``spawned`` gets that process's pid before it runs the call (when the
+        peer's spawn reply arrives), so that what it does can be told apart as this node's: a
+        Mnesia transaction's id names its coordinator's pid. A peer without spawn requests
+        (before OTP 23) is sent an rpc through ``rex`` instead, and ``spawned`` is not called.
+        Same results and errors as :meth:`rpc`."""
+        await self.connect(peer)
+        conn = self.net_kernel.connections.get(peer)
+        if conn is not None and conn.stalled:
+            raise PeerStalled(f"node {peer} is stalled: nothing received for {conn.silence():.1f} s", sent=False)
+        if conn is None or not conn.flags & Flag.SPAWN:
+            return await self.rpc(peer, module, function, args, timeout)
+        req = self.make_ref()
+        fut: asyncio.Future[Term] = asyncio.get_running_loop().create_future()
+        self._calls[req] = (peer, fut)
+        self._spawn_calls[req] = spawned
+        caller = self._caller
+        # The monitor's target until the spawn reply names the pid: a node lost meanwhile
+        # still ends it (noconnection).
+        caller.monitors[req] = (ERPC, A(peer))
+        mfa = (ERPC, EXECUTE_CALL, 4)
+        call_args = [req, _atom(module), _atom(function), list(args)]
+        self._send_ctrl(peer, (Op.SPAWN_REQUEST, req, caller.pid, caller.pid, mfa, [MONITOR]), call_args)
+        try:
+            async with asyncio.timeout(timeout):
+                reason = await fut
+        finally:
+            self._calls.pop(req, None)
+            self._spawn_calls.pop(req, None)
+            caller.monitors.pop(req, None)  # its DOWN, if it comes later, is dropped
+        what = f"rpc {module}:{function} on {peer}"
+        if type(reason) is tuple and len(reason) >= 3 and reason[0] == req:
+            kind = reason[1]
+            if kind is RETURN or kind is THROW:  # rpc:call answers a thrown value
+                return reason[2]
+            if kind is EXIT_CLASS:
+                raise RemoteError(f"{what} failed: {(EXIT, reason[2])!r:.300}", (EXIT, reason[2]))
+            if kind is ERROR:
+                term = (EXIT, (reason[2], reason[3]) if len(reason) == 4 else reason[2])
+                raise RemoteError(f"{what} failed: {term!r:.300}", term)
+        if reason is NOCONNECTION:
+            raise NodeDown(f"node {peer} went down (noconnection)")
+        raise RemoteError(f"{what} failed: its process ended with {reason!r:.300}", reason)
+
+    def _on_spawn_reply(self, req: Term, result: Term) -> None:
+        if type(req) is not Reference or req not in self._spawn_calls:
+            return  # a call given up already
+        if type(result) is Pid:
+            self._caller.monitors[req] = result
+            spawned = self._spawn_calls[req]
+            if spawned is not None:
+                spawned(result)
+            return
+        # The spawn failed (an atom: badopt, notsup, system_limit, ...): nothing ran.
+        self._caller.monitors.pop(req, None)
+        entry = self._calls.pop(req, None)
+        if entry is not None and not entry[1].done():
+            entry[1].set_exception(RemoteError(f"spawning on {entry[0]} failed: {result!r:.300}", result))
 
     async def call(self, dest: Dest, request: Term, timeout: float = 5.0) -> Term:
         """``gen_server:call(Dest, Request, Timeout)``; a missing or dying server raises RemoteError."""
@@ -589,6 +679,9 @@ class Node:
                 del proc.links[control[1]]
         elif op == Op.SPAWN_REQUEST or op == Op.SPAWN_REQUEST_TT:
             services.on_spawn_request(self, conn, control, payload if payload is not None else [])
+        elif op == Op.SPAWN_REPLY or op == Op.SPAWN_REPLY_TT:
+            if len(control) >= 5:
+                self._on_spawn_reply(control[1], control[4])
         else:
             log.debug("node %s sent unsupported control op %s; ignored", conn.peer, op)
 

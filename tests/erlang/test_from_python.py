@@ -9,6 +9,7 @@ import re
 import pytest
 
 from pylmq.erlang import Atom, Node
+from pylmq.erlang.terms import Pid
 from pylmq.errors import CookieMismatch, NodeDown, RemoteError
 from tests.erlang.dist_helpers import erl_eval
 from tests.erlang.otp_nodes import COOKIE, ErlNode, Runtime, unique_name
@@ -31,6 +32,41 @@ async def test_rpc_error_raises_remote_error_with_the_badrpc_reason(py: Node, er
     reason = info.value.term
     assert isinstance(reason, tuple) and isinstance(reason[1], tuple), reason
     assert reason[0] is A("EXIT") and reason[1][0] is A("badarg"), reason
+
+
+async def test_spawn_call_runs_in_a_process_whose_pid_comes_before_the_answer(py: Node, erl: ErlNode) -> None:
+    seen: list[Pid] = []
+    me = await py.spawn_call(erl.name, "erlang", "self", [], 5, spawned=seen.append)
+    assert seen == [me], "expected the pid of the process that ran the call, reported first"
+    assert me.node is A(erl.name)
+    assert await py.spawn_call(erl.name, "lists", "seq", [1, 300], 5) == list(range(1, 301))
+    assert await py.spawn_call(erl.name, "erlang", "throw", [A("thrown")], 5) is A("thrown"), "as rpc:call"
+
+
+async def test_spawn_call_output_is_logged_and_input_refused_without_a_hang(
+    py: Node, erl: ErlNode, caplog: pytest.LogCaptureFixture
+) -> None:
+    # pylmq is the group leader of the processes it spawns for its calls.
+    with caplog.at_level(logging.INFO, logger="pylmq.erlang.node"):
+        assert await py.spawn_call(erl.name, "io", "format", ["said ~p~n", [A("hello")]], 5) is A("ok")
+    assert any("said" in r.getMessage() and "output of a call" in r.getMessage() for r in caplog.records), caplog.text
+    assert await py.spawn_call(erl.name, "io", "get_line", ["? "], 5) == (A("error"), A("enotsup"))
+
+
+async def test_spawn_call_errors_are_those_of_rpc(py: Node, erl: ErlNode) -> None:
+    with pytest.raises(RemoteError) as info:
+        await py.spawn_call(erl.name, "erlang", "binary_to_atom", [42], 5)
+    reason = info.value.term
+    assert isinstance(reason, tuple) and isinstance(reason[1], tuple), reason
+    assert reason[0] is A("EXIT") and reason[1][0] is A("badarg"), reason
+    with pytest.raises(RemoteError) as info:
+        await py.spawn_call(erl.name, "erlang", "exit", [A("gone")], 5)
+    assert info.value.term == (A("EXIT"), A("gone"))
+    with pytest.raises(TimeoutError):
+        await py.spawn_call(erl.name, "timer", "sleep", [2000], 0.2)
+    # The late end of the call given up is dropped; the node goes on answering.
+    await asyncio.sleep(2)
+    assert await py.spawn_call(erl.name, "erlang", "abs", [-3], 5) == 3
 
 
 async def test_send_to_erlang_registered_process_gets_its_reply(py: Node, erl: ErlNode) -> None:

@@ -239,14 +239,19 @@ class Cluster:
         # in the mirror, not another node's, which would turn the runner's table lock off and
         # could send it elsewhere (see queue_peers).
         spawned: list[Pid] = []
+        given_up = False
 
         def adopt(pid: Pid) -> None:
-            spawned.append(pid)
             self.runners.adopt(pid)
+            if given_up:  # its spawn reply came after the call was given up: it runs anyway
+                self.runners.retire(pid)
+            else:
+                spawned.append(pid)
 
         try:
             return await self.dist.spawn_call(peer, module, function, args, timeout, spawned=adopt)
         finally:
+            given_up = True
             for pid in spawned:
                 self.runners.retire(pid)
 

@@ -44,7 +44,6 @@ KILL = A("kill")
 KILLED = A("killed")
 NOPROC = A("noproc")
 NOCONNECTION = A("noconnection")
-IO_REQUEST, IO_REPLY, PUT_CHARS, OK_ATOM = A("io_request"), A("io_reply"), A("put_chars"), A("ok")
 DOWN = A("DOWN")
 EXIT = A("EXIT")
 PROCESS = A("process")
@@ -56,8 +55,7 @@ REX = A("rex")
 BADRPC = A("badrpc")
 ERPC, EXECUTE_CALL, MONITOR = A("erpc"), A("execute_call"), A("monitor")
 RETURN, THROW, EXIT_CLASS, ERROR = A("return"), A("throw"), A("exit"), A("error")
-NOCONNECTION = A("noconnection")
-IO_REQUEST, IO_REPLY, PUT_CHARS, OK_ATOM = A("io_request"), A("io_reply"), A("put_chars"), A("ok")
+LATE_SPAWNS = 10_000  # spawn_call()s given up before their spawn reply, remembered at most
 
 
 def _atom(x: Atom | str) -> Atom:
@@ -102,6 +100,12 @@ class Node:
         # spawn_call()s waiting for their process's pid (SPAWN_REPLY) or end (its DOWN): each
         # one's callback for the pid.
         self._spawn_calls: dict[Reference, Callable[[Pid], None] | None] = {}
+        # Those given up before their spawn reply (timed out, peer stalled): the process may
+        # still run the call, and its pid is still told.
+        self._late_spawns: dict[Reference, Callable[[Pid], None]] = {}
+        # Per peer, the pid of its ``user`` process (and the connection it was learnt on): the
+        # group leader of the processes spawn_call() starts there, as rex gives its workers.
+        self._group_leaders: dict[str, tuple[Connection, Pid]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.net_kernel = NetKernel(self)
         self.functions: dict[tuple[Atom, Atom], Callable[..., Any]] = {}
@@ -417,16 +421,6 @@ class Node:
                     entry[1].set_result(msg[4])  # a spawn_call's process ended: its result
                 else:
                     entry[1].set_exception(RemoteError(f"{msg[3]!r} is gone: {msg[4]!r}", msg[4]))
-        elif len(msg) == 4 and msg[0] is IO_REQUEST and type(msg[1]) is Pid:
-            # This process is the group leader of spawn_call()'s processes: output goes to the
-            # log, input is refused, and the caller never waits for an answer that would not come.
-            request = msg[3]
-            if type(request) is tuple and request and request[0] is PUT_CHARS:
-                log.info("output of a call on node %s: %r", msg[1].node.name, request[1:])
-                answer: Term = OK_ATOM
-            else:
-                answer = (ERROR, A("enotsup"))
-            self.send(msg[1], (IO_REPLY, msg[2], answer), sender=_proc.pid)
 
     async def rpc(
         self, peer: str, module: Atom | str, function: Atom | str, args: list[Term], timeout: float = 30.0
@@ -469,18 +463,28 @@ class Node:
         """:meth:`rpc`, run as OTP 23+'s ``rpc:call`` runs it: in a process spawned for the call
         on the peer (a spawn request of ``erpc:execute_call``, monitored; the result comes as its
         exit reason). ``spawned`` gets that process's pid before it runs the call (when the
-        peer's spawn reply arrives), so that what it does can be told apart as this node's: a
-        Mnesia transaction's id names its coordinator's pid. A peer without spawn requests
-        (before OTP 23) is sent an rpc through ``rex`` instead, and ``spawned`` is not called.
-        Same results and errors as :meth:`rpc`."""
+        peer's spawn reply arrives, even after the call was given up), so that what it does can
+        be told apart as this node's: a Mnesia transaction's id names its coordinator's pid. Its
+        group leader is the peer's ``user``, as for rex's workers: its output and log events go
+        where the peer's own go. A peer without spawn requests (before OTP 23) or without a
+        ``user`` is sent an rpc through ``rex`` instead, and ``spawned`` is not called. Same
+        results and errors as :meth:`rpc`."""
         await self.connect(peer)
         conn = self.net_kernel.connections.get(peer)
         if conn is not None and conn.stalled:
             raise PeerStalled(f"node {peer} is stalled: nothing received for {conn.silence():.1f} s", sent=False)
         if conn is None or not conn.flags & Flag.SPAWN:
             return await self.rpc(peer, module, function, args, timeout)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout  # the bound of the whole call, look-up included
+        known = self._group_leaders.get(peer)
+        if known is None or known[0] is not conn:
+            user = await self.rpc(peer, "erlang", "whereis", [USER], timeout)
+            if type(user) is not Pid:
+                return await self.rpc(peer, module, function, args, max(0.0, deadline - loop.time()))
+            known = self._group_leaders[peer] = (conn, user)
         req = self.make_ref()
-        fut: asyncio.Future[Term] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Term] = loop.create_future()
         self._calls[req] = (peer, fut)
         self._spawn_calls[req] = spawned
         caller = self._caller
@@ -489,14 +493,19 @@ class Node:
         caller.monitors[req] = (ERPC, A(peer))
         mfa = (ERPC, EXECUTE_CALL, 4)
         call_args = [req, _atom(module), _atom(function), list(args)]
-        self._send_ctrl(peer, (Op.SPAWN_REQUEST, req, caller.pid, caller.pid, mfa, [MONITOR]), call_args)
+        self._send_ctrl(peer, (Op.SPAWN_REQUEST, req, caller.pid, known[1], mfa, [MONITOR]), call_args)
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(deadline):
                 reason = await fut
         finally:
             self._calls.pop(req, None)
             self._spawn_calls.pop(req, None)
-            caller.monitors.pop(req, None)  # its DOWN, if it comes later, is dropped
+            target = caller.monitors.pop(req, None)  # its DOWN, if it comes later, is dropped
+            if type(target) is tuple and spawned is not None:
+                # Given up (timed out, peer stalled) before any spawn reply: the call may still run.
+                if len(self._late_spawns) >= LATE_SPAWNS:
+                    del self._late_spawns[next(iter(self._late_spawns))]
+                self._late_spawns[req] = spawned
         what = f"rpc {module}:{function} on {peer}"
         if type(reason) is tuple and len(reason) >= 3 and reason[0] == req:
             kind = reason[1]
@@ -509,11 +518,17 @@ class Node:
                 raise RemoteError(f"{what} failed: {term!r:.300}", term)
         if reason is NOCONNECTION:
             raise NodeDown(f"node {peer} went down (noconnection)")
-        raise RemoteError(f"{what} failed: its process ended with {reason!r:.300}", reason)
+        # Killed, or another end from outside the call: as rex's worker would report it.
+        raise RemoteError(f"{what} failed: {(EXIT, reason)!r:.300}", (EXIT, reason))
 
     def _on_spawn_reply(self, req: Term, result: Term) -> None:
-        if type(req) is not Reference or req not in self._spawn_calls:
-            return  # a call given up already
+        if type(req) is not Reference:
+            return
+        late = self._late_spawns.pop(req, None)
+        if late is not None and type(result) is Pid:
+            late(result)  # a call given up before its spawn reply: it runs all the same
+        if req not in self._spawn_calls:
+            return
         if type(result) is Pid:
             self._caller.monitors[req] = result
             spawned = self._spawn_calls[req]

@@ -19,7 +19,7 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -718,27 +718,36 @@ def test_a_push_around_a_held_up_runner_is_this_nodes_write_and_leaves_the_table
     lmq2.eval(f"register({suspender}, spawn(fun() -> {hold} end)), ok")
     assert wait_for(lambda: lmq2.eval(f"[S || P <- {runners}, {{status, S}} <- [process_info(P, status)]]"),
                     lambda v: "suspended" in v, 5).strip() == "[suspended]"  # fmt: skip
-    try:
-        outcome: list[object] = []
+    outcome: list[object] = []
 
-        def push_held() -> None:  # a push the runner holds
+    def call(request: Callable[[HttpClient], object]) -> threading.Thread:
+        def run() -> None:
             try:
-                outcome.append(HttpClient(ref.py[0].url, request_timeout=30).push(q, b"held", "text/plain"))
+                outcome.append(request(HttpClient(ref.py[0].url, request_timeout=30)))
             except Exception as e:
                 outcome.append(e)
 
-        held = threading.Thread(target=push_held)
-        held.start()
+        t = threading.Thread(target=run)
+        t.start()
+        return t
+
+    try:
+        held = call(lambda c: c.push(q, b"held", "text/plain"))  # a push the runner holds
         time.sleep(RUNNER_HELD + 0.3)
         py.push(q, b"around", "text/plain")
         assert held.is_alive(), "expected the push around the runner answered while the runner holds the other"
+        time.sleep(0.2)  # its table event, in by now
+        # A call sent now tells the runner whether to lock its table: within SHARED_FOR of
+        # the push, so that a push counted as another node's write would make it row locks.
+        behind = call(lambda c: c.pull(q, 0))
+        time.sleep(0.2)
     finally:
         lmq2.eval(f"{suspender} ! resume, ok")
     held.join(30)
-    assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
-    assert lmq2.eval(f"mnesia:table_info('{q}', size)").strip() == "2", "expected both pushes written"
-    spawn_runner(py, q)  # calls that tell the runner whether to lock its table
+    behind.join(30)
+    assert len(outcome) == 2 and not any(isinstance(o, Exception) for o in outcome), outcome
     assert runner_table_lock(ref.erl, q) == "[true]", "the push around the runner counted as another node's write"
+    assert lmq2.eval(f"mnesia:table_info('{q}', size)").strip() == "2", "expected both pushes written"
 
 
 def test_a_shared_queues_runner_goes_to_the_node_of_the_other_writers_and_follows_them(ref: RefCluster) -> None:

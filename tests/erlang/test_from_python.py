@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
+import signal
 
 import pytest
 
@@ -43,14 +45,30 @@ async def test_spawn_call_runs_in_a_process_whose_pid_comes_before_the_answer(py
     assert await py.spawn_call(erl.name, "erlang", "throw", [A("thrown")], 5) is A("thrown"), "as rpc:call"
 
 
-async def test_spawn_call_output_is_logged_and_input_refused_without_a_hang(
-    py: Node, erl: ErlNode, caplog: pytest.LogCaptureFixture
-) -> None:
-    # pylmq is the group leader of the processes it spawns for its calls.
-    with caplog.at_level(logging.INFO, logger="pylmq.erlang.node"):
-        assert await py.spawn_call(erl.name, "io", "format", ["said ~p~n", [A("hello")]], 5) is A("ok")
-    assert any("said" in r.getMessage() and "output of a call" in r.getMessage() for r in caplog.records), caplog.text
-    assert await py.spawn_call(erl.name, "io", "get_line", ["? "], 5) == (A("error"), A("enotsup"))
+async def test_spawn_call_processes_have_the_peers_user_as_group_leader(py: Node, erl: ErlNode) -> None:
+    # As rex's workers: their output and log events go where the peer's own go.
+    user = await py.rpc(erl.name, "erlang", "whereis", [A("user")])
+    assert await py.spawn_call(erl.name, "erlang", "group_leader", [], 5) == user
+    assert await py.spawn_call(erl.name, "io", "format", ["said ~p~n", [A("hello")]], 5) is A("ok")
+
+
+async def test_a_spawn_call_given_up_before_its_spawn_reply_still_tells_the_pid(py: Node, erl: ErlNode) -> None:
+    # The process may still run the call: its writes must still be known as this node's.
+    await py.spawn_call(erl.name, "erlang", "node", [], 5)  # connected, its group leader known
+    assert erl.proc is not None
+    seen: list[Pid] = []
+    os.kill(erl.proc.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises((TimeoutError, NodeDown)):  # NodeDown: PeerStalled, if seen first
+            await py.spawn_call(erl.name, "erlang", "self", [], 0.3, spawned=seen.append)
+        assert seen == []
+    finally:
+        os.kill(erl.proc.pid, signal.SIGCONT)
+    for _ in range(100):
+        if seen:
+            break
+        await asyncio.sleep(0.05)
+    assert len(seen) == 1 and seen[0].node is A(erl.name), seen
 
 
 async def test_spawn_call_errors_are_those_of_rpc(py: Node, erl: ErlNode) -> None:

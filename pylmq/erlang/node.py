@@ -431,11 +431,7 @@ class Node:
         a lost connection NodeDown, a stalled peer (before or during the call) PeerStalled,
         no answer in time TimeoutError.
         """
-        await self.connect(peer)
-        conn = self.net_kernel.connections.get(peer)
-        if conn is not None and conn.stalled:
-            # It would only wait out the timeout: the caller may have another node to ask.
-            raise PeerStalled(f"node {peer} is stalled: nothing received for {conn.silence():.1f} s", sent=False)
+        await self._connected(peer)
         ref = self.make_ref()
         fut: asyncio.Future[Term] = asyncio.get_running_loop().create_future()
         self._calls[ref] = (peer, fut)
@@ -450,6 +446,15 @@ class Node:
         if type(result) is tuple and len(result) == 2 and result[0] is BADRPC:
             raise RemoteError(f"rpc {module}:{function} on {peer} failed: {result[1]!r:.300}", result[1])
         return result
+
+    async def _connected(self, peer: str) -> Connection | None:
+        """The connection to ``peer``, made if needed; PeerStalled (nothing sent) if it stalls."""
+        await self.connect(peer)
+        conn = self.net_kernel.connections.get(peer)
+        if conn is not None and conn.stalled:
+            # A call would only wait out its timeout: the caller may have another node to ask.
+            raise PeerStalled(f"node {peer} is stalled: nothing received for {conn.silence():.1f} s", sent=False)
+        return conn
 
     async def spawn_call(
         self,
@@ -469,10 +474,7 @@ class Node:
         where the peer's own go. A peer without spawn requests (before OTP 23) or without a
         ``user`` is sent an rpc through ``rex`` instead, and ``spawned`` is not called. Same
         results and errors as :meth:`rpc`."""
-        await self.connect(peer)
-        conn = self.net_kernel.connections.get(peer)
-        if conn is not None and conn.stalled:
-            raise PeerStalled(f"node {peer} is stalled: nothing received for {conn.silence():.1f} s", sent=False)
+        conn = await self._connected(peer)
         if conn is None or not conn.flags & Flag.SPAWN:
             return await self.rpc(peer, module, function, args, timeout)
         loop = asyncio.get_running_loop()
@@ -506,20 +508,18 @@ class Node:
                 if len(self._late_spawns) >= LATE_SPAWNS:
                     del self._late_spawns[next(iter(self._late_spawns))]
                 self._late_spawns[req] = spawned
-        what = f"rpc {module}:{function} on {peer}"
-        if type(reason) is tuple and len(reason) >= 3 and reason[0] == req:
-            kind = reason[1]
-            if kind is RETURN or kind is THROW:  # rpc:call answers a thrown value
-                return reason[2]
-            if kind is EXIT_CLASS:
-                raise RemoteError(f"{what} failed: {(EXIT, reason[2])!r:.300}", (EXIT, reason[2]))
-            if kind is ERROR:
-                term = (EXIT, (reason[2], reason[3]) if len(reason) == 4 else reason[2])
-                raise RemoteError(f"{what} failed: {term!r:.300}", term)
+        ours = type(reason) is tuple and len(reason) >= 3 and reason[0] == req
+        if ours and (reason[1] is RETURN or reason[1] is THROW):  # rpc:call answers a thrown value
+            return reason[2]
         if reason is NOCONNECTION:
             raise NodeDown(f"node {peer} went down (noconnection)")
-        # Killed, or another end from outside the call: as rex's worker would report it.
-        raise RemoteError(f"{what} failed: {(EXIT, reason)!r:.300}", (EXIT, reason))
+        # As rex reports a failed call, {badrpc, {'EXIT', Why}}: Why is {Error, Stack} for an
+        # error, the reason of an exit, and the exit reason of a process ended from outside.
+        if ours and reason[1] is ERROR and len(reason) == 4:
+            why: Term = (reason[2], reason[3])
+        else:
+            why = reason[2] if ours and (reason[1] is EXIT_CLASS or reason[1] is ERROR) else reason
+        raise RemoteError(f"rpc {module}:{function} on {peer} failed: {(EXIT, why)!r:.300}", (EXIT, why))
 
     def _on_spawn_reply(self, req: Term, result: Term) -> None:
         if type(req) is not Reference:
